@@ -29,6 +29,7 @@ demo: setup
 bench: setup
 	$(BIN)/python scripts/bench_ingest.py
 	$(BIN)/python scripts/bench_rankers.py
+	$(BIN)/python scripts/bench_nrp.py
 
 lint: setup
 	$(BIN)/ruff check nrp tests scripts

@@ -44,7 +44,7 @@ Statistics (and why):
 - **Ties rule** (``ties``): the scoring step's rules and code (``nrp.nrp.ties``): ``mid``
   (default) counts each document scored equal to d as half above it, ``pessimistic`` (and
   ``strict``, d appended after the rest) as above, ``optimistic`` as below. Scores compare
-  exactly, as there.
+  as there: exactly for lexical rankers, within the dtype's tolerance for neural ones.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ from nrp.nrp.report_tables import (
     records,
     text_table,
 )
-from nrp.nrp.ties import check_tie_mode, nrp_value, rank_from_counts
+from nrp.nrp.ties import check_tie_mode, nrp_value, rank_from_counts, tie_margin
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
 from nrp.rankers.registry import make_ranker, split_specs
@@ -81,9 +81,12 @@ RankerSpec = str | Ranker
 Progress = Callable[[str], None]
 
 
-def leave_one_out(scores: Sequence[float], ties: str = "mid") -> pd.DataFrame:
+def leave_one_out(
+    scores: Sequence[float], ties: str = "mid", tolerance: float = 0.0
+) -> pd.DataFrame:
     """Each document of one D_q held out in turn against the others: columns ``above`` (others
-    scored higher), ``tied`` (others scored equal), ``r`` and ``nrp`` = 1 - r / (n - 1).
+    scored higher by more than the tie margin), ``tied`` (others within it; equal when
+    ``tolerance`` is 0, see ``nrp.nrp.ties``), ``r`` and ``nrp`` = 1 - r / (n - 1).
     With fewer than two documents there is nothing to rank against: NaN."""
     check_tie_mode(ties)
     values = np.asarray(scores, dtype=float)
@@ -91,8 +94,9 @@ def leave_one_out(scores: Sequence[float], ties: str = "mid") -> pd.DataFrame:
         raise NrpError("scores must be finite numbers")
     n = len(values)
     ordered = np.sort(values)
-    right = np.searchsorted(ordered, values, side="right")
-    left = np.searchsorted(ordered, values, side="left")
+    margin = tie_margin(values, tolerance)
+    right = np.searchsorted(ordered, values + margin, side="right")
+    left = np.searchsorted(ordered, values - margin, side="left")
     above = n - right
     tied = right - left - 1  # minus the document itself
     r = np.asarray(rank_from_counts(above, tied, ties), dtype=float).reshape(n)
@@ -271,7 +275,10 @@ def agreement(
         name: _score(collection, ranker, candidates, cache, progress)
         for name, ranker in built.items()
     }
-    loo = {name: _leave_one_out_all(frame, ties) for name, frame in scored.items()}
+    loo = {
+        name: _leave_one_out_all(frame, ties, built[name].score_tolerance)
+        for name, frame in scored.items()
+    }
 
     warnings: list[str] = []
     per_doc_parts, per_query_parts, summary_rows, grade_parts = [], [], [], []
@@ -381,11 +388,11 @@ def _score(
     )
 
 
-def _leave_one_out_all(scored: pd.DataFrame, ties: str) -> pd.DataFrame:
+def _leave_one_out_all(scored: pd.DataFrame, ties: str, tolerance: float) -> pd.DataFrame:
     """``leave_one_out`` for every query: qid, docno, score, n_docs, above, tied, r, nrp."""
     parts = []
     for qid, group in scored.groupby("qid", sort=False):
-        values = leave_one_out(group["score"].to_numpy(), ties)
+        values = leave_one_out(group["score"].to_numpy(), ties, tolerance)
         values.insert(0, "n_docs", len(group))
         values.insert(0, "score", group["score"].to_numpy())
         values.insert(0, "docno", group["docno"].to_numpy())

@@ -176,6 +176,7 @@ class AnswerInjector:
         self.collection = collection
         self.ranker = ranker
         self.mode = injection_mode(ranker, frozen_stats, full_rerank)
+        self.tolerance = float(ranker.score_tolerance)  # the tie rule's, in every mode
         self.score_cache = score_cache
         self.pair_cache = pair_cache
         self.fingerprint = str(collection.meta["fingerprint"])
@@ -257,10 +258,9 @@ class AnswerInjector:
         out["score"] = out["score"].astype(np.float64)
         return out
 
-    @staticmethod
-    def _row(answer_id: str, qid: str, score: float, doc_scores: np.ndarray) -> tuple:
+    def _row(self, answer_id: str, qid: str, score: float, doc_scores: np.ndarray) -> tuple:
         """One result row; strict = above + ties (the appended answer goes below its ties)."""
-        above, ties = position(doc_scores, score)
+        above, ties = position(doc_scores, score, self.tolerance)
         return (answer_id, qid, float(score), above, ties, above + ties, len(doc_scores))
 
     # -- D_q scores from the score cache -----------------------------------------------------
@@ -433,7 +433,7 @@ class AnswerInjector:
                     {"qid": qid, "docno": [*docs["docno"].astype(str), answer_id], "score": scores}
                 )
             )
-            above, ties = position(scores[:-1], scores[-1])
+            above, ties = position(scores[:-1], scores[-1])  # lexical: exact (tolerance 0)
             strict = int(ranked["rank"].iloc[-1])
             rows.append((answer_id, qid, float(scores[-1]), above, ties, strict, len(docs)))
         return rows
@@ -441,7 +441,8 @@ class AnswerInjector:
     # -- reference: full re-ranking ----------------------------------------------------------
     def _full_transform(self, frame: pd.DataFrame) -> list[tuple]:
         """As the source scripts: per answer, D_q with the answer appended last, re-ranked from
-        scratch by ``ranker.transform`` (no cache); strict = the answer's ``rank``."""
+        scratch by ``ranker.transform`` (no cache); strict = the answer's ``rank`` (exact
+        rankers) or above + ties under the ranker's tolerance (neural rankers)."""
         duo = self.ranker if isinstance(self.ranker, DuoT5Ranker) else None
         original = duo.pair_scorer if duo is not None else None
         if duo is not None:
@@ -464,8 +465,15 @@ class AnswerInjector:
                 is_answer = (ranked["docno"].astype(str) == answer_id).to_numpy()
                 score = float(ranked.loc[is_answer, "score"].iloc[0])
                 doc_scores = ranked.loc[~is_answer, "score"].to_numpy(dtype=np.float64)
-                above, ties = position(doc_scores, score)
-                strict = int(ranked.loc[is_answer, "rank"].iloc[0])
+                above, ties = position(doc_scores, score, self.tolerance)
+                # exact rankers: the rank add_ranks gave the appended answer (the tests check it
+                # equals above + ties); with a tolerance, ties are not exact equalities that a
+                # sort could see, and the same rule as the fast mode applies
+                strict = (
+                    int(ranked.loc[is_answer, "rank"].iloc[0])
+                    if self.tolerance == 0.0
+                    else above + ties
+                )
                 rows.append((answer_id, qid, score, above, ties, strict, len(docs)))
         finally:
             if duo is not None:

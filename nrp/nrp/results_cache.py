@@ -77,10 +77,14 @@ class PositionScope:
     mode: str  # injection mode, e.g. "fast:pointwise" or "full:transform"
     ranker_spec: str = ""
     collection: str = ""
+    tolerance: float = 0.0  # the tie rule's (``Ranker.score_tolerance``): it decides the ties
 
     @property
     def key(self) -> str:
-        return f"{self.collection_fingerprint[:20]}/{self.ranker_fingerprint}/{self.mode}"
+        return (
+            f"{self.collection_fingerprint[:20]}/{self.ranker_fingerprint}/{self.mode}"
+            f"/tol={self.tolerance:g}"
+        )
 
 
 class ResultsCache:

@@ -353,7 +353,12 @@ def _position_with(
     batches of ``chunk_size`` answers, each batch stored as soon as it is done."""
     spec = ranker.spec()
     scope = PositionScope(
-        str(collection.meta["fingerprint"]), fingerprint, mode, spec, collection.name
+        str(collection.meta["fingerprint"]),
+        fingerprint,
+        mode,
+        spec,
+        collection.name,
+        float(ranker.score_tolerance),
     )
     counts = InjectionCounts()
     stored = (

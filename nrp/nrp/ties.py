@@ -23,17 +23,30 @@ Tie rules (``TieMode``):
   reference mode, ``full_rerank=True``, takes r from the ``rank`` column of the ranker's
   output, and the tests check that the fast mode's ``above + ties`` equals it).
 
-Why scores are compared exactly, without an epsilon: the scores compared come from the same
-code path. Document scores are stored as float64 in SQLite and read back bit for bit; the
-lexical models score D_q and the answer with the same array operations on the same statistics
-(``LexicalIndex.with_extra`` lays the answer out exactly as a fresh index of D_q plus the answer
-would), so equal inputs give equal floats and unequal inputs rarely collide. An epsilon would
-declare different scores equal (changing r for answers that are genuinely, if slightly, better
-or worse), and it would not make neural scores comparable across batches either: a score that
-differs from a document's by batch rounding (~1e-7 relative in fp32) can fall on either side of
-any epsilon. Exact ties therefore mean "the ranker cannot tell them apart": for lexical models,
-e.g. an answer and a document without any query term (both score 0); for neural models, in
-practice only texts the model sees identically.
+How equal is "tied": each ranker declares a score tolerance (``Ranker.score_tolerance``, a
+relative tolerance; two scores a and d are tied when ``|a - d| <= tol * max(1, |a|)``).
+
+- Lexical models, the random order and every ranker without a model: tolerance 0, exact
+  comparison. Their scores come from the same code path: document scores are stored as float64
+  and read back bit for bit, and the lexical models score D_q and the answer with the same array
+  operations on the same statistics (``LexicalIndex.with_extra`` lays the answer out exactly as a
+  fresh index of D_q plus the answer would), so equal inputs give equal floats. An epsilon there
+  would only declare genuinely different scores equal.
+- Neural models (dense, ColBERT, monoT5, duoT5): a text's score is not bit-for-bit independent
+  of the batch it is scored in. Padding to the batch's longest row changes the shapes of the
+  matrix products, and fp32 accumulation in another order moves the result by ~1e-7 (relative);
+  fp16/bf16 on a GPU by far more. The fast mode scores the answer in another batch than D_q, so
+  an answer that copies a document verbatim would, compared exactly, land a hair above or below
+  its copy, where the reference mode (same text, other batch again) may put it on the other
+  side. The tolerance per dtype (``nrp.rankers.device.SCORE_TOLERANCE``: fp32 1e-5, fp16 5e-3,
+  bf16 2e-2) is well above that noise and well below the gaps between the scores of different
+  texts, so both modes see the same ties. The cost: two different texts scored within the
+  tolerance count as tied, which for these models is what they are (the model cannot separate
+  them beyond its own rounding).
+
+The same rule, with the same tolerance, decides ``above`` and ``ties`` in the fast mode, in the
+reference mode (which therefore takes ``strict`` from these counts, not from ``add_ranks``, for a
+ranker with a tolerance) and in the leave-one-out agreement.
 """
 
 from __future__ import annotations
@@ -55,13 +68,28 @@ def check_tie_mode(mode: str) -> TieMode:
     return mode  # type: ignore[return-value]
 
 
-def position(doc_scores: np.ndarray, answer_score: float) -> tuple[int, int]:
-    """(above, ties): documents scored strictly above the answer and exactly equal to it."""
+def tie_margin(score: float | np.ndarray, tolerance: float = 0.0):
+    """The absolute distance within which a score is tied with ``score``:
+    ``tolerance * max(1, |score|)`` (0 for exact rankers)."""
+    if tolerance < 0:
+        raise ValueError(f"a score tolerance cannot be negative, got {tolerance}")
+    return tolerance * np.maximum(1.0, np.abs(score))
+
+
+def position(
+    doc_scores: np.ndarray, answer_score: float, tolerance: float = 0.0
+) -> tuple[int, int]:
+    """(above, ties): documents scored above the answer by more than the tie margin, and within
+    it (exactly equal when ``tolerance`` is 0)."""
     scores = np.asarray(doc_scores, dtype=np.float64)
     answer = float(answer_score)
     if np.isnan(scores).any() or np.isnan(answer):
         raise ValueError("NaN score: a NaN cannot be ranked (the ranker failed)")
-    return int((scores > answer).sum()), int((scores == answer).sum())
+    if tolerance == 0.0:
+        return int((scores > answer).sum()), int((scores == answer).sum())
+    margin = float(tie_margin(answer, tolerance))
+    above = int((scores > answer + margin).sum())
+    return above, int((np.abs(scores - answer) <= margin).sum())
 
 
 def rank_from_counts(above: int | np.ndarray, ties: int | np.ndarray, mode: str = "mid"):

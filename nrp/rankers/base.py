@@ -79,6 +79,19 @@ class Ranker(pt.Transformer):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.spec()}>"
 
+    @property
+    def score_tolerance(self) -> float:
+        """Relative tolerance under which two of this ranker's scores count as tied
+        (``nrp.nrp.ties``). 0, exact, for rankers without a floating-point model; a ranker that
+        runs one declares a ``dtype`` parameter and gets that precision's tolerance
+        (``nrp.rankers.device.SCORE_TOLERANCE``), because its scores move with the batch."""
+        dtype = self.params.get("dtype")
+        if dtype is None:
+            return 0.0
+        from nrp.rankers.device import SCORE_TOLERANCE
+
+        return SCORE_TOLERANCE.get(str(dtype).lower(), SCORE_TOLERANCE["fp32"])
+
     def bind_collection(self, collection: Any) -> None:
         """Called with the collection whose D_q this ranker will rank, before any scoring.
         Rankers that need collection-wide data (lexical stats=collection) take it here."""

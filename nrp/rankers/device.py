@@ -11,7 +11,9 @@ API (small on purpose):
 - ``resolve_device(device)`` -> ``"cpu"`` / ``"cuda"`` / ``"cuda:N"``
 - ``resolve_dtype(dtype, device)`` -> ``torch.dtype`` (``fp32`` / ``fp16`` / ``bf16``)
 - ``run_length_sorted(items, fn, batch_size, ...)`` -> ``fn`` applied to batches of items
-  sorted by length, results back in the original order (less padding, same numbers)
+  sorted by length, results back in the original order (less padding; the same numbers up to
+  float rounding: a text's score moves by ~1e-7 in fp32 with the batch it shares, which is why
+  neural rankers compare scores with ``SCORE_TOLERANCE``)
 - ``progress(iterable, ...)`` -> a tqdm bar, silent when not on a TTY or ``verbose=False``
 - ``split_passages(text, length, stride)``, ``explode_passages(frame, length, stride)``,
   ``aggregate_passages(scores, owner, n_docs, how)``: score passages, keep one score per document
@@ -38,6 +40,10 @@ T = TypeVar("T")
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("fp32", "fp16", "bf16")
+#: relative tolerance under which two scores of a neural ranker count as tied, per dtype: above
+#: the batch-to-batch rounding of each precision (fp32 ~1e-7, half precision ~1e-3), below the
+#: gaps between the scores of different texts (see ``nrp.nrp.ties``)
+SCORE_TOLERANCE = {"fp32": 1e-5, "fp16": 5e-3, "bf16": 2e-2}
 AGGREGATES = ("max", "first")
 
 

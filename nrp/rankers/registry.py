@@ -16,14 +16,9 @@ from functools import cache
 from typing import Any
 
 from nrp.errors import ConfigError
+from nrp.spec import Param, parse_params, split_specs
 
-
-@dataclass(frozen=True)
-class Param:
-    type: type
-    default: Any
-    description: str
-    choices: tuple[Any, ...] | None = None
+__all__ = ["Param", "RankerInfo", "all_rankers", "make_ranker", "parse_spec", "split_specs"]
 
 
 @dataclass(frozen=True)
@@ -52,45 +47,11 @@ def all_rankers() -> dict[str, RankerInfo]:
     return dict(sorted(found.items()))
 
 
-def _convert(value: str, param: Param, name: str, key: str) -> Any:
-    try:
-        if param.type is bool:
-            lowered = value.strip().lower()
-            if lowered not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError(value)
-            converted: Any = lowered in ("true", "1", "yes")
-        else:
-            converted = param.type(value)
-    except ValueError:
-        raise ConfigError(
-            f"ranker {name!r}: parameter {key}={value!r} is not a {param.type.__name__}"
-        ) from None
-    if param.choices is not None and converted not in param.choices:
-        raise ConfigError(
-            f"ranker {name!r}: parameter {key}={value!r} must be one of "
-            f"{', '.join(map(str, param.choices))}"
-        )
-    return converted
-
-
 def parse_spec(spec: str) -> tuple[RankerInfo, dict[str, Any]]:
     """``name[:key=value,key=value]`` -> the ranker's info and its complete, typed parameters."""
-    name, _, rest = spec.strip().partition(":")
     rankers = all_rankers()
-    if name not in rankers:
-        raise ConfigError(f"unknown ranker {name!r} in spec {spec!r}; known: {', '.join(rankers)}")
-    info = rankers[name]
-    params = {key: param.default for key, param in info.params.items()}
-    for item in filter(None, (part.strip() for part in rest.split(","))):
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep:
-            raise ConfigError(f"ranker spec {spec!r}: {item!r} is not key=value")
-        if key not in info.params:
-            known = ", ".join(info.params) or "none"
-            raise ConfigError(f"ranker {name!r} has no parameter {key!r} (known: {known})")
-        params[key] = _convert(value.strip(), info.params[key], name, key)
-    return info, params
+    name, params = parse_params(spec, "ranker", {n: i.params for n, i in rankers.items()})
+    return rankers[name], params
 
 
 def make_ranker(spec: str):
@@ -100,17 +61,3 @@ def make_ranker(spec: str):
     if not ok:
         raise ConfigError(f"ranker {info.name!r} is not available here: {reason}")
     return info.build(params)
-
-
-def split_specs(specs: str) -> list[str]:
-    """Split a comma-separated list of specs where a spec's own parameters also use commas:
-    ``tfidf,monot5:model=/m,batch=8,bm25`` -> [tfidf, monot5:model=/m,batch=8, bm25]."""
-    result: list[str] = []
-    for part in (p.strip() for p in specs.split(",")):
-        if not part:
-            continue
-        if result and "=" in part and ":" not in part.split("=", 1)[0]:
-            result[-1] += "," + part
-        else:
-            result.append(part)
-    return result

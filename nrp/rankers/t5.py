@@ -25,7 +25,9 @@ Why we do not call pyterrier-t5 but run the same scoring in our own loop:
   ``</s>`` and has masked padding between the document and ``Relevant:``, which shifts T5's
   relative positions. A document's score changes with the documents that share its batch. We
   build every input alone (its batch-of-one form) and pad on the right, so any batching and
-  length sorting gives the same numbers (up to float rounding).
+  length sorting gives the same inputs. The outputs are not bit-for-bit batch invariant: the
+  padded width changes the shapes of the matrix products and fp32 rounds by ~1e-7; ties are
+  therefore decided with the dtype's tolerance (``Ranker.score_tolerance``).
 - it truncates silently; here every cut document is counted, logged and marked (``truncated``
   column), and ``passages=N`` scores long documents passage by passage (MaxP / FirstP).
 - batch size 4, no dtype, no length sorting; here ``nrp.rankers.device`` does these the way all

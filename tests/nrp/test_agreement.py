@@ -153,6 +153,18 @@ def test_leave_one_out_counts_others_above_and_ties():
         leave_one_out(scores, "half")
 
 
+def test_leave_one_out_with_a_neural_tolerance_ties_batch_rounding():
+    # 3.0 and 3.0 + 2e-7 are one text scored in two batches (fp32 rounding): tied at 1e-5;
+    # 4.0 and 3.1 stay apart. Exactly compared, the pair would split into above and below.
+    scores = [4.0, 3.0, 3.0 + 2e-7, 3.1]
+    exact = leave_one_out(scores)
+    assert exact["tied"].tolist() == [0, 0, 0, 0]
+    tolerant = leave_one_out(scores, tolerance=1e-5)
+    assert tolerant["above"].tolist() == [0, 2, 2, 1]
+    assert tolerant["tied"].tolist() == [0, 1, 1, 0]
+    assert tolerant["nrp"].tolist() == pytest.approx([1, 1 - 2.5 / 3, 1 - 2.5 / 3, 1 - 1 / 3])
+
+
 def test_correlations_are_scipys_with_constant_cases_stated():
     tau, rho = correlations([1, 0.5, 0.5, 0.2, 0], [2, 1, 2, 0, 0])
     assert tau == pytest.approx(TAU_Q1) and rho == pytest.approx(RHO_Q1)

@@ -158,6 +158,27 @@ def test_position_counts_above_and_exact_ties():
         position(docs, float("nan"))
 
 
+def test_position_with_a_tolerance_ties_scores_within_the_margin():
+    docs = np.array([5.0, 3.0 + 2e-5, 3.0, 3.0 - 2e-5, 1.0])
+    assert position(docs, 3.0) == (2, 1)  # exact: the neighbours are above and below
+    # relative 1e-5 of max(1, |3|): margin 3e-5, so all three 3.0s tie
+    assert position(docs, 3.0, tolerance=1e-5) == (1, 3)
+    # small scores get an absolute margin of the tolerance itself (max(1, |s|))
+    assert position(np.array([1e-6, 0.0, -1e-6]), 0.0, tolerance=1e-5) == (0, 3)
+    assert position(np.array([1e-4, 0.0]), 0.0, tolerance=1e-5) == (1, 1)
+    with pytest.raises(ValueError, match="negative"):
+        position(docs, 3.0, tolerance=-1.0)
+
+
+def test_score_tolerance_is_exact_for_lexical_rankers_and_per_dtype_for_neural_ones():
+    assert make_ranker("bm25").score_tolerance == 0.0
+    assert make_ranker("random").score_tolerance == 0.0
+    assert make_ranker("dense").score_tolerance == 1e-5
+    assert make_ranker("monot5").score_tolerance == 1e-5
+    assert make_ranker("dense:dtype=bf16").score_tolerance == 2e-2
+    assert make_ranker("colbert:dtype=fp16").score_tolerance == 5e-3
+
+
 @pytest.mark.parametrize(
     ("mode", "r"), [("mid", 3.0), ("optimistic", 2.0), ("pessimistic", 4.0), ("strict", 4.0)]
 )
@@ -457,12 +478,88 @@ def t5_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.mark.shared_data
 def test_monot5_fast_equals_full(mediqa, tmp_path, t5_models):
-    answers = mediqa_answers(mediqa, 8, copies=False, per_query=1, shortest=True, cut=600)
+    # with verbatim copies of documents: the copy is scored in another batch than its document
+    # (other padding, fp32 rounding ~1e-7), so only the tolerance keeps the tie in both modes
+    answers = mediqa_answers(mediqa, 8, copies=True, per_query=1, shortest=True, cut=600)
     spec = f"monot5:model={t5_models['mono']},verbose=false"
     fast, full = assert_fast_equals_full(mediqa, answers, spec, tmp_path, score_tol=1e-5)["mid"]
     assert fast.attrs["counts"]["answers_scored"] == len(answers)
     assert fast.attrs["counts"]["score_calls"] == 2  # D_q in one call, all answers in one
     assert full.attrs["counts"]["score_calls"] == len(answers)
+    copies = fast[(fast["llm"] == "copy") & (fast["dimension"] == "relevance")]
+    assert len(copies) == 8
+    assert (copies["ties"] >= 1).all()
+
+
+SHORT_TEXT = "aspirin reduces fever"
+LONG_TEXT = " ".join(["patients with high blood pressure should reduce salt every day"] * 6)
+
+
+def test_a_copy_scored_in_another_batch_ties_with_its_document_in_both_modes(tmp_path, t5_models):
+    """The defect this guards against: a neural score depends on the batch by float rounding.
+    D_q = a short and a long document; the answer copies the short one. The fast mode scores
+    D_q in one batch (the short text padded to the long one's width) and the answer alone; the
+    reference mode scores all three together. Compared exactly, the copy was a hair off its
+    document in one mode and tied in the other (r 0 vs 0.5); within monoT5's fp32 tolerance
+    both modes give one tie and r = 0.5 under ``mid``."""
+    folder = tmp_path / "data"
+    write_tiny_collection(folder)
+    (folder / "topics.tsv").write_text("qid\tquery\nq1\taspirin dose\n")
+    (folder / "documents.tsv").write_text(f"docno\ttext\nshort\t{SHORT_TEXT}\nlong\t{LONG_TEXT}\n")
+    (folder / "qrels.tsv").write_text(
+        "qid\tdocno\trelevance\treadability\nq1\tshort\t1\t1\nq1\tlong\t0\t0\n"
+    )
+    ingest(folder / "manifest.yaml", indexes_dir=tmp_path / "indexes")
+    collection = Collection.load("tiny", tmp_path / "indexes")
+    ranker = make_ranker(f"monot5:model={t5_models['mono']},verbose=false")
+    # the premise: the same text scores differently alone and padded beside a longer one
+    alone = ranker.score_frame(
+        pd.DataFrame(
+            {"qid": ["q1"], "query": ["aspirin dose"], "docno": ["a"], "text": [SHORT_TEXT]}
+        )
+    )[0]
+    padded = ranker.score_frame(
+        pd.DataFrame(
+            {
+                "qid": ["q1", "q1"],
+                "query": ["aspirin dose"] * 2,
+                "docno": ["a", "b"],
+                "text": [SHORT_TEXT, LONG_TEXT],
+            }
+        )
+    )[0]
+    assert alone != padded and abs(alone - padded) < 1e-5 * max(1.0, abs(alone))
+    answers = pd.DataFrame(
+        {
+            "answer_id": ["copy"],
+            "llm": ["m"],
+            "prompt": ["p"],
+            "qid": ["q1"],
+            "sample": [0],
+            "text": [SHORT_TEXT],
+        }
+    )
+    both = {}
+    for full_rerank in (False, True):
+        c = fresh_copy(collection, tmp_path / f"run-{full_rerank}")
+        result = score_answers(c, answers, {"relevance": ranker}, full_rerank=full_rerank)
+        both[full_rerank] = result.iloc[0]
+    short_above_long = bool(
+        ranker.score_frame(
+            pd.DataFrame(
+                {
+                    "qid": ["q1"] * 2,
+                    "query": ["aspirin dose"] * 2,
+                    "docno": ["a", "b"],
+                    "text": [SHORT_TEXT, LONG_TEXT],
+                }
+            )
+        ).argmax()
+        == 0
+    )
+    expected_r = 0.5 if short_above_long else 1.5
+    for row in both.values():
+        assert (row["ties"], row["rank"], row["n_docs"]) == (1, expected_r, 2)
 
 
 @pytest.mark.slow

@@ -1,0 +1,80 @@
+"""Spec strings, the one syntax for configured components: ``name[:key=value,key=value]``.
+
+Rankers (``monot5:model=/m,batch=64``) and evaluators (``judge:mode=rubric,samples=3``) are both
+declared in registries with typed ``Param`` entries; this module parses and checks a spec against
+those declarations, so every component kind spells and validates its options the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from nrp.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Param:
+    type: type
+    default: Any
+    description: str
+    choices: tuple[Any, ...] | None = None
+
+
+def convert(value: str, param: Param, kind: str, name: str, key: str) -> Any:
+    """``value`` as the parameter's type, checked against its choices."""
+    try:
+        if param.type is bool:
+            lowered = value.strip().lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(value)
+            converted: Any = lowered in ("true", "1", "yes")
+        else:
+            converted = param.type(value)
+    except ValueError:
+        raise ConfigError(
+            f"{kind} {name!r}: parameter {key}={value!r} is not a {param.type.__name__}"
+        ) from None
+    if param.choices is not None and converted not in param.choices:
+        raise ConfigError(
+            f"{kind} {name!r}: parameter {key}={value!r} must be one of "
+            f"{', '.join(map(str, param.choices))}"
+        )
+    return converted
+
+
+def parse_params(
+    spec: str, kind: str, known: Mapping[str, Mapping[str, Param]]
+) -> tuple[str, dict[str, Any]]:
+    """``name[:key=value,...]`` -> (name, complete typed parameters). ``known``: name -> its
+    declared parameters; ``kind`` names the component in errors ("ranker", "evaluator")."""
+    name, _, rest = spec.strip().partition(":")
+    if name not in known:
+        raise ConfigError(f"unknown {kind} {name!r} in spec {spec!r}; known: {', '.join(known)}")
+    declared = known[name]
+    params = {key: param.default for key, param in declared.items()}
+    for item in filter(None, (part.strip() for part in rest.split(","))):
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep:
+            raise ConfigError(f"{kind} spec {spec!r}: {item!r} is not key=value")
+        if key not in declared:
+            names = ", ".join(declared) or "none"
+            raise ConfigError(f"{kind} {name!r} has no parameter {key!r} (known: {names})")
+        params[key] = convert(value.strip(), declared[key], kind, name, key)
+    return name, params
+
+
+def split_specs(specs: str) -> list[str]:
+    """Split a comma-separated list of specs where a spec's own parameters also use commas:
+    ``tfidf,monot5:model=/m,batch=8,bm25`` -> [tfidf, monot5:model=/m,batch=8, bm25]."""
+    result: list[str] = []
+    for part in (p.strip() for p in specs.split(",")):
+        if not part:
+            continue
+        if result and "=" in part and ":" not in part.split("=", 1)[0]:
+            result[-1] += "," + part
+        else:
+            result.append(part)
+    return result
