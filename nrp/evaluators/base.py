@@ -1,0 +1,218 @@
+"""The evaluator interface and its registry.
+
+An evaluator takes items (one row per answer: ``ITEM_COLUMNS``) and returns named per-answer
+scores. Like the rankers (``nrp.rankers.registry``), each evaluator module declares
+``EVALUATORS = [EvaluatorInfo(...)]`` with typed parameters, so ``nrp evaluators`` lists them and a
+spec such as ``rouge:stemmer=false`` or ``judge:mode=rubric,samples=3`` is parsed in one place
+(``nrp.spec``). Modules must not import heavy libraries at import time (torch, transformers,
+spaCy): ``available`` and ``build`` import them when called.
+
+Contract of ``Evaluator.evaluate(items) -> DataFrame``:
+
+- one row per item, in the items' order (the index is ignored);
+- every name in ``score_columns()`` present, as float; a score that could not be computed is NaN
+  (missing), never 0 (unparseable judge output, no reference to compare with);
+- optional extra columns (``extra_columns()``: e.g. the judge's raw text, a label, a flag), any
+  JSON-serialisable values;
+- deterministic for the same items and parameters (or seeded through a ``seed`` parameter), so
+  that the cache (``nrp.evaluators.cache``) may serve it: the cache key is the evaluator's
+  ``fingerprint()`` (name, ``version``, parameters other than ``SCORE_NEUTRAL_PARAMS``, model
+  checksum) and the item's content (question, answer text, references, contexts).
+
+Every evaluator takes the common parameter ``label`` (added by the registry): its columns are
+then written as ``LABEL.column``, so one run can hold two configurations of one evaluator.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, ClassVar
+
+import pandas as pd
+
+from nrp.errors import ConfigError
+from nrp.spec import Param, parse_params, split_specs
+
+__all__ = [
+    "ITEM_COLUMNS",
+    "Evaluator",
+    "EvaluatorInfo",
+    "Param",
+    "all_evaluators",
+    "make_evaluator",
+    "make_evaluators",
+    "split_specs",
+]
+
+#: what an evaluator reads per answer. ``references`` and ``contexts`` are tuples of strings
+#: (empty when there are none); ``reference_kind`` says where the references came from:
+#: "reference" (the collection's reference answers), "pseudo-reference" (top-graded judged
+#: documents standing in for them), or "" (none).
+ITEM_COLUMNS = (
+    "answer_id",
+    "qid",
+    "question",
+    "text",
+    "references",
+    "reference_kind",
+    "contexts",
+)
+
+LABEL_PARAM = Param(str, "", "name prefixed to this evaluator's columns (LABEL.column)")
+
+
+class Evaluator:
+    """Base class. Subclasses set ``name`` and implement ``score_columns`` and ``evaluate``."""
+
+    name: ClassVar[str] = "evaluator"
+    #: bump when the scoring code changes what it returns: part of the cache key
+    version: ClassVar[str] = "1"
+    #: parameters that do not change the scores (left out of the fingerprint)
+    SCORE_NEUTRAL_PARAMS: ClassVar[frozenset[str]] = frozenset(
+        {"batch", "device", "verbose", "label", "concurrency", "timeout", "retries"}
+    )
+    #: items without references get NaN from a reference-based evaluator
+    needs_references: ClassVar[bool] = False
+    #: served by the per-item cache (False for NRP, which has its own results cache)
+    cacheable: ClassVar[bool] = True
+    #: items per ``evaluate`` call when the parameters have no ``batch``
+    default_batch: ClassVar[int] = 64
+
+    def __init__(self, params: Mapping[str, Any] | None = None):
+        self.params: dict[str, Any] = dict(params or {})
+
+    # -- identity ---------------------------------------------------------------------------
+    def model_checksum(self) -> str:
+        """Checksum of model files the scores depend on ('' for evaluators without a model)."""
+        return ""
+
+    def fingerprint(self) -> str:
+        params = {k: v for k, v in self.params.items() if k not in self.SCORE_NEUTRAL_PARAMS}
+        payload = json.dumps(
+            {
+                "name": self.name,
+                "version": self.version,
+                "params": {k: str(v) for k, v in params.items()},
+                "model": self.model_checksum(),
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+    def spec(self) -> str:
+        """The spec that rebuilds this evaluator: its name and non-default parameters."""
+        info = all_evaluators().get(self.name)
+        defaults = {k: p.default for k, p in info.params.items()} if info else {}
+        shown = {
+            k: v
+            for k, v in sorted(self.params.items())
+            if v is not None and (k not in defaults or defaults[k] != v)
+        }
+        params = ",".join(f"{k}={v}" for k, v in shown.items())
+        return f"{self.name}:{params}" if params else self.name
+
+    def __str__(self) -> str:
+        return self.spec()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.spec()}>"
+
+    # -- what it writes ---------------------------------------------------------------------
+    def score_columns(self) -> list[str]:
+        """Names of the float score columns ``evaluate`` returns (without the label)."""
+        raise NotImplementedError
+
+    def extra_columns(self) -> list[str]:
+        """Names of non-score columns ``evaluate`` returns (raw judge text, labels, flags)."""
+        return []
+
+    def output_columns(self) -> list[str]:
+        """Score and extra columns as written to the results table (label applied)."""
+        label = self.params.get("label") or ""
+        names = self.score_columns() + self.extra_columns()
+        return [f"{label}.{n}" if label else n for n in names]
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.params.get("batch") or self.default_batch)
+
+    # -- scoring ----------------------------------------------------------------------------
+    def bind_collection(self, collection: Any) -> None:
+        """Called with the collection the items come from (when there is one) before
+        ``evaluate``; evaluators that need it (NRP) keep it."""
+
+    def evaluate(self, items: pd.DataFrame) -> pd.DataFrame:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class EvaluatorInfo:
+    name: str
+    description: str
+    build: Callable[[dict[str, Any]], Evaluator]  # params (complete, typed) -> Evaluator
+    params: Mapping[str, Param] = field(default_factory=dict)
+    available: Callable[[], tuple[bool, str]] = lambda: (True, "")
+    #: "reference-based", "reference-free", "judge" or "nrp" (how `nrp evaluators` groups them)
+    family: str = "reference-free"
+
+
+_NOT_EVALUATOR_MODULES = {"base", "items", "cache", "run"}
+
+
+@cache
+def all_evaluators() -> dict[str, EvaluatorInfo]:
+    import nrp.evaluators as package
+
+    found: dict[str, EvaluatorInfo] = {}
+    for module_info in pkgutil.iter_modules(package.__path__):
+        if module_info.name.startswith("_") or module_info.name in _NOT_EVALUATOR_MODULES:
+            continue
+        module = importlib.import_module(f"nrp.evaluators.{module_info.name}")
+        for info in getattr(module, "EVALUATORS", ()):
+            if info.name in found:
+                raise RuntimeError(f"evaluator {info.name!r} registered twice")
+            if "label" in info.params:
+                raise RuntimeError(f"evaluator {info.name!r} declares the common 'label' param")
+            found[info.name] = EvaluatorInfo(
+                info.name,
+                info.description,
+                info.build,
+                {**info.params, "label": LABEL_PARAM},
+                info.available,
+                info.family,
+            )
+    return dict(sorted(found.items()))
+
+
+def make_evaluator(spec: str) -> Evaluator:
+    """Build the evaluator a spec names (ConfigError when it is not available here)."""
+    evaluators = all_evaluators()
+    name, params = parse_params(spec, "evaluator", {n: i.params for n, i in evaluators.items()})
+    info = evaluators[name]
+    ok, reason = info.available()
+    if not ok:
+        raise ConfigError(f"evaluator {name!r} is not available here: {reason}")
+    return info.build(params)
+
+
+def make_evaluators(specs: str | list[str | Evaluator]) -> list[Evaluator]:
+    """Evaluators from a comma-separated spec string or a list of specs / Evaluator objects;
+    checks that no two write the same column."""
+    items = split_specs(specs) if isinstance(specs, str) else list(specs)
+    built = [make_evaluator(s) if isinstance(s, str) else s for s in items]
+    seen: dict[str, str] = {}
+    for evaluator in built:
+        for column in evaluator.output_columns():
+            if column in seen:
+                raise ConfigError(
+                    f"evaluators {seen[column]} and {evaluator.spec()} both write column "
+                    f"{column!r}; give one of them a label (e.g. {evaluator.name}:label=b)"
+                )
+            seen[column] = evaluator.spec()
+    return built
