@@ -1,0 +1,763 @@
+"""``build_report(results, out)``: the report folder, built aside and swapped in whole.
+
+The folder: ``index.html``, ``figures/*.png|svg``, ``tables/*.csv`` and ``report.json`` (what
+was read, what was written, the seed and the nrp version). Sections appear when their input
+is there (validation, model sizes, agreement, evaluations); the page lists the missing ones
+with the file or option that adds them.
+
+Atomic: everything is written into a hidden folder beside OUT, then OUT is swapped for it
+(the old report renamed away, the new one renamed in, the old one deleted), so a reader never
+sees half a report and a failed build leaves the previous report as it was. OUT is only ever
+replaced when it is empty or an earlier nrp report (it has our ``report.json``): pointing
+``--out`` at a results folder by mistake is an error, not a deletion.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from nrp import __version__
+from nrp.errors import ConfigError
+from nrp.nrp import COMBINED
+from nrp.nrp.summary import ALL_PROMPTS, summarize
+from nrp.reports import figures, tables
+from nrp.reports.html import (
+    FigureBlock,
+    Page,
+    Section,
+    TableBlock,
+    integer,
+    join,
+    number,
+    p_value,
+    render_page,
+)
+from nrp.reports.inputs import (
+    ReportInputs,
+    check_results,
+    describe_missing,
+    evaluation_score_columns,
+    load_inputs,
+)
+from nrp.validation import statistics
+
+REPORT_KIND = "nrp-report"
+MANIFEST = "report.json"
+Progress = Callable[[str], None]
+
+
+def build_report(
+    results: str | Path,
+    out: str | Path,
+    *,
+    validation: str | Path | None = None,
+    agreement: str | Path | None = None,
+    evaluations: str | Path | None = None,
+    meta: str | Path | None = None,
+    sizes: str | Path | None = None,
+    title: str | None = None,
+    seed: int = statistics.DEFAULT_SEED,
+    n_boot: int = statistics.DEFAULT_RESAMPLES,
+    progress: Progress | None = None,
+) -> Path:
+    """Build the report of a run into folder ``out``; returns the path of its ``index.html``.
+
+    ``results``: a RESULTS folder (results.parquet or results.csv, and any of validation.json,
+    agreement.json, evaluations.parquet, sizes.csv/.yaml, meta/) or a results file. The other
+    paths override what the folder holds (see ``nrp.reports.inputs``). ``seed`` seeds the
+    strip plot's jitter and the bootstrap; ``n_boot``: bootstrap resamples of the intervals."""
+    inputs = load_inputs(results, validation, agreement, evaluations, meta, sizes)
+    check_results(inputs.results)
+    out = Path(out)
+    _check_target(out, inputs)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        _write(work, inputs, title, seed, n_boot, progress)
+        _publish(work, out)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+    return out / "index.html"
+
+
+# -- the folder ------------------------------------------------------------------------------------
+def _is_report(folder: Path) -> bool:
+    try:
+        return json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("kind") == (
+            REPORT_KIND
+        )
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _check_target(out: Path, inputs: ReportInputs) -> None:
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a folder")
+    if any(out.iterdir()) and not _is_report(out):
+        raise ConfigError(
+            f"--out {out} is a folder that is not an nrp report (no {MANIFEST} of one): "
+            "refusing to replace it; choose a new or empty folder"
+        )
+    inside = [p for p in inputs.paths if p.resolve().is_relative_to(out.resolve())]
+    if inside:
+        raise ConfigError(f"input {inside[0]} lies inside --out {out}, which will be replaced")
+
+
+def _publish(work: Path, out: Path) -> None:
+    """Swap ``work`` in as ``out`` (the old ``out`` removed only once the new one is there)."""
+    if not out.exists():
+        os.replace(work, out)
+        return
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    os.replace(out, old)
+    try:
+        os.replace(work, out)
+    except OSError:
+        os.replace(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+# -- content -------------------------------------------------------------------------------------
+def _text(column: pd.Series) -> pd.Series:
+    return column.astype(object).where(column.notna(), "").astype(str)
+
+
+def _results_frame(results: pd.DataFrame) -> pd.DataFrame:
+    frame = results.copy()
+    for column in ("answer_id", "llm", "prompt", "qid", "dimension", "ranker"):
+        frame[column] = _text(frame[column]) if column in frame else ""
+    frame["nrp"] = pd.to_numeric(frame["nrp"], errors="coerce").astype(float)
+    for column in ("rank", "n_docs"):
+        if column in frame:
+            frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
+    return frame
+
+
+def _write(
+    work: Path,
+    inputs: ReportInputs,
+    title: str | None,
+    seed: int,
+    n_boot: int,
+    progress: Progress | None,
+) -> None:
+    say = progress or (lambda line: None)
+    results = _results_frame(inputs.results)
+    attrs = dict(inputs.results.attrs)
+    figure_dir, table_dir = work / "figures", work / "tables"
+    say(f"summarizing {results['answer_id'].nunique():,} answers")
+    summary = summarize(results, n_boot=n_boot, seed=seed)
+    measures = tables.nrp_measures(results)
+    made: dict[str, pd.DataFrame] = {}
+    sections: list[Section] = []
+    absent = {_TITLES[k]: why for k, why in describe_missing(inputs).items()}
+    notes = list(inputs.notes) + list(summary.warnings) + list(attrs.get("warnings", []))
+
+    if inputs.validation is not None:
+        say("validation")
+        section = _validation_section(inputs.validation, made, figure_dir)
+        if section is None:
+            absent[_TITLES["validation"]] = "the validation result has no evaluated ranker"
+        else:
+            sections.append(section)
+    say("NRP per LLM and prompt")
+    sections.append(_nrp_section(results, summary, measures, attrs, made, figure_dir, seed))
+    if inputs.sizes is not None:
+        section = _size_section(inputs.sizes, summary, measures, results, made, figure_dir)
+        if section is None:
+            absent[_TITLES["sizes"]] = (
+                f"none of the LLMs has a size in {inputs.sources['sizes']} "
+                f"(it names {join(sorted(inputs.sizes))})"
+            )
+        else:
+            sections.append(section)
+    if inputs.agreement is not None or inputs.meta is not None or inputs.categorical:
+        say("agreement with humans")
+        section = _agreement_section(inputs, made, figure_dir)
+        if section is not None:
+            sections.append(section)
+    if inputs.evaluations is not None:
+        say("evaluators")
+        section = _evaluator_section(inputs.evaluations, results, measures, made, figure_dir)
+        if section is None:
+            absent[_TITLES["evaluators"]] = "the evaluations table has no numeric score column"
+        else:
+            sections.append(section)
+    say("rank distributions")
+    section = _rank_section(results, measures, made, figure_dir)
+    if section is not None:
+        sections.append(section)
+
+    written = tables.write_tables(made, table_dir)
+    collection = attrs.get("collection") or (
+        inputs.validation.collection if inputs.validation is not None else None
+    )
+    if not collection and inputs.agreement is not None:
+        collection = inputs.agreement.get("collection")
+    page = Page(
+        title=title or f"NRP report: {collection or 'results'}",
+        meta=_header(results, attrs, collection, inputs),
+        sections=sections,
+        absent=absent,
+        notes=notes,
+        footer=f"Generated by nrp {__version__} (nrp report). Figures: figures/ (PNG, SVG); "
+        "tables: tables/ (CSV); inputs and settings: report.json.",
+    )
+    (work / "index.html").write_text(render_page(page), encoding="utf-8")
+    manifest = {
+        "kind": REPORT_KIND,
+        "nrp_version": __version__,
+        "created": _now(),
+        "title": page.title,
+        "collection": collection,
+        "inputs": inputs.sources,
+        "seed": seed,
+        "n_boot": n_boot,
+        "sections": [s.id for s in sections],
+        "absent": absent,
+        "figures": sorted(p.name for p in figure_dir.glob("*")) if figure_dir.exists() else [],
+        "tables": sorted(p.name for p in written.values()),
+    }
+    (work / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+
+
+_TITLES = {
+    "validation": "Ranker validation",
+    "nrp": "NRP per LLM and prompt",
+    "sizes": "Model size and NRP",
+    "agreement": "Agreement with human judgments",
+    "evaluators": "Other evaluators",
+    "ranks": "Distribution of ranks",
+}
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _header(
+    results: pd.DataFrame, attrs: dict[str, Any], collection: str | None, inputs: ReportInputs
+) -> list[tuple[str, str]]:
+    rankers = attrs.get("rankers")
+    if not isinstance(rankers, dict) or not rankers:
+        per_dimension = results[results["dimension"] != COMBINED]
+        rankers = {
+            d: join(sorted(set(g["ranker"]) - {""}))
+            for d, g in per_dimension.groupby("dimension", sort=False)
+        }
+    meta = [
+        ("Collection", collection or "-"),
+        ("Rankers", "; ".join(f"{d}: {r}" for d, r in rankers.items()) or "-"),
+    ]
+    if attrs.get("ties"):
+        meta.append(("Ties", str(attrs["ties"])))
+    weights = attrs.get("weights")
+    if isinstance(weights, dict) and weights:
+        meta.append(
+            ("Weights (weighted)", "; ".join(f"{d}: {float(w):.3g}" for d, w in weights.items()))
+        )
+    meta += [
+        ("Answers", f"{results['answer_id'].nunique():,}"),
+        ("LLMs", join(list(dict.fromkeys(results["llm"])))),
+        ("Prompts", join(list(dict.fromkeys(results["prompt"])))),
+        ("Queries", f"{results['qid'].nunique():,}"),
+        ("Dimensions", join(list(dict.fromkeys(results["dimension"])))),
+        ("Generated", _now()),
+        ("nrp version", __version__),
+        ("Inputs", "; ".join(f"{k}: {v}" for k, v in inputs.sources.items())),
+    ]
+    return meta
+
+
+def _interval(low: float, high: float) -> str:
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return "[-]"
+    return f"[{low:.4f}, {high:.4f}]"
+
+
+def _intervals(lows: pd.Series, highs: pd.Series) -> list[str]:
+    return [_interval(low, high) for low, high in zip(lows, highs, strict=True)]
+
+
+# -- sections ------------------------------------------------------------------------------------
+def _validation_section(
+    validation: Any, made: dict[str, pd.DataFrame], figure_dir: Path
+) -> Section | None:
+    table = tables.validation_table(validation)
+    table = table[table["mean"].notna()]
+    if table.empty:
+        return None
+    made["validation"] = table
+    figure = figures.validation_figure(table, figure_dir)
+    primary = table.loc[table["primary"], "measure"].iloc[0] if len(table) else "nDCG@10"
+    rows = []
+    for (dimension, ranker), group in table.groupby(["dimension", "ranker"], sort=False):
+        row: dict[str, Any] = {"dimension": dimension, "ranker": ranker}
+        for measure in group.itertuples():
+            row[f"{measure.measure} [95% CI]"] = (
+                f"{measure.mean:.4f} {_interval(measure.ci_low, measure.ci_high)}"
+            )
+        first = group.iloc[0]
+        row["queries"] = int(first["n_queries"])
+        row["p vs chosen (corrected)"] = first["p_vs_best"]
+        row["chosen"] = bool(first["chosen"])
+        rows.append(row)
+    display = pd.DataFrame(rows)
+    settings = validation.settings
+    how = (
+        f"How well each candidate ranker orders the judged documents of each query by their "
+        f"human grades, per dimension: {primary} (the primary measure, which decides the "
+        f"choice) and {join([m for m in dict.fromkeys(table['measure']) if m != primary])}, "
+        "means over queries (bars) with their 95% confidence intervals (error bars; "
+        f"{settings.get('ci', 't')} interval). The chosen ranker (bold, marked 'chosen') is the "
+        "one whose ranking NRP uses in that dimension. Overlapping bars do not settle a "
+        f"difference: the table's p is the paired {settings.get('test', 'randomization')} test "
+        f"of each ranker against the chosen one on {primary}, "
+        f"{settings.get('correction', 'holm')}-corrected within the dimension. Labels: "
+        f"{validation.labels}; collection {validation.collection}."
+    )
+    blocks: list[Any] = [
+        FigureBlock(
+            figure.stem,
+            f"Bar chart of {primary} and the other measures per ranker and dimension",
+            "Mean over queries per ranker and measure, with 95% confidence intervals.",
+        ),
+        TableBlock(
+            display,
+            "validation.csv",
+            formats={"p vs chosen (corrected)": p_value, "queries": integer},
+            highlight="chosen",
+        ),
+    ]
+    blocks += [f"Warning: {w}" for w in validation.warnings]
+    return Section("validation", _TITLES["validation"], how, blocks)
+
+
+def _nrp_section(
+    results: pd.DataFrame,
+    summary: Any,
+    measures: list[tables.NrpMeasure],
+    attrs: dict[str, Any],
+    made: dict[str, pd.DataFrame],
+    figure_dir: Path,
+    seed: int,
+) -> Section:
+    made["nrp_means"] = summary.means
+    made["nrp_comparisons"] = summary.comparisons
+    points = results[results["nrp"].notna()]
+    figure = figures.nrp_strip_figure(points, summary.means, measures, figure_dir, seed=seed)
+    ties = attrs.get("ties")
+    how = (
+        "Each point is one generated answer, placed by its NRP = 1 - r/|D_q|: r is the number "
+        "of judged documents of its query that the ranker put above it"
+        + (f" (documents tied with it counted by the '{ties}' rule)" if ties else "")
+        + ", |D_q| the number of judged documents. NRP 1: the answer outranked every judged "
+        "document; 0: every document was ranked above it. Within an LLM the prompts sit side by "
+        "side in their colours; points are spread sideways at random (seeded) only so that they "
+        "can be seen. The black diamond is the mean over queries (a query's samples averaged "
+        "first) and its bar the 95% percentile bootstrap interval over queries. Compare LLMs by "
+        "the diamonds and bars; 'share NRP=1' is saturation: when most answers reach 1, NRP no "
+        "longer separates those LLMs."
+    )
+    if len(measures) == 1 and len(measures[0].covers) > 1:
+        how += (
+            f" Every dimension ({join(list(measures[0].covers))}) gives every answer the same "
+            "NRP, so one panel stands for all of them."
+        )
+    shown = pd.concat([tables.measure_rows(summary.means, m) for m in measures])
+    display = pd.DataFrame(
+        {
+            "dimension": [
+                _measure_label(measures, d, r)
+                for d, r in zip(shown["dimension"], shown["ranker"], strict=True)
+            ],
+            "llm": shown["llm"],
+            "prompt": shown["prompt"],
+            "mean NRP": shown["mean_nrp"],
+            "95% CI": _intervals(shown["ci_low"], shown["ci_high"]),
+            "share NRP=1": shown["share_nrp_1"],
+            "share NRP=0": shown["share_nrp_0"],
+            "queries": shown["n_queries"],
+            "answers": shown["n_answers"],
+        }
+    )
+    blocks: list[Any] = []
+    if attrs.get("note"):
+        blocks.append(str(attrs["note"]))
+    blocks.append(
+        FigureBlock(
+            figure.stem,
+            "Strip plot of NRP per answer, grouped by LLM and prompt, with means and intervals",
+            "NRP of every answer per LLM and prompt; diamonds: mean over queries with its 95% "
+            "bootstrap interval.",
+        )
+    )
+    blocks.append(
+        TableBlock(
+            display,
+            "nrp_means.csv",
+            caption=f"Mean NRP per LLM x prompt, and per LLM over its prompts (prompt "
+            f"'{ALL_PROMPTS}': a query's per-prompt means averaged first).",
+            formats={"queries": integer, "answers": integer},
+        )
+    )
+    comparisons = pd.concat([tables.measure_rows(summary.comparisons, m) for m in measures])
+    if len(comparisons):
+        blocks.append(
+            TableBlock(
+                comparisons.drop(columns=["ranker"]),
+                "nrp_comparisons.csv",
+                caption="Paired comparisons over common queries (mean_difference = a - b; "
+                f"{summary.settings['test']} test, {summary.settings['correction']} correction "
+                "within each family)",
+                collapsed=True,
+                formats={"p": p_value, "p_corrected": p_value, "n_queries": integer},
+            )
+        )
+    return Section("nrp", _TITLES["nrp"], how, blocks)
+
+
+def _measure_label(measures: list[tables.NrpMeasure], dimension: str, ranker: str) -> str:
+    for measure in measures:
+        if measure.dimension == dimension and measure.ranker == ranker:
+            return measure.label
+    return dimension
+
+
+def _size_section(
+    sizes: dict[str, float],
+    summary: Any,
+    measures: list[tables.NrpMeasure],
+    results: pd.DataFrame,
+    made: dict[str, pd.DataFrame],
+    figure_dir: Path,
+) -> Section | None:
+    table = tables.size_table(summary, sizes, measures)
+    if table.empty:
+        return None
+    made["nrp_sizes"] = table
+    figure = figures.size_figure(table, figure_dir)
+    llms = list(dict.fromkeys(results["llm"]))
+    without = [llm for llm in llms if llm not in sizes]
+    how = (
+        "Each LLM's mean NRP, pooled over its prompts (a query's per-prompt means averaged, "
+        "then the mean over queries), against its number of parameters in billions on a log "
+        "scale, with the 95% bootstrap interval over queries as the error bar. A rising "
+        "cloud means larger models write answers the ranker puts higher; a flat one near 1 "
+        "means NRP is saturated for these models."
+    )
+    blocks: list[Any] = [
+        FigureBlock(
+            figure.stem,
+            "Scatter plot of mean NRP against model size (log scale)",
+            "Mean NRP per LLM (all prompts) against parameters, with 95% intervals.",
+        ),
+        TableBlock(
+            pd.DataFrame(
+                {
+                    "llm": table["llm"],
+                    "parameters (billions)": table["params_b"],
+                    "measure": table["measure"],
+                    "mean NRP": table["mean_nrp"],
+                    "95% CI": _intervals(table["ci_low"], table["ci_high"]),
+                    "queries": table["n_queries"],
+                }
+            ),
+            "nrp_sizes.csv",
+            formats={"queries": integer, "parameters (billions)": number(3)},
+        ),
+    ]
+    if without:
+        blocks.insert(0, f"LLMs without a size (not drawn): {join(without)}.")
+    return Section("sizes", _TITLES["sizes"], how, blocks)
+
+
+def _agreement_section(
+    inputs: ReportInputs, made: dict[str, pd.DataFrame], figure_dir: Path
+) -> Section | None:
+    table = tables.human_agreement_table(inputs.agreement, inputs.meta)
+    if table.empty and not inputs.categorical:
+        return None
+    blocks: list[Any] = []
+    if len(table):
+        made["human_agreement"] = table
+        blocks += _correlation_blocks(table, figure_dir)
+    for k, run in enumerate(inputs.categorical):
+        blocks += _categorical_blocks(run, k, made, figure_dir)
+    how = (
+        "How far each evaluator orders items as the human judges did: Kendall tau-b (dot) with "
+        "its 95% interval (bar) per evaluator and human dimension; 1 = the same order as the "
+        "humans, 0 = unrelated, -1 = reversed (Spearman's rho in the table). Rows from "
+        "agreement.json are NRP's own leave-one-out check: each judged document is ranked "
+        "among the other documents of its query as if it were an answer, and its NRP is "
+        "correlated with its grade per query (mean over queries, t-interval; level 'query'). "
+        "Rows from meta-evaluations (nrp meta) come at three levels: 'query' (mean of per-query "
+        "tau, t-interval), 'pooled' (over every item, bootstrap interval over queries) and "
+        "'system' (systems ranked by mean score against their mean human label). A judge that "
+        "gives labels is shown by its accuracy per class instead."
+    )
+    return Section("agreement", _TITLES["agreement"], how, blocks)
+
+
+def _correlation_blocks(table: pd.DataFrame, figure_dir: Path) -> list[Any]:
+    blocks: list[Any] = []
+    drawn = table[table["tau"].notna()]
+    if len(drawn):
+        labels = []
+        for row in drawn.itertuples():
+            detail = ", ".join(
+                x for x in (row.level, "" if row.subset == "all" else row.subset) if x
+            )
+            labels.append(f"{row.evaluator} | {row.dimension}" + (f" ({detail})" if detail else ""))
+        figure = figures.interval_figure(
+            labels,
+            drawn["tau"].tolist(),
+            drawn["tau_low"].tolist(),
+            drawn["tau_high"].tolist(),
+            drawn["source"].tolist(),
+            figure_dir,
+            "human_agreement",
+            "Kendall tau-b with the human judgments (95% interval)",
+        )
+        blocks.append(
+            FigureBlock(
+                figure.stem,
+                "Dot plot of Kendall tau-b with human judgments per evaluator and dimension",
+                "Kendall tau-b per evaluator and human dimension, with 95% intervals.",
+            )
+        )
+    display = table.assign(
+        **{
+            "tau 95% CI": _intervals(table["tau_low"], table["tau_high"]),
+            "spearman 95% CI": _intervals(table["spearman_low"], table["spearman_high"]),
+        }
+    )[["source", "evaluator", "dimension", "level", "subset", "tau", "tau 95% CI", "spearman",
+       "spearman 95% CI", "n", "dataset"]]  # fmt: skip
+    blocks.append(TableBlock(display, "human_agreement.csv", formats={"n": integer}))
+    return blocks
+
+
+def _categorical_blocks(
+    run: Any, k: int, made: dict[str, pd.DataFrame], figure_dir: Path
+) -> list[Any]:
+    """A categorical meta-evaluation: accuracy line, per-class table, review curve."""
+    stem = f"categorical_{k + 1}"
+    summary = run.summary
+    facts = [
+        f"{name} {number()(summary[key])}"
+        for key, name in (("accuracy", "accuracy"), ("macro_accuracy", "macro accuracy"))
+        if key in summary
+    ]
+    blocks: list[Any] = [
+        f"Labels of {run.name} against the human labels"
+        + (f": {', '.join(facts)}" if facts else "")
+        + (f" over {integer(summary['n_items'])} items." if "n_items" in summary else ".")
+    ]
+    made[f"{stem}_per_class"] = run.per_class
+    blocks.append(
+        TableBlock(
+            run.per_class,
+            f"{stem}_per_class.csv",
+            caption=f"{run.name}: accuracy per human class (precision: share of the judge's "
+            "labels of that class that are right)",
+        )
+    )
+    if run.plots:
+        figure_dir.mkdir(parents=True, exist_ok=True)
+        for suffix, path in run.plots.items():
+            shutil.copyfile(path, figure_dir / f"{stem}_review.{suffix}")
+        if "svg" not in run.plots:  # the page shows the SVG: fall back to the PNG's name
+            shutil.copyfile(run.plots["png"], figure_dir / f"{stem}_review.svg")
+        blocks.append(
+            FigureBlock(
+                f"{stem}_review",
+                "Review curve: share of wrong labels caught against share of items reviewed",
+                f"{run.name}: sending items whose confidence is below a threshold to review; "
+                "x: share of items reviewed, y: share of the wrong labels among them (as drawn "
+                "by nrp meta).",
+            )
+        )
+    if run.review is not None and len(run.review):
+        made[f"{stem}_review"] = run.review
+        blocks.append(
+            TableBlock(
+                run.review,
+                f"{stem}_review.csv",
+                caption=f"{run.name}: review curve over confidence thresholds",
+                collapsed=True,
+            )
+        )
+    return blocks
+
+
+def _evaluator_section(
+    evaluations: pd.DataFrame,
+    results: pd.DataFrame,
+    measures: list[tables.NrpMeasure],
+    made: dict[str, pd.DataFrame],
+    figure_dir: Path,
+) -> Section | None:
+    columns = evaluation_score_columns(evaluations)
+    if not columns:
+        return None
+    evaluations = evaluations.copy()
+    identity = results.drop_duplicates("answer_id").set_index("answer_id")
+    for column in ("llm", "prompt", "qid"):
+        if column not in evaluations:
+            evaluations[column] = evaluations["answer_id"].map(identity[column]).fillna("")
+    means = tables.evaluator_means_table(evaluations, columns)
+    versus = tables.evaluator_nrp_table(evaluations, results, columns, measures)
+    made["evaluator_means"] = means
+    made["evaluator_nrp"] = versus
+    blocks: list[Any] = []
+    unmatched = int((~evaluations["answer_id"].isin(identity.index)).sum())
+    if unmatched:
+        blocks.append(
+            f"{unmatched:,} evaluated answers have no NRP result (left out of the comparison "
+            "with NRP)."
+        )
+    drawn = versus[versus["tau"].notna()]
+    if len(drawn):
+        labels = [f"{r.evaluator} | {r.measure}" for r in drawn.itertuples()]
+        figure = figures.interval_figure(
+            labels,
+            drawn["tau"].tolist(),
+            drawn["tau_low"].tolist(),
+            drawn["tau_high"].tolist(),
+            drawn["measure"].tolist(),
+            figure_dir,
+            "evaluators_vs_nrp",
+            "Kendall tau-b with NRP over a query's answers (mean over queries, 95% CI)",
+        )
+        blocks.append(
+            FigureBlock(
+                figure.stem,
+                "Dot plot of each evaluator's Kendall tau-b with NRP",
+                "Per evaluator score: Kendall tau-b with NRP over each query's answers, mean "
+                "over queries with its 95% t-interval.",
+            )
+        )
+    display = pd.DataFrame(
+        {
+            "evaluator": versus["evaluator"],
+            "NRP measure": versus["measure"],
+            "tau": versus["tau"],
+            "tau 95% CI": _intervals(versus["tau_low"], versus["tau_high"]),
+            "spearman": versus["spearman"],
+            "queries": versus["n_queries"],
+            "tau pooled": versus["tau_pooled"],
+            "spearman pooled": versus["spearman_pooled"],
+            "answers": versus["n_answers"],
+        }
+    )
+    blocks.append(
+        TableBlock(
+            display,
+            "evaluator_nrp.csv",
+            caption="Evaluator scores against NRP: per-query correlation (mean, t-interval) "
+            "and pooled over every answer.",
+            formats={"queries": integer, "answers": integer},
+        )
+    )
+    wide = means.pivot_table(
+        index=["llm", "prompt"], columns="evaluator", values="mean", sort=False
+    ).reset_index()
+    wide.columns.name = None
+    blocks.append(
+        TableBlock(
+            wide,
+            "evaluator_means.csv",
+            caption="Mean of each evaluator score per LLM x prompt and per LLM (prompt "
+            f"'{ALL_PROMPTS}'), over the answers with a score (counts of missing scores in "
+            "the CSV).",
+        )
+    )
+    how = (
+        "Scores of the other evaluators (nrp evaluate) beside NRP. The figure tells how far "
+        "each score orders a query's answers as NRP does: Kendall tau-b between the score and "
+        "NRP over the answers of one query (0 when the score is constant there; queries where "
+        "NRP is constant are left out), averaged over queries with a 95% t-interval. A high "
+        "tau: the evaluator and NRP agree on which answers to a question are better; near 0: "
+        "they measure different things. The table below gives each score's mean per LLM and "
+        "prompt on its own scale (BLEU 0-100, ROUGE/BERTScore 0-1, judges 1-5)."
+    )
+    return Section("evaluators", _TITLES["evaluators"], how, blocks)
+
+
+def _rank_title(measure: tables.NrpMeasure) -> str:
+    return f"{measure.dimension} ({measure.ranker})" if measure.ranker else measure.dimension
+
+
+def _rank_section(
+    results: pd.DataFrame,
+    measures: list[tables.NrpMeasure],
+    made: dict[str, pd.DataFrame],
+    figure_dir: Path,
+) -> Section | None:
+    if "rank" not in results:
+        return None
+    table = tables.rank_distribution_table(results)
+    if table.empty:
+        return None
+    made["rank_distribution"] = table
+    per_dimension = results[results["dimension"] != COMBINED]
+    n_docs = (
+        per_dimension.groupby(["dimension", "ranker"])["n_docs"].max().to_dict()
+        if "n_docs" in per_dimension
+        else {}
+    )
+    # the measures' panels, the weighted one left out (it has no rank of its own); one panel
+    # when every dimension has the same NRP
+    panels = [
+        (m.dimension, m.ranker, m.label if len(m.covers) > 1 else _rank_title(m))
+        for m in measures
+        if m.dimension != COMBINED
+    ]
+    if not panels:
+        return None
+    figure = figures.rank_figure(table, panels, n_docs, figure_dir)
+    sizes = per_dimension.drop_duplicates("qid")["n_docs"] if "n_docs" in per_dimension else None
+    size_text = ""
+    if sizes is not None and sizes.notna().any():
+        low, high = int(sizes.min()), int(sizes.max())
+        size_text = (
+            f" |D_q| is {low} documents for every query."
+            if low == high
+            else f" |D_q| ranges from {low} to {high} documents per query."
+        )
+    how = (
+        "The distribution of r, the number of judged documents ranked above an answer, per "
+        "dimension (and ranker), stacked by LLM. A pile at 0 is saturation: those answers "
+        "outranked every judged document (NRP = 1); r = |D_q| means every document was put "
+        "above the answer (NRP = 0). Tied documents count by the tie rule, so r may be a "
+        "half." + size_text
+    )
+    blocks = [
+        FigureBlock(
+            figure.stem,
+            "Histograms of the answers' ranks r per dimension, stacked by LLM",
+            "Histogram of r per dimension, stacked by LLM.",
+        ),
+        TableBlock(
+            table,
+            "rank_distribution.csv",
+            caption="Answers per rank r, dimension, ranker and LLM",
+            collapsed=True,
+            formats={"answers": integer, "rank": number(1)},
+        ),
+    ]
+    return Section("ranks", _TITLES["ranks"], how, blocks)

@@ -1,0 +1,174 @@
+"""The report's parts on hand-made inputs: which NRP measures are shown, the size and meta
+readers with their one-line errors, evaluator-vs-NRP correlations computed by hand, HTML
+escaping, and reproducible figures."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from nrp.errors import InputError
+from nrp.nrp import COMBINED
+from nrp.reports.figures import nrp_strip_figure
+from nrp.reports.html import TableBlock, render_table
+from nrp.reports.inputs import read_meta, read_sizes
+from nrp.reports.tables import evaluator_nrp_table, nrp_measures
+
+
+def results_frame(nrp_by_dimension: dict[str, list[float]], rankers: dict[str, str]):
+    rows = []
+    for dimension, values in nrp_by_dimension.items():
+        for i, value in enumerate(values):
+            rows.append(
+                {"answer_id": f"a{i}", "llm": "m", "prompt": "p", "qid": "q1", "sample": i,
+                 "dimension": dimension, "ranker": rankers.get(dimension, ""), "nrp": value}
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+# -- measures --------------------------------------------------------------------------------------
+def test_one_ranker_for_every_dimension_is_shown_once():
+    same = [1.0, 0.5, 0.25]
+    frame = results_frame(
+        {"relevance": same, "readability": same, COMBINED: same},
+        {"relevance": "tfidf", "readability": "tfidf"},
+    )
+    (measure,) = nrp_measures(frame)
+    assert (measure.dimension, measure.ranker) == ("relevance", "tfidf")
+    assert measure.covers == ("relevance", "readability", COMBINED)
+    assert measure.label == "NRP of every dimension (tfidf)"
+
+
+def test_dimensions_with_different_nrp_each_get_a_panel_weighted_last():
+    frame = results_frame(
+        {COMBINED: [0.75, 0.5], "relevance": [1.0, 0.5], "readability": [0.5, 0.5]},
+        {"relevance": "tfidf", "readability": "bm25"},
+    )
+    measures = nrp_measures(frame)
+    assert [(m.dimension, m.ranker) for m in measures] == [
+        ("relevance", "tfidf"), ("readability", "bm25"), (COMBINED, "")
+    ]  # fmt: skip
+    assert [m.label for m in measures] == [
+        "relevance (tfidf)", "readability (bm25)", f"{COMBINED} (mean of the dimensions)"
+    ]  # fmt: skip
+
+
+# -- evaluators against NRP ------------------------------------------------------------------------
+def test_evaluator_against_nrp_by_hand():
+    # q1 same order: tau 1; q2 reversed: -1; q3 pairs (1,2) C, (1,3) C, (2,3) D: (2-1)/3;
+    # q4 NRP constant: left out; q5 score constant: 0 (counted)
+    data = {
+        "q1": ([1, 2, 3], [0.2, 0.4, 0.6]),
+        "q2": ([1, 2, 3], [0.6, 0.4, 0.2]),
+        "q3": ([1, 2, 3], [0.2, 0.6, 0.4]),
+        "q4": ([1, 2, 3], [0.5, 0.5, 0.5]),
+        "q5": ([5, 5, 5], [0.1, 0.2, 0.3]),
+    }
+    results, evaluations = [], []
+    for qid, (scores, nrps) in data.items():
+        for i, (score, nrp) in enumerate(zip(scores, nrps, strict=True)):
+            answer = f"{qid}-{i}"
+            results.append({"answer_id": answer, "qid": qid, "dimension": "relevance",
+                            "ranker": "tfidf", "nrp": nrp})  # fmt: skip
+            evaluations.append({"answer_id": answer, "judge.score": float(score)})
+    results_df = pd.DataFrame(results)
+    (measure,) = nrp_measures(results_df)
+    table = evaluator_nrp_table(pd.DataFrame(evaluations), results_df, ["judge.score"], [measure])
+    row = table.iloc[0]
+    assert row["n_queries"] == 4 and row["n_answers"] == 15
+    assert row["tau"] == pytest.approx((1 - 1 + 1 / 3 + 0) / 4)
+    # t-interval: mean 1/12, sd 0.833, t(0.975, 3) = 3.182: [-1.24, 1.41], clipped to [-1, 1]
+    assert (row["tau_low"], row["tau_high"]) == (-1.0, 1.0)
+
+
+# -- readers ---------------------------------------------------------------------------------------
+def test_sizes_from_csv_and_yaml(tmp_path):
+    csv = tmp_path / "sizes.csv"
+    csv.write_text("llm,params_b\nllama-70b,70\nphi-mini,3.8\n", encoding="utf-8")
+    assert read_sizes(csv) == {"llama-70b": 70.0, "phi-mini": 3.8}
+    yaml_file = tmp_path / "sizes.yaml"
+    yaml_file.write_text("sizes:\n  llama-70b: 70\n  'gpt <x>': 1.5e3\n", encoding="utf-8")
+    assert read_sizes(yaml_file) == {"llama-70b": 70.0, "gpt <x>": 1500.0}
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("s.yaml", "a: 7\nb: big\n", "s.yaml:2: b: size 'big' is not a number"),
+        ("s.yaml", "a: 7\nb: [1, 2]\n", "s.yaml:2: b: not a number"),
+        ("s.yaml", "a: 7\n  b: 1\n", "s.yaml:2: invalid YAML"),
+        ("s.csv", "llm,size\na,1\na,2\n", "s.csv:3: llm 'a' is given twice"),
+        ("s.csv", "llm,score\na,1\n", "s.csv:1: needs columns llm and one of params_b"),
+        ("s.csv", "llm,size\na,-1\n", "s.csv:2: a: size must be a positive number of billions"),
+        ("s.txt", "a 1\n", "s.txt: model sizes must be .csv, .tsv, .yaml or .yml"),
+    ],
+)
+def test_a_bad_sizes_file_names_file_and_line(tmp_path, name, text, message):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError) as error:
+        read_sizes(path)
+    assert str(error.value).startswith(str(tmp_path / message.split(":")[0]))
+    assert message in str(error.value)
+
+
+def test_a_generic_meta_table_in_another_spelling(tmp_path):
+    path = tmp_path / "judges.csv"
+    path.write_text(
+        "Score,Human,Tau,Tau_Low,Tau_High,Spearman,N\n"
+        "bleu,relevance,0.5,0.2,0.8,0.6,20\n"
+        "judge,relevance,0.64,0.50,0.78,,20\n",
+        encoding="utf-8",
+    )
+    meta = read_meta(path)
+    frame = meta.correlations
+    assert frame["evaluator"].tolist() == ["bleu", "judge"]
+    assert frame["dimension"].tolist() == ["relevance", "relevance"]
+    assert frame["tau"].tolist() == [0.5, 0.64] and frame["tau_high"].tolist() == [0.8, 0.78]
+    assert frame["spearman"].iloc[0] == 0.6 and math.isnan(frame["spearman"].iloc[1])
+    assert frame["dataset"].tolist() == ["judges", "judges"] and frame["level"].tolist() == ["", ""]
+    assert meta.categorical == [] and meta.ignored == []
+
+
+def test_a_meta_table_with_a_bad_value_or_without_tau_is_an_error(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("evaluator,dimension,tau\nbleu,relevance,0.5\nrouge,relevance,high\n")
+    with pytest.raises(InputError, match=r"bad\.csv:3: tau 'high' is not a number"):
+        read_meta(bad)
+    folder = tmp_path / "meta"
+    folder.mkdir()
+    other = folder / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(InputError, match=r"other\.csv:1: needs columns evaluator, dimension"):
+        read_meta(other)  # given as a file: it must be a correlation table
+    in_folder = read_meta(folder)  # in a folder: listed as ignored
+    assert in_folder.correlations is None and in_folder.ignored == [str(other)]
+
+
+# -- HTML and figures ------------------------------------------------------------------------------
+def test_table_cells_are_escaped():
+    frame = pd.DataFrame({"llm": ['<script>alert("x")</script>'], "mean": [0.123456]})
+    page = render_table(TableBlock(frame, "t&t.csv"))
+    assert "<script>" not in page
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
+    assert '<td class="num">0.1235</td>' in page
+    assert 'href="tables/t&amp;t.csv"' in page
+
+
+def test_the_strip_plot_is_the_same_file_for_the_same_seed(tmp_path):
+    frame = results_frame({"relevance": [1.0, 0.5, 0.25, 0.75]}, {"relevance": "tfidf"}).assign(
+        prompt=["a", "b", "a", "b"]
+    )
+    means = pd.DataFrame(
+        {"dimension": "relevance", "ranker": "tfidf", "llm": "m", "prompt": ["a", "b"],
+         "mean_nrp": [0.625, 0.625], "ci_low": [0.25, 0.5], "ci_high": [1.0, 0.75]}
+    )  # fmt: skip
+    measures = nrp_measures(frame)
+    first = nrp_strip_figure(frame, means, measures, tmp_path / "one", seed=7)
+    second = nrp_strip_figure(frame, means, measures, tmp_path / "two", seed=7)
+    assert first.svg.read_bytes() == second.svg.read_bytes()
+    assert first.png.read_bytes() == second.png.read_bytes()
+    other = nrp_strip_figure(frame, means, measures, tmp_path / "three", seed=8)
+    assert other.svg.read_bytes() != first.svg.read_bytes()  # the jitter moved
