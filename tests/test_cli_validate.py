@@ -18,7 +18,7 @@ def nrp(*args: str) -> subprocess.CompletedProcess:
 
 def test_validate_rankers_writes_the_choice(tmp_path):
     ingest(write_collection(tmp_path / "data"), indexes_dir=tmp_path / "ix")
-    out = tmp_path / "validation.json"
+    out = tmp_path / "new" / "folder" / "validation.json"  # --out into folders not yet made
     proc = nrp("validate", "tiny", "--rankers", "tfidf,random", "--indexes", str(tmp_path / "ix"),
                "--out", str(out))  # fmt: skip
     assert proc.returncode == 0, proc.stderr

@@ -158,6 +158,7 @@ class ValidationResult:
         text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
         if path is not None:  # written aside, then renamed: never a half-written file
             path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)  # --out into a new folder
             partial = path.with_name(f".{path.name}.partial")
             partial.write_text(text, encoding="utf-8")
             os.replace(partial, path)
