@@ -1,0 +1,23 @@
+"""Meta-evaluation: how far an automatic score agrees with human judgments.
+
+``nrp.meta.correlation`` (Kendall tau-b and Spearman per query, pooled and per system, with
+intervals), ``nrp.meta.human`` (reading human labels: graded per item, or rankings per query),
+``nrp.meta.categorical`` (accuracy of a label-producing judge, and what reviewing its
+low-confidence labels catches), ``nrp.meta.datasets`` (the public meta-evaluation sets as items
+for ``nrp.evaluators`` and human labels). ``nrp meta`` is the command line over them.
+"""
+
+from nrp.meta.categorical import CategoricalResult, categorical_evaluate
+from nrp.meta.correlation import MetaResult, kendall_tau_b, meta_evaluate, spearman_rho
+from nrp.meta.human import read_human, read_table
+
+__all__ = [
+    "CategoricalResult",
+    "MetaResult",
+    "categorical_evaluate",
+    "kendall_tau_b",
+    "meta_evaluate",
+    "read_human",
+    "read_table",
+    "spearman_rho",
+]

@@ -1,0 +1,301 @@
+"""Reading the two inputs of a meta-evaluation: a table of scores and the human judgments.
+
+Tables (``read_table``): CSV, TSV, JSON Lines or Parquet, or an output folder (its
+``evaluations.parquet`` / ``.csv``, what ``nrp evaluate`` writes, else ``results.parquet`` /
+``.csv``). Delimited files are
+read as text so ids keep their spelling (qid ``007`` stays ``007``); a column is then numeric
+when every non-empty value is a number (empty = missing), otherwise text.
+
+Human judgments (``read_human``) come in two shapes:
+
+- **Graded labels per item**: a table with an item-id column (default ``answer_id``) and one or
+  more label columns (numbers; or text labels such as TRUE / FALSE / NOT GIVEN for categorical
+  meta-evaluation). Unless named, the label columns are the numeric ones; a column mixing
+  numbers and text is an error at its first non-number (a typo in a label, not a text column).
+  An id given twice is an error (which label would count?).
+- **Rankings per query**: JSON Lines, one query per line, ``{"qid": ..., "ranking": [ids, best
+  first]}``. A ranking of n items becomes graded labels n-1 (best), n-2, ..., 0 (worst) in a
+  dimension named ``ranking``, with the line's qid as the query. Only the order within a query
+  means anything: the per-query correlations are the meaningful ones (pooled and system-level
+  numbers compare positions across queries of different lengths). An id twice in a ranking or
+  in two rankings is an error.
+
+Every problem is one ``InputError`` line naming the file, the line (the header is line 1 of a
+delimited file; JSON Lines count from 1) and the problem.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from nrp.errors import InputError
+
+RESULT_FILES = ("evaluations.parquet", "evaluations.csv", "results.parquet", "results.csv")
+RANKING_DIMENSION = "ranking"
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+
+
+def read_table(path: str | Path, text_columns: Sequence[str] = ()) -> pd.DataFrame:
+    """A table from CSV/TSV/JSONL/Parquet (or a results folder). ``text_columns`` are kept as
+    text even when every value looks like a number (ids)."""
+    path = Path(path)
+    if path.is_dir():
+        found = [path / name for name in RESULT_FILES if (path / name).is_file()]
+        if not found:
+            raise InputError(path, None, f"no {' or '.join(RESULT_FILES)} in this folder")
+        path = found[0]
+    if not path.is_file():
+        raise InputError(path, None, "file not found")
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        try:
+            frame = pd.read_parquet(path)
+        except Exception as error:  # pyarrow's errors have no common base class
+            raise InputError(path, None, f"not a readable Parquet file: {error}") from None
+        lines = None
+    elif suffix in (".csv", ".tsv"):
+        frame = _read_delimited(path, "\t" if suffix == ".tsv" else ",")
+        lines = np.arange(len(frame)) + 2  # the header is line 1
+    elif suffix in JSONL_SUFFIXES:
+        rows, lines = _read_jsonl(path)
+        frame = pd.DataFrame.from_records(rows)
+        frame = frame.map(lambda v: json.dumps(v) if isinstance(v, list | dict) else v)
+    else:
+        raise InputError(path, None, "expected a .csv, .tsv, .jsonl or .parquet file")
+    if frame.empty:
+        raise InputError(path, None, "no rows")
+    frame.attrs["path"] = str(path)
+    frame.attrs["lines"] = None if lines is None else np.asarray(lines)
+    for column in frame.columns:
+        if column in text_columns:
+            frame[column] = _as_text(frame[column])
+        else:
+            frame[column] = _maybe_numeric(frame[column])
+    return frame
+
+
+def _read_delimited(path: Path, sep: str) -> pd.DataFrame:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        line = path.read_bytes()[: error.start].count(b"\n") + 1
+        raise InputError(path, line, "not UTF-8 text") from None
+    if not text.strip():
+        raise InputError(path, None, "empty file")
+    try:
+        return pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False)
+    except pd.errors.ParserError as error:
+        message = str(error)
+        line = None
+        if "line " in message:  # pandas: "Expected 3 fields in line 5, saw 4"
+            digits = message.split("line ", 1)[1].split(",")[0].split()[0]
+            line = int(digits) if digits.isdigit() else None
+        raise InputError(path, line, f"not a readable table: {message.strip()}") from None
+
+
+def _read_jsonl(path: Path) -> tuple[list[dict], list[int]]:
+    rows, lines = [], []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        line = path.read_bytes()[: error.start].count(b"\n") + 1
+        raise InputError(path, line, "not UTF-8 text") from None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise InputError(path, number, f"not valid JSON: {error.msg}") from None
+        if not isinstance(value, dict):
+            raise InputError(path, number, "expected a JSON object on each line")
+        rows.append(value)
+        lines.append(number)
+    if not rows:
+        raise InputError(path, None, "empty file")
+    return rows, lines
+
+
+def _as_text(column: pd.Series) -> pd.Series:
+    def text(value: object) -> str:
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            return ""
+        if isinstance(value, float) and value.is_integer():
+            return str(int(value))
+        return str(value)
+
+    return column.map(text).astype(object)
+
+
+def _maybe_numeric(column: pd.Series) -> pd.Series:
+    """Numbers when every non-empty value is one (empty / None = NaN), else the column as is."""
+    if pd.api.types.is_bool_dtype(column):
+        return column
+    if pd.api.types.is_numeric_dtype(column):
+        return column.astype(float)
+    as_text = column.map(_blank_or_text)
+    if (as_text == "").all():
+        return column
+    if column.map(lambda v: isinstance(v, bool)).any():
+        return column
+    values = pd.to_numeric(as_text.where(as_text != ""), errors="coerce")
+    if (values.isna() & (as_text != "")).any():
+        return column
+    return values.astype(float)
+
+
+def _blank_or_text(value: object) -> str:
+    """'' for a missing value (None, NaN: an absent JSON key), else the stripped text."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return ""
+    return str(value).strip()
+
+
+def line_of(frame: pd.DataFrame, position: int) -> int | None:
+    """The file line of the frame's row at ``position`` (None for Parquet)."""
+    lines = frame.attrs.get("lines")
+    return None if lines is None else int(lines[position])
+
+
+def check_numeric(frame: pd.DataFrame, columns: Sequence[str]) -> None:
+    """Each column numeric; else an InputError at the first value that is not a number."""
+    for column in columns:
+        if pd.api.types.is_numeric_dtype(frame[column]) and not pd.api.types.is_bool_dtype(
+            frame[column]
+        ):
+            continue
+        text = frame[column].map(_blank_or_text)
+        values = pd.to_numeric(text.where(text != ""), errors="coerce")
+        bad = np.flatnonzero((values.isna() & (text != "")).to_numpy())
+        if len(bad) == 0:
+            frame[column] = values.astype(float)
+            continue
+        raise InputError(
+            frame.attrs.get("path"),
+            line_of(frame, int(bad[0])),
+            f"{column} {text.iloc[bad[0]]!r} is not a number",
+        )
+
+
+def read_human(
+    path: str | Path,
+    id_column: str = "answer_id",
+    dimensions: Sequence[str] | None = None,
+    categorical: bool = False,
+) -> pd.DataFrame:
+    """Human judgments as one row per item: ``id_column``, the label columns, and ``qid`` when
+    the input has a query column or is a ranking file. ``attrs["dimensions"]`` lists the label
+    columns; ``attrs["kind"]`` is ``graded`` or ``ranking``.
+
+    ``dimensions``: the label columns to use (default: every numeric column other than the id
+    and qid; with ``categorical``, every other column). Categorical labels are kept as text."""
+    path = Path(path)
+    if path.suffix.lower() in JSONL_SUFFIXES and path.is_file() and _is_ranking_file(path):
+        return _read_rankings(path, id_column)
+    frame = read_table(path, text_columns=[id_column, "qid"])
+    if id_column not in frame.columns:
+        raise InputError(
+            path,
+            1 if frame.attrs["lines"] is not None else None,
+            f"no item id column {id_column!r} (columns: {', '.join(map(str, frame.columns))})",
+        )
+    empty = np.flatnonzero((frame[id_column] == "").to_numpy())
+    if len(empty):
+        raise InputError(path, line_of(frame, int(empty[0])), f"empty {id_column}")
+    duplicated = np.flatnonzero(frame[id_column].duplicated().to_numpy())
+    if len(duplicated):
+        position = int(duplicated[0])
+        raise InputError(
+            path,
+            line_of(frame, position),
+            f"{id_column} {frame[id_column].iloc[position]!r} is given twice",
+        )
+    others = [c for c in frame.columns if c not in (id_column, "qid")]
+    if dimensions:
+        unknown = [d for d in dimensions if d not in frame.columns]
+        if unknown:
+            raise InputError(
+                path,
+                None,
+                f"no label column(s) {unknown} (columns: {', '.join(map(str, frame.columns))})",
+            )
+        chosen = list(dimensions)
+    elif categorical:
+        chosen = others
+    else:
+        # numeric columns are labels; a column mixing numbers and text is a broken label column
+        # (reported at its first non-number), a column of text only is not a label
+        chosen = [c for c in others if _partly_numeric(frame[c])]
+    if not chosen:
+        raise InputError(path, None, "no label columns (numeric columns besides the id and qid)")
+    if categorical:
+        for column in chosen:
+            frame[column] = frame[column].map(
+                lambda v: None if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)
+            )
+    else:
+        check_numeric(frame, chosen)
+    keep = [id_column, *(["qid"] if "qid" in frame.columns else []), *chosen]
+    out = frame[keep].copy()
+    out.attrs.update(path=str(path), dimensions=chosen, kind="graded")
+    return out
+
+
+def _partly_numeric(column: pd.Series) -> bool:
+    if pd.api.types.is_bool_dtype(column):
+        return False
+    if pd.api.types.is_numeric_dtype(column):
+        return True
+    text = column.map(_blank_or_text)
+    return bool(pd.to_numeric(text.where(text != ""), errors="coerce").notna().any())
+
+
+def _is_ranking_file(path: Path) -> bool:
+    """A JSON Lines file whose first object has a ``ranking`` key."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    first = json.loads(line)
+                    return isinstance(first, dict) and "ranking" in first
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False  # read_table reports it with its line
+    return False
+
+
+def _read_rankings(path: Path, id_column: str) -> pd.DataFrame:
+    rows, lines = _read_jsonl(path)
+    records: list[dict] = []
+    seen: dict[str, int] = {}
+    queries: set[str] = set()
+    for row, number in zip(rows, lines, strict=True):
+        qid = row.get("qid")
+        if qid is None or str(qid).strip() == "":
+            raise InputError(path, number, "no qid")
+        qid = str(qid)
+        if qid in queries:
+            raise InputError(path, number, f"qid {qid!r} is ranked twice")
+        queries.add(qid)
+        ranking = row.get("ranking")
+        if not isinstance(ranking, list) or not ranking:
+            raise InputError(path, number, "ranking must be a non-empty list of item ids")
+        n = len(ranking)
+        for position, item in enumerate(ranking):
+            if item is None or isinstance(item, list | dict) or str(item).strip() == "":
+                raise InputError(path, number, f"ranking entry {position + 1} is not an item id")
+            item = str(item)
+            if item in seen:
+                where = "in this ranking" if seen[item] == number else f"on line {seen[item]} too"
+                raise InputError(path, number, f"item {item!r} is ranked {where}")
+            seen[item] = number
+            records.append(
+                {id_column: item, "qid": qid, RANKING_DIMENSION: float(n - 1 - position)}
+            )
+    frame = pd.DataFrame.from_records(records)
+    frame.attrs.update(path=str(path), dimensions=[RANKING_DIMENSION], kind="ranking")
+    return frame

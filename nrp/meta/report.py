@@ -1,0 +1,214 @@
+"""``nrp meta`` as a library call: read a score table and human labels, join them, meta-evaluate.
+
+``meta_from_files(scores, human, ...)`` reads both inputs (``nrp.meta.human``), joins them on
+an item id (inner join: items on one side only are counted, not guessed), chooses the columns
+(every numeric score column unless named; every human label column unless named) and runs the
+correlation report (``nrp.meta.correlation``) or, with ``categorical``, the label report
+(``nrp.meta.categorical``). ``write_meta`` writes its JSON, CSV tables and (categorical, with
+confidences) the review plot, each file written aside and renamed, so an interrupted or failed
+run leaves no half-written file.
+
+Column roles: the query is ``query_column`` of the score table, else of the human file (a
+ranking file always has one); the system is ``system_column`` (``auto``: ``llm`` when the
+joined table has at least two values of it). A human column whose name is also a score column
+is renamed ``human.<name>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from nrp.errors import ConfigError, InputError, NrpError
+from nrp.meta.categorical import CategoricalResult, categorical_evaluate
+from nrp.meta.correlation import DEFAULT_BOOTSTRAP, DEFAULT_SEED, MetaResult, meta_evaluate
+from nrp.meta.human import check_numeric, line_of, read_human, read_table
+
+IDENTITY_COLUMNS = ("answer_id", "qid", "llm", "prompt", "sample", "reference_kind")
+AUTO = "auto"
+
+
+@dataclass
+class MetaRun:
+    """What ``meta_from_files`` did: the result, the joined table and the join's counts."""
+
+    result: MetaResult | CategoricalResult
+    joined: pd.DataFrame
+    counts: dict[str, int]
+    score_columns: list[str]
+    human_columns: list[str]
+    notes: list[str] = field(default_factory=list)
+
+    def format(self) -> str:
+        c = self.counts
+        head = (
+            f"{c['joined']} items joined ({c['score_rows']} score rows, {c['human_rows']} human "
+            f"rows; {c['scores_without_human']} scored items without human labels, "
+            f"{c['human_without_scores']} labelled items without scores)"
+        )
+        notes = "".join(f"\nnote: {n}" for n in self.notes)
+        return f"{head}{notes}\n\n{self.result.format()}"
+
+
+def meta_from_files(
+    scores: str | Path,
+    human: str | Path,
+    score_columns: Sequence[str] | None = None,
+    human_columns: Sequence[str] | None = None,
+    join: str = "answer_id",
+    query_column: str | None = "qid",
+    system_column: str | None = AUTO,
+    by: str | None = None,
+    categorical: bool = False,
+    label_column: str | None = None,
+    confidence_column: str | None = None,
+    thresholds: Sequence[float] | None = None,
+    n_bootstrap: int = DEFAULT_BOOTSTRAP,
+    seed: int = DEFAULT_SEED,
+) -> MetaRun:
+    """Read, join and meta-evaluate (see the module docstring)."""
+    text = [join, *(c for c in (query_column, system_column, by) if c and c != AUTO)]
+    text += [c for c in IDENTITY_COLUMNS if c not in ("sample",)]
+    if categorical and label_column:
+        text.append(label_column)
+    score_table = read_table(scores, text_columns=text)
+    if join not in score_table.columns:
+        raise InputError(
+            score_table.attrs.get("path"),
+            1 if score_table.attrs.get("lines") is not None else None,
+            f"no item id column {join!r} (columns: {', '.join(map(str, score_table.columns))})",
+        )
+    duplicated = np.flatnonzero(score_table[join].duplicated().to_numpy())
+    if len(duplicated):
+        position = int(duplicated[0])
+        raise InputError(
+            score_table.attrs.get("path"),
+            line_of(score_table, position),
+            f"{join} {score_table[join].iloc[position]!r} is given twice",
+        )
+    chosen = (
+        []
+        if categorical
+        else _score_columns(
+            score_table, scores, score_columns, join, (query_column, system_column, by)
+        )
+    )
+    labels = read_human(human, id_column=join, dimensions=human_columns, categorical=categorical)
+    dimensions = list(labels.attrs["dimensions"])
+    notes: list[str] = []
+    if labels.attrs.get("kind") == "ranking":
+        notes.append(
+            "human rankings read as grades n-1 (best) .. 0 per query (dimension 'ranking')"
+        )
+
+    clashes = [d for d in dimensions if d in score_table.columns and d != join]
+    if clashes:
+        labels = labels.rename(columns={d: f"human.{d}" for d in clashes})
+        dimensions = [f"human.{d}" if d in clashes else d for d in dimensions]
+        notes.append(f"human columns {clashes} renamed human.<name> (the score table has them)")
+    if "qid" in labels.columns and "qid" in score_table.columns:
+        labels = labels.drop(columns=["qid"])  # the score table's queries count
+    joined = score_table.merge(labels, on=join, how="inner")
+    counts = {
+        "score_rows": len(score_table),
+        "human_rows": len(labels),
+        "joined": len(joined),
+        "scores_without_human": int((~score_table[join].isin(labels[join])).sum()),
+        "human_without_scores": int((~labels[join].isin(score_table[join])).sum()),
+    }
+    if joined.empty:
+        raise NrpError(
+            f"no item ids in common between {scores} and {human} (joined on {join!r}; e.g. "
+            f"{score_table[join].iloc[0]!r} vs {labels[join].iloc[0]!r})"
+        )
+
+    if categorical:
+        if not label_column:
+            raise ConfigError("--categorical needs --label-column (the judge's label column)")
+        if len(dimensions) != 1:
+            raise ConfigError(
+                f"categorical meta-evaluation compares one human column; got {dimensions} "
+                "(choose one with --human)"
+            )
+        if label_column not in joined.columns:
+            raise ConfigError(f"no label column {label_column!r} in {scores}")
+        if confidence_column and confidence_column not in joined.columns:
+            raise ConfigError(f"no confidence column {confidence_column!r} in {scores}")
+        result: MetaResult | CategoricalResult = categorical_evaluate(
+            joined, label_column, dimensions[0], confidence_column, thresholds
+        )
+        return MetaRun(result, joined, counts, [label_column], dimensions, notes)
+
+    if query_column and query_column not in joined.columns:
+        notes.append(f"no {query_column!r} column: per-query correlations not computed")
+        query_column = None
+    if system_column == AUTO:
+        system_column = "llm" if "llm" in joined.columns and joined["llm"].nunique() > 1 else None
+    elif system_column and system_column not in joined.columns:
+        raise ConfigError(f"no system column {system_column!r} in the joined table")
+    result = meta_evaluate(
+        joined,
+        chosen,
+        dimensions,
+        query_column=query_column,
+        system_column=system_column,
+        by=by,
+        n_bootstrap=n_bootstrap,
+        seed=seed,
+    )
+    return MetaRun(result, joined, counts, chosen, dimensions, notes)
+
+
+def _score_columns(
+    table: pd.DataFrame,
+    path: str | Path,
+    named: Sequence[str] | None,
+    join: str,
+    roles: Sequence[str | None],
+) -> list[str]:
+    """The named score columns (checked numeric), else every numeric column that is not an id,
+    query, system or subset column."""
+    if named:
+        chosen = list(named)
+        unknown = [c for c in chosen if c not in table.columns]
+        if unknown:
+            raise ConfigError(
+                f"no score column(s) {unknown} in {path} "
+                f"(columns: {', '.join(map(str, table.columns))})"
+            )
+        check_numeric(table, chosen)
+        return chosen
+    taken = {join, *IDENTITY_COLUMNS, *(c for c in roles if c and c != AUTO)}
+    chosen = [
+        c
+        for c in table.columns
+        if c not in taken
+        and pd.api.types.is_numeric_dtype(table[c])
+        and not pd.api.types.is_bool_dtype(table[c])
+    ]
+    if not chosen:
+        raise ConfigError(f"no numeric score columns in {path}; name them with --scores")
+    return chosen
+
+
+def write_meta(run: MetaRun, out: str | Path) -> list[Path]:
+    """JSON and CSV tables of ``run`` (and the review plot) in ``out``; the paths written."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if isinstance(run.result, CategoricalResult):
+        run.result.to_json(out / "categorical.json")
+        written.append(out / "categorical.json")
+        written += list(run.result.to_csv(out).values())
+        if len(run.result.review):
+            for suffix in ("png", "svg"):
+                written.append(run.result.plot(out / f"review.{suffix}"))
+    else:
+        run.result.to_json(out / "meta.json")
+        written.append(out / "meta.json")
+        written += list(run.result.to_csv(out).values())
+    return written
