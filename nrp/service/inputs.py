@@ -1,0 +1,286 @@
+"""What a request may name, checked before anything is stored or sent to the worker.
+
+- **Server paths** (a manifest to ingest, an answer file, a model folder in a ranker or evaluator
+  spec) are relative to a configured data root: absolute paths, ``~`` and ``..`` are refused,
+  and the path must still lie inside the root after symbolic links are resolved. A manifest's
+  own sources are checked the same way, so a manifest inside a data root cannot reach out of it.
+- **Collections** are named, never given as paths: only names ``list_collections`` knows.
+- **Specs** are parsed by the registries (``nrp.spec``) in the server, so a typo is a 422 at
+  submission, not a failed job later. Rankers are written in their canonical form
+  (``Ranker.spec()``), the name the results carry.
+- **Answers** sent inline go through the same reader as answer files (``nrp.nrp.answers``):
+  the same derived ids, the same checks, the same one-line messages, with ``answers[i]`` as
+  the location.
+- **Units** of a job: one per (ranker, query with judged documents) and per (evaluator,
+  query), with a batch key that says which units may share one model call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pandas as pd
+
+from nrp.collection.collection import Collection, list_collections
+from nrp.collection.store import STORE_FILE
+from nrp.errors import ConfigError, InputError, NrpError
+from nrp.spec import Param
+
+RANK, EVALUATE = "rank", "evaluate"
+PATH_PARAM_NAMES = ("model", "tok_model", "mono_model", "mono_tok_model", "path", "file")
+
+
+class RequestError(NrpError):
+    """A request that cannot be served, with the HTTP status that says why."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+# -- server paths ----------------------------------------------------------------------------------
+def resolve_in_roots(text: str, roots: Sequence[Path], what: str) -> Path:
+    """The server file a request names: ``text`` relative to the first data root that has it,
+    inside that root after links are resolved. RequestError 422 otherwise."""
+    if not roots:
+        raise RequestError(422, f"{what}: this server has no data roots; no file can be named")
+    raw = str(text)
+    pure = PurePosixPath(raw.replace("\\", "/"))
+    if not raw.strip() or "\0" in raw:
+        raise RequestError(422, f"{what}: empty or invalid path")
+    if pure.is_absolute() or raw.startswith("~") or (len(raw) > 1 and raw[1] == ":"):
+        raise RequestError(422, f"{what}: {raw!r} must be relative to a data root")
+    if ".." in pure.parts:
+        raise RequestError(422, f"{what}: {raw!r} is outside the data roots ('..' not allowed)")
+    for root in roots:
+        candidate = (root / pure).resolve()
+        if not candidate.is_relative_to(root):
+            raise RequestError(422, f"{what}: {raw!r} is outside the data roots (a link leads out)")
+        if candidate.exists():
+            return candidate
+    raise RequestError(422, f"{what}: {raw!r} not found in the data roots")
+
+
+def inside_roots(path: Path, roots: Sequence[Path]) -> bool:
+    resolved = Path(path).resolve()
+    return any(resolved.is_relative_to(root) for root in roots)
+
+
+def check_manifest(manifest_text: str, roots: Sequence[Path]) -> Path:
+    """The manifest a request names, with every source it reads inside the data roots."""
+    from nrp.collection.manifest import Manifest
+
+    path = resolve_in_roots(manifest_text, roots, "manifest")
+    manifest = Manifest.load(path)
+    for source in manifest.sources:
+        if not inside_roots(source.path, roots):
+            raise RequestError(
+                422,
+                f"manifest {manifest_text}: {source.describe().split(' (')[0]} reads a file "
+                "outside the data roots",
+            )
+    return path
+
+
+def check_collection_name(name: str, indexes: Path) -> str:
+    if name not in list_collections(indexes):
+        raise RequestError(404, f"unknown collection {name!r}")
+    return name
+
+
+def _looks_like_path(value: str) -> bool:
+    return "/" in value or "\\" in value or value.startswith((".", "~"))
+
+
+def check_spec_paths(
+    spec: str,
+    declared: Mapping[str, Param],
+    roots: Sequence[Path],
+    indexes: Path,
+    kind: str,
+) -> str:
+    """``spec`` with every path-valued parameter checked against the data roots (a relative
+    path found in a root is rewritten to that absolute path); a ``collection`` parameter must
+    name a known collection."""
+    name, sep, rest = spec.strip().partition(":")
+    if not sep:
+        return spec.strip()
+    items = []
+    for item in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        param = declared.get(key)
+        if eq and param is not None and param.type is str and value != param.default:
+            if key == "collection" and value:
+                check_collection_name(value, indexes)
+            elif key in PATH_PARAM_NAMES or _looks_like_path(value):
+                value = _spec_path(value, roots, f"{kind} {name!r} parameter {key}")
+        items.append(f"{key}={value}" if eq else item)
+    return f"{name}:{','.join(items)}" if items else name
+
+
+def _spec_path(value: str, roots: Sequence[Path], what: str) -> str:
+    if not _looks_like_path(value):
+        return value  # a registered short name (minilm) or a hub id without a folder
+    pure = PurePosixPath(value)
+    if pure.is_absolute() or value.startswith("~") or ".." in pure.parts:
+        resolved = Path(value).expanduser().resolve()
+        if roots and inside_roots(resolved, roots) and ".." not in pure.parts:
+            return str(resolved)
+        raise RequestError(422, f"{what}: {value!r} is outside the data roots")
+    for root in roots:
+        candidate = (root / pure).resolve()
+        if candidate.is_relative_to(root) and candidate.exists():
+            return str(candidate)
+    if Path(value).exists():  # a file relative to the server's folder, outside the roots
+        raise RequestError(422, f"{what}: {value!r} is outside the data roots")
+    return value  # a hub id ("org/name"): loaded by the worker or refused there
+
+
+def canonical_ranker(spec: str, roots: Sequence[Path], indexes: Path) -> str:
+    from nrp.rankers.registry import make_ranker, parse_spec
+
+    if spec.strip().startswith("run:"):
+        raise RequestError(422, f"{spec}: a run file cannot rank a new answer")
+    info, _ = parse_spec(spec)
+    checked = check_spec_paths(spec, info.params, roots, indexes, "ranker")
+    return make_ranker(checked).spec()
+
+
+def canonical_evaluator(spec: str, roots: Sequence[Path], indexes: Path) -> str:
+    from nrp.evaluators.base import all_evaluators
+    from nrp.spec import parse_params
+
+    known = all_evaluators()
+    name, _ = parse_params(spec, "evaluator", {n: i.params for n, i in known.items()})
+    ok, reason = known[name].available()
+    if not ok:
+        raise ConfigError(f"evaluator {name!r} is not available here: {reason}")
+    return check_spec_paths(spec, known[name].params, roots, indexes, "evaluator")
+
+
+# -- collections (cached per build) ----------------------------------------------------------------
+@dataclass
+class CollectionView:
+    """What request checks need of a collection, read once per build of it."""
+
+    collection: Collection
+    stamp: int
+    qids: frozenset[str]
+    dq_size: Mapping[str, int]
+    docnos: Mapping[str, frozenset[str]]
+
+    @property
+    def name(self) -> str:
+        return self.collection.name
+
+
+class Collections:
+    """Collection views by name, reloaded when the collection's store file changes."""
+
+    def __init__(self, indexes: Path):
+        self.indexes = indexes
+        self.lock = threading.Lock()
+        self.views: dict[str, CollectionView] = {}
+
+    def get(self, name: str) -> CollectionView:
+        check_collection_name(name, self.indexes)
+        store = self.indexes / name / STORE_FILE
+        stamp = store.stat().st_mtime_ns
+        with self.lock:
+            view = self.views.get(name)
+            if view is not None and view.stamp == stamp:
+                return view
+        collection = Collection(self.indexes / name)
+        candidates = collection.candidates()
+        qid_column = candidates["qid"].astype(str)
+        docnos = {
+            str(q): frozenset(g.astype(str)) for q, g in candidates["docno"].groupby(qid_column)
+        }
+        view = CollectionView(
+            collection,
+            stamp,
+            frozenset(collection.topics["qid"].astype(str)),
+            {q: len(d) for q, d in docnos.items()},
+            docnos,
+        )
+        with self.lock:
+            self.views[name] = view
+        return view
+
+
+# -- answers ---------------------------------------------------------------------------------------
+def answers_from_records(
+    records: Sequence[Mapping[str, Any]], qids: frozenset[str], skip_invalid: bool
+) -> tuple[pd.DataFrame, list[str]]:
+    """Inline answers read as an answer file would be (``nrp.nrp.answers``); the frame and the
+    reasons of answers skipped under ``skip_invalid``."""
+    from nrp.nrp.answers import _Reader, _Where
+
+    where_file = Path("answers")
+    reader = _Reader(set(qids), skip_invalid)
+    for number, record in enumerate(records):
+        where = _Where(where_file, number, "row")
+        missing = [k for k in ("llm", "prompt", "qid", "text") if k not in record]
+        if missing:
+            raise InputError(None, None, f"answers[{number}]: missing key(s) {', '.join(missing)}")
+        try:
+            reader._long_row(where, dict(record))
+        except InputError as err:
+            raise InputError(None, None, f"answers[{number}]: {_problem(err)}") from None
+    if not reader.rows["answer_id"]:
+        raise InputError(None, None, "answers: no valid answers")
+    skipped = [f"answers[{row.line}]: {row.reason}" for row in reader.skipped]
+    return reader.frame(), skipped
+
+
+def _problem(err: InputError) -> str:
+    problem = err.problem
+    if problem.startswith("row "):
+        problem = problem.split(": ", 1)[-1]
+    return problem
+
+
+# -- job plans -------------------------------------------------------------------------------------
+def batch_key(kind: str, collection: str, spec: str, **options: Any) -> str:
+    return json.dumps([kind, collection, spec, options], sort_keys=True)
+
+
+def plan_units(
+    view: CollectionView,
+    answers: pd.DataFrame,
+    rankers: Mapping[str, str],
+    evaluators: Sequence[str],
+    frozen_stats: bool,
+    full_rerank: bool,
+    references: str,
+) -> list[dict[str, Any]]:
+    """One unit per (distinct ranker, query with judged documents) and per (evaluator, query)."""
+    per_qid = answers.groupby(answers["qid"].astype(str), sort=False).size()
+    units = []
+    for spec in dict.fromkeys(rankers.values()):
+        key = batch_key(
+            RANK, view.name, spec, frozen_stats=bool(frozen_stats), full_rerank=bool(full_rerank)
+        )
+        for qid, count in per_qid.items():
+            if view.dq_size.get(str(qid), 0) > 0:
+                units.append(
+                    {"kind": RANK, "spec": spec, "batch_key": key, "qid": qid, "n_answers": count}
+                )
+    for spec in evaluators:
+        key = batch_key(EVALUATE, view.name, spec, references=references)
+        for qid, count in per_qid.items():
+            units.append(
+                {"kind": EVALUATE, "spec": spec, "batch_key": key, "qid": qid, "n_answers": count}
+            )
+    return units
+
+
+def request_sha(body: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
