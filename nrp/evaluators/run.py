@@ -26,6 +26,7 @@ from nrp.errors import NrpError
 from nrp.evaluators.base import ITEM_COLUMNS, Evaluator, make_evaluators
 from nrp.evaluators.cache import EVALUATION_CACHE_FILE, EvaluationCache, item_key
 from nrp.evaluators.items import ReferenceSource, build_items
+from nrp.executors.base import Executor, active_executor, using_executor
 
 Progress = Callable[[str], None]
 IDENTITY_COLUMNS = ("answer_id", "llm", "prompt", "qid", "sample")
@@ -37,8 +38,13 @@ def evaluate(
     cache: EvaluationCache | str | Path | None = None,
     collection: Collection | None = None,
     progress: Progress | None = None,
+    executor: Executor | None = None,
 ) -> pd.DataFrame:
-    """Every evaluator over every item (``ITEM_COLUMNS``); see the module docstring."""
+    """Every evaluator over every item (``ITEM_COLUMNS``); see the module docstring.
+    ``executor``: where items missing from the cache are evaluated (``nrp.executors``;
+    default: the active executor, else this process); evaluators that are not cacheable (NRP)
+    run here, with the executor active for what they call."""
+    executor = executor if executor is not None else active_executor()
     missing = [c for c in ITEM_COLUMNS if c not in items.columns]
     if missing:
         raise NrpError(f"items need columns {list(ITEM_COLUMNS)}; missing {missing}")
@@ -52,7 +58,8 @@ def evaluate(
     for evaluator in built:
         if collection is not None:
             evaluator.bind_collection(collection)
-        values, counts = _run_one(evaluator, items, keys, cache, progress)
+        with using_executor(executor):
+            values, counts = _run_one(evaluator, items, keys, cache, progress, executor, collection)
         names = evaluator.score_columns() + evaluator.extra_columns()
         for name, column in zip(names, evaluator.output_columns(), strict=True):
             series = values[name]
@@ -72,6 +79,8 @@ def _run_one(
     keys: list[str],
     cache: EvaluationCache | None,
     progress: Progress | None,
+    executor: Executor | None = None,
+    collection: Collection | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     names = evaluator.score_columns() + evaluator.extra_columns()
     scope = evaluator.fingerprint()
@@ -89,6 +98,14 @@ def _run_one(
     computed = 0
     fresh: dict[int, dict[str, Any]] = {}
     size = max(1, evaluator.batch_size)
+    if executor is not None and evaluator.cacheable and todo:  # partitions computed elsewhere
+        from nrp.executors.evaluation import evaluate_with_executor
+
+        use = cache if use_cache else None
+        fresh = evaluate_with_executor(
+            executor, evaluator, items, keys, todo, use, collection, progress
+        )
+        computed, todo = len(todo), []
     for start in range(0, len(todo), size):
         rows = todo[start : start + size]
         batch = items.iloc[rows].reset_index(drop=True)
@@ -119,6 +136,8 @@ def _run_one(
     values = pd.DataFrame.from_records(records, columns=names)
     for name in evaluator.score_columns():
         values[name] = pd.to_numeric(values[name], errors="coerce").astype(float)
+    for name in evaluator.extra_columns():  # object: pandas 3 would make a None label NaN
+        values[name] = pd.Series([record.get(name) for record in records], dtype=object)
     missing_scores = (
         int(np.isnan(values[evaluator.score_columns()].to_numpy(float)).any(axis=1).sum())
         if evaluator.score_columns()
@@ -142,10 +161,11 @@ def evaluate_answers(
     pseudo_k: int = 3,
     cache: bool = True,
     progress: Progress | None = None,
+    executor: Executor | None = None,
 ) -> pd.DataFrame:
     """Items from ``collection`` and ``answers``, evaluated (cache beside the collection)."""
     if isinstance(collection, str):
         collection = Collection.load(collection)
     items = build_items(collection, answers, references, pseudo_dimension, pseudo_k)
     store = EvaluationCache(collection.path / EVALUATION_CACHE_FILE) if cache else None
-    return evaluate(items, evaluators, store, collection, progress)
+    return evaluate(items, evaluators, store, collection, progress, executor)

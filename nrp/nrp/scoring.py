@@ -44,6 +44,7 @@ import pyterrier as pt
 
 from nrp.collection.collection import Collection
 from nrp.errors import ConfigError, NrpError
+from nrp.executors.base import Executor, active_executor
 from nrp.nrp import COMBINED
 from nrp.nrp.injection import (
     AnswerInjector,
@@ -206,6 +207,7 @@ def score_answers(
     progress: Progress | None = None,
     *,
     chunk_size: int = 256,
+    executor: Executor | None = None,
 ) -> pd.DataFrame:
     """NRP of every answer per dimension, and combined (see the module docstring).
 
@@ -215,8 +217,11 @@ def score_answers(
     lexical rankers keep D_q's statistics instead of counting the answer in them.
     ``full_rerank``: the reference mode, D_q re-ranked from scratch for every answer.
     ``cache``: use the score cache, pair cache and results cache beside the collection.
-    ``progress``: called with one line per ranker and batch.
+    ``progress``: called with one line per ranker and batch. ``executor``: where the answers
+    missing from the results cache are positioned (``nrp.executors``; default: the active
+    executor, else this process), in per-query partitions of up to ``chunk_size`` answers.
     """
+    executor = executor if executor is not None else active_executor()
     collection = _collection(collection)
     tie_mode = check_tie_mode(ties)
     if chunk_size < 1:
@@ -288,6 +293,7 @@ def score_answers(
             candidates,
             chunk_size,
             progress,
+            executor,
         )
         positions[fingerprint] = found
         counts_by_ranker[spec] = counts.as_dict()
@@ -348,6 +354,7 @@ def _position_with(
     candidates: pd.DataFrame,
     chunk_size: int,
     progress: Progress | None,
+    executor: Executor | None = None,
 ) -> tuple[pd.DataFrame, InjectionCounts]:
     """Positions of every answer by one ranker: from the results cache, the rest computed in
     batches of ``chunk_size`` answers, each batch stored as soon as it is done."""
@@ -371,7 +378,16 @@ def _position_with(
     if progress:
         progress(f"{spec}: {len(answers)} answers, {len(stored)} from the results cache")
     parts = [stored]
-    if len(todo):
+    if len(todo) and executor is not None:  # partitions computed elsewhere, stored here
+        from nrp.executors.scoring import position_with_executor
+
+        found_parts, found_counts = position_with_executor(
+            executor, collection, ranker, fingerprint, mode, scope, todo, frozen_stats,
+            full_rerank, results, score_cache, pair_cache, candidates, chunk_size, progress,
+        )  # fmt: skip
+        parts.extend(found_parts)
+        counts.add(found_counts)
+    elif len(todo):
         injector = AnswerInjector(
             collection,
             ranker,
