@@ -177,6 +177,8 @@ def _answer_files(path: Path) -> list[Path]:
                 f"(expected one of {', '.join(SUFFIXES)})",
             )
         return [path]
+    if not path.is_dir():  # a device, a socket or a FIFO (e.g. /dev/null)
+        raise InputError(path, None, "not a regular file or folder")
     direct = _files_in(path)
     folders = [d for d in sorted(path.iterdir()) if d.is_dir() and not d.name.startswith(".")]
     nested = [(d, _files_in(d)) for d in folders]

@@ -583,6 +583,7 @@ def test_wide_non_utf8_names_the_line(tmp_path):
 def test_paths_that_hold_no_answers(tmp_path):
     assert re.fullmatch(rf"{re.escape(str(tmp_path / 'x'))}: file or folder not found",
                         error_of(tmp_path / "x"))  # fmt: skip
+    assert error_of(Path("/dev/null")) == "/dev/null: not a regular file or folder"
     (tmp_path / "notes.txt").write_text("hello\n")
     assert error_of(tmp_path / "notes.txt").startswith(
         f"{tmp_path / 'notes.txt'}: cannot read answers from a '.txt' file"
