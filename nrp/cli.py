@@ -21,6 +21,40 @@ def _indexes_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _executor_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where work runs: local (this process, default) or ray (a Ray cluster: per-query "
+        "partitions on actors, results written here)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="Ray cluster address (host:port or auto; default: $RAY_ADDRESS, else a Ray "
+        "instance started on this machine)",
+    )
+
+
+def _executor(args: argparse.Namespace):
+    """The executor the options name, as a context manager (None for local)."""
+    from contextlib import nullcontext
+
+    from nrp.executors import make_executor
+
+    executor = make_executor(args.executor, args.ray_address)
+    return nullcontext() if executor is None else executor
+
+
+def _report_executor(executor: object) -> None:
+    for stats in getattr(executor, "history", []):
+        print(f"{stats.executor}: {stats.task}: {stats.partitions} partition(s) on "
+              f"{len(stats.workers)} worker(s) in {stats.wall_seconds:.1f} s; "
+              f"{stats.resubmitted} re-sent, {stats.workers_lost} worker(s) lost",
+              file=sys.stderr)  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nrp",
@@ -159,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     score.add_argument("--no-cache", action="store_true", help="do not use the caches")
     _indexes_arg(score)
+    _executor_args(score)
     score.set_defaults(run=_score)
 
     summary = commands.add_parser(
@@ -181,6 +216,201 @@ def build_parser() -> argparse.ArgumentParser:
     agree.add_argument("--out", type=Path, help="folder for agreement.json and CSV tables")
     _indexes_arg(agree)
     agree.set_defaults(run=_agreement)
+
+    evaluators = commands.add_parser(
+        "evaluators", help="list evaluators beside NRP (by family) and their parameters"
+    )
+    evaluators.set_defaults(run=_evaluators)
+
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="evaluate answers with BLEU, ROUGE, BERTScore, NRP, ... (one column per score)",
+    )
+    evaluate.add_argument("collection")
+    evaluate.add_argument(
+        "answers", type=Path, help="answer set, as for `nrp score` (file or folder)"
+    )
+    evaluate.add_argument(
+        "--evaluators",
+        required=True,
+        metavar="SPECS",
+        help="comma-separated evaluator specs, e.g. bleu,rouge,bertscore,nrp:rankers=tfidf "
+        "(see `nrp evaluators`)",
+    )
+    evaluate.add_argument(
+        "--out", type=Path, required=True, help="folder for evaluations.parquet/.csv"
+    )
+    evaluate.add_argument(
+        "--references",
+        choices=("auto", "collection", "pseudo", "none"),
+        default="auto",
+        help="what reference-based evaluators compare with: auto (the collection's reference "
+        "answers, else pseudo-references: top-graded judged documents), collection, pseudo, "
+        "none (default auto)",
+    )
+    evaluate.add_argument(
+        "--pseudo-dimension",
+        metavar="DIM",
+        help="dimension whose top grade picks pseudo-references (default: the first)",
+    )
+    evaluate.add_argument(
+        "--pseudo-k", type=int, default=3, help="pseudo-references per query (default 3)"
+    )
+    evaluate.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="skip (and list) answers with an unknown qid or empty text",
+    )
+    evaluate.add_argument(
+        "--no-cache", action="store_true", help="do not use the per-item evaluation cache"
+    )
+    _indexes_arg(evaluate)
+    _executor_args(evaluate)
+    evaluate.set_defaults(run=_evaluate)
+    meta = commands.add_parser(
+        "meta",
+        help="meta-evaluation: correlate score columns with human labels (Kendall tau-b, "
+        "Spearman per query, pooled, per system) or check a judge's labels against them",
+    )
+    meta.add_argument(
+        "scores",
+        type=Path,
+        help="score table: an `nrp evaluate` output folder, or CSV/TSV/JSONL/Parquet",
+    )
+    meta.add_argument(
+        "human",
+        type=Path,
+        help="human labels: a table with the item id and label columns, or JSONL rankings "
+        '{"qid": ..., "ranking": [ids, best first]}',
+    )
+    meta.add_argument("--scores", dest="score_columns", help="score columns (default: numeric)")
+    meta.add_argument("--human", dest="human_columns", help="human label columns (default: all)")
+    meta.add_argument("--join", default="answer_id", help="item id column (default answer_id)")
+    meta.add_argument("--query-column", default="qid", help="query column (default qid)")
+    meta.add_argument(
+        "--system-column",
+        default="auto",
+        help="system column for system-level correlation (default: llm when present; none)",
+    )
+    meta.add_argument("--by", help="also report each value of this column (e.g. subset)")
+    meta.add_argument(
+        "--categorical", action="store_true", help="compare a judge's labels with human labels"
+    )
+    meta.add_argument("--label-column", help="the judge's label column (with --categorical)")
+    meta.add_argument(
+        "--confidence-column", help="the judge's confidence: review curve over thresholds"
+    )
+    meta.add_argument(
+        "--thresholds", help="comma-separated confidence thresholds (default 0, 0.05, .., 1)"
+    )
+    meta.add_argument("--out", type=Path, help="folder for JSON, CSV tables and the review plot")
+    meta.add_argument(
+        "--bootstrap", type=int, default=2000, help="bootstrap resamples of queries (default 2000)"
+    )
+    meta.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    meta.set_defaults(run=_meta)
+    serve = commands.add_parser(
+        "serve", help="HTTP service: collections, scoring jobs, synchronous scores, leaderboard"
+    )
+    serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default 8000)")
+    serve.add_argument("--config", type=Path, help="settings file (YAML or TOML)")
+    serve.add_argument(
+        "--data-root",
+        dest="data_roots",
+        action="append",
+        type=Path,
+        metavar="DIR",
+        help="folder requests may name files in (repeat); none: no server file can be named",
+    )
+    serve.add_argument("--store", metavar="URL", help="sqlite:///PATH or postgresql://...")
+    serve.add_argument(
+        "--tokens-file", type=Path, help="API tokens, one 'SCOPE TOKEN' line each (admin|read)"
+    )
+    serve.add_argument(
+        "--no-auth", action="store_true", help="serve without tokens (local use only)"
+    )
+    serve.add_argument("--max-body-bytes", type=int, help="largest request body accepted")
+    serve.add_argument(
+        "--cors-origin",
+        dest="cors_origins",
+        action="append",
+        metavar="ORIGIN",
+        help="browser origin allowed by CORS (repeat; default: none, CORS off)",
+    )
+    serve.add_argument("--batch-max-size", type=int, help="answers per worker batch at most")
+    serve.add_argument("--batch-max-wait-ms", type=float, help="wait for a batch to fill (ms)")
+    _indexes_arg(serve)
+    serve.set_defaults(run=_serve)
+    report = commands.add_parser(
+        "report",
+        help="self-contained HTML report (PNG/SVG figures, CSV tables) of a results folder",
+    )
+    report.add_argument(
+        "results",
+        type=Path,
+        help="results folder (results.parquet; optional validation.json, agreement.json, "
+        "evaluations.parquet, sizes.csv/.yaml, meta/) or a results file",
+    )
+    report.add_argument("--out", type=Path, required=True, help="report folder (replaced)")
+    report.add_argument("--validation", type=Path, help="validation JSON (nrp validate)")
+    report.add_argument("--agreement", type=Path, help="agreement JSON (nrp agreement)")
+    report.add_argument(
+        "--evaluations", type=Path, help="evaluations table (nrp evaluate): Parquet or CSV"
+    )
+    report.add_argument(
+        "--meta",
+        type=Path,
+        action="append",
+        metavar="DIR",
+        help="nrp meta output folder, or a CSV of evaluator x human dimension correlations "
+        "(repeat for several)",
+    )
+    report.add_argument(
+        "--sizes", type=Path, help="model sizes: CSV (llm,params_b) or YAML (llm: billions)"
+    )
+    report.add_argument("--title", help="page title (default: NRP report: COLLECTION)")
+    report.add_argument("--seed", type=int, default=0, help="jitter and bootstrap seed (0)")
+    report.set_defaults(run=_report)
+
+    generate = commands.add_parser(
+        "generate", help="generate answers with a local or OpenAI-compatible LLM (resumable)"
+    )
+    generate.add_argument("collection", help="collection name (its topics are the queries)")
+    generate.add_argument(
+        "--llm",
+        default="local",
+        help="LLM spec: local[:model=PATH_OR_HUB_ID,name=LABEL,device=auto,dtype=fp32] "
+        "(default: the offline SmolLM2-135M), openai:model=NAME[,base_url=URL], or a model path",
+    )
+    generate.add_argument(
+        "--prompts",
+        default="none,short-qa,long-qa,multimedqa",
+        help="comma-separated prompt strategies: none, short-qa, long-qa, multimedqa or a "
+        "template file; NAME:chat sends it through the chat template (default: the study's four)",
+    )
+    generate.add_argument("--samples", type=int, default=10, help="answers per query and prompt")
+    generate.add_argument(
+        "--out", type=Path, required=True, help="answers file (.jsonl, .parquet or .csv)"
+    )
+    generate.add_argument("--max-new-tokens", type=int, default=512)
+    generate.add_argument("--temperature", type=float, default=0.75, help="0: greedy")
+    generate.add_argument("--top-k", type=int, default=50)
+    generate.add_argument("--top-p", type=float, default=0.95)
+    generate.add_argument("--repetition-penalty", type=float, default=1.2)
+    generate.add_argument("--seed", type=int, default=0, help="base seed of every answer's seed")
+    generate.add_argument("--limit-queries", type=int, help="only the first N queries")
+    generate.add_argument("--batch", type=int, help="answers per forward pass (local models)")
+    _indexes_arg(generate)
+    generate.set_defaults(run=_generate)
+
+    run = commands.add_parser(
+        "run",
+        help="run an experiment file: generate, validate, score, evaluate, summary, report "
+        "(every step cached)",
+    )
+    run.add_argument("experiment", type=Path, help="experiment YAML file")
+    run.set_defaults(run=_run)
     return parser
 
 
@@ -302,11 +532,14 @@ def _score(args: argparse.Namespace) -> int:
     else:
         rankers = _pairs(args.ranker, "--ranker")
     weights = {k: float(v) for k, v in _pairs(args.weight, "--weight").items()} or None
-    results = score_answers(
-        collection, answer_set.answers, rankers, ties=args.ties, frozen_stats=args.frozen_stats,
-        full_rerank=args.full_rerank, weights=weights, cache=not args.no_cache,
-        progress=lambda line: print(line, file=sys.stderr),
-    )  # fmt: skip
+    with _executor(args) as executor:
+        results = score_answers(
+            collection, answer_set.answers, rankers, ties=args.ties,
+            frozen_stats=args.frozen_stats, full_rerank=args.full_rerank, weights=weights,
+            cache=not args.no_cache, progress=lambda line: print(line, file=sys.stderr),
+            executor=executor,
+        )  # fmt: skip
+        _report_executor(executor)
     args.out.mkdir(parents=True, exist_ok=True)
     write_aside(args.out / "results.parquet", lambda p: results.to_parquet(p, index=False))
     write_aside(args.out / "results.csv", lambda p: results.to_csv(p, index=False))
@@ -346,6 +579,151 @@ def _agreement(args: argparse.Namespace) -> int:
         result.to_json(args.out / "agreement.json")
         result.to_csv(args.out)
         print(f"\nwrote {args.out}")
+    return 0
+
+
+def _evaluators(args: argparse.Namespace) -> int:
+    from nrp.evaluators.base import all_evaluators
+
+    families: dict[str, list] = {}
+    for info in all_evaluators().values():
+        families.setdefault(info.family, []).append(info)
+    for family, infos in families.items():
+        print(f"{family}:")
+        for info in infos:
+            ok, reason = info.available()
+            state = "available" if ok else f"not available: {reason}"
+            print(f"  {info.name} ({state}): {info.description}")
+            for key, param in info.params.items():
+                choices = f"; one of {', '.join(map(str, param.choices))}" if param.choices else ""
+                print(
+                    f"      {key}={param.default!r} ({param.type.__name__}{choices}): "
+                    f"{param.description}"
+                )
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from nrp.collection.collection import Collection
+    from nrp.evaluators.run import evaluate_answers
+    from nrp.nrp.answers import read_answers
+    from nrp.nrp.report_tables import text_table, write_aside
+
+    collection = Collection.load(args.collection, args.indexes)
+    answer_set = read_answers(args.answers, collection, skip_invalid=args.skip_invalid)
+    for row in answer_set.skipped:
+        print(f"skipped: {row}", file=sys.stderr)
+    if answer_set.skipped:
+        print(f"skipped {len(answer_set.skipped)} invalid answer(s)", file=sys.stderr)
+    with _executor(args) as executor:
+        table = evaluate_answers(
+            collection, answer_set.answers, args.evaluators, references=args.references,
+            pseudo_dimension=args.pseudo_dimension, pseudo_k=args.pseudo_k,
+            cache=not args.no_cache, progress=lambda line: print(line, file=sys.stderr),
+            executor=executor,
+        )  # fmt: skip
+        _report_executor(executor)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_aside(args.out / "evaluations.parquet", lambda p: table.to_parquet(p, index=False))
+    write_aside(args.out / "evaluations.csv", lambda p: table.to_csv(p, index=False))
+    kinds = table["reference_kind"].value_counts() if len(table) else {}
+    print(f"{len(table):,} answers; references: {kinds.get('reference', 0):,} real, "
+          f"{kinds.get('pseudo-reference', 0):,} pseudo, {kinds.get('', 0):,} none")  # fmt: skip
+    rows = [
+        [spec, f"{c['items']:,}", f"{c['computed']:,}", f"{c['from_cache']:,}",
+         f"{c['items_with_missing_scores']:,}"]
+        for spec, c in table.attrs.get("evaluators", {}).items()
+    ]  # fmt: skip
+    print(text_table(["evaluator", "items", "computed", "from cache", "missing"], rows))
+    print(f"wrote {args.out}/evaluations.parquet and evaluations.csv")
+    return 0
+
+
+def _meta(args: argparse.Namespace) -> int:
+    from nrp.meta.report import meta_from_files, write_meta
+
+    def names(value: str | None) -> list[str] | None:
+        return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+    try:
+        thresholds = [float(t) for t in names(args.thresholds)] if args.thresholds else None
+    except ValueError:
+        raise NrpError(f"--thresholds {args.thresholds!r} is not a list of numbers") from None
+    system = None if args.system_column.lower() == "none" else args.system_column
+    run = meta_from_files(
+        args.scores, args.human, score_columns=names(args.score_columns),
+        human_columns=names(args.human_columns), join=args.join,
+        query_column=args.query_column or None, system_column=system, by=args.by,
+        categorical=args.categorical, label_column=args.label_column,
+        confidence_column=args.confidence_column, thresholds=thresholds,
+        n_bootstrap=args.bootstrap, seed=args.seed,
+    )  # fmt: skip
+    print(run.format())
+    if args.out:
+        written = write_meta(run, args.out)
+        print(f"\nwrote {', '.join(str(p) for p in written)}")
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from nrp.service.app import serve
+    from nrp.service.config import load_config
+
+    overrides = {
+        "host": args.host, "port": args.port, "indexes": args.indexes,
+        "data_roots": args.data_roots, "store": args.store, "tokens_file": args.tokens_file,
+        "auth": False if args.no_auth else None, "max_body_bytes": args.max_body_bytes,
+        "cors_origins": args.cors_origins, "batch_max_size": args.batch_max_size,
+        "batch_max_wait_ms": args.batch_max_wait_ms,
+    }  # fmt: skip
+    serve(load_config(args.config, overrides))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from nrp.reports import build_report
+
+    index = build_report(
+        args.results, args.out, validation=args.validation, agreement=args.agreement,
+        evaluations=args.evaluations, meta=args.meta, sizes=args.sizes, title=args.title,
+        seed=args.seed, progress=lambda line: print(line, file=sys.stderr),
+    )  # fmt: skip
+    print(index)
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from nrp.generation.generate import generate_answers, parse_llm
+    from nrp.llm.backends import GenerationOptions
+
+    llm = args.llm
+    if args.batch is not None:
+        spec = parse_llm(llm)
+        if spec.backend != "local":
+            raise NrpError("--batch applies to local models only")
+        llm = {**spec.params, "backend": "local", "batch": args.batch, "name": spec.label}
+    options = GenerationOptions(
+        max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+        top_p=args.top_p, repetition_penalty=args.repetition_penalty, seed=args.seed,
+    )  # fmt: skip
+    answers = generate_answers(
+        args.collection, llm, args.prompts, args.samples, options, args.out,
+        limit_queries=args.limit_queries, indexes=args.indexes,
+        progress=lambda line: print(line, file=sys.stderr),
+    )  # fmt: skip
+    counts = answers.attrs["counts"]
+    print(f"{counts['answers']:,} answers: {counts['generated']:,} generated, "
+          f"{counts['from_store']:,} already there, {counts['empty']:,} empty (left out); "
+          f"wrote {args.out}")  # fmt: skip
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from nrp.experiments.run import run_experiment
+
+    out = run_experiment(args.experiment, progress=lambda line: print(line, file=sys.stderr))
+    report = out / "report" / "index.html"
+    print(report if report.is_file() else out)
     return 0
 
 

@@ -1,0 +1,198 @@
+"""The experiment file: one YAML document declaring a whole NRP run.
+
+::
+
+    name: demo-smollm2            # the report's title and the default output folder's name
+    collection:                   # a built collection's name, or a manifest to build from
+      manifest: manifest.yaml     #   relative to this file; built, or found up to date, first
+      name: demo                  #   store name (default: the manifest's name)
+    indexes: indexes              # where collections live (default: $NRP_INDEXES or ./indexes)
+    out: runs/demo-smollm2        # output folder (default: runs/NAME)
+    llms:                         # each: backend (local | openai), model, name, and backend keys
+      - {name: smollm2, backend: local, model: ""}
+    prompts: [short-qa, multimedqa]   # strategies (nrp.generation.prompts); NAME:chat too
+    samples: 2
+    limit_queries: 3              # optional: only the first N queries
+    generation: {max_new_tokens: 48, temperature: 0.75, top_k: 50, top_p: 0.95,
+                 repetition_penalty: 1.2, seed: 0}   # any omitted: the source study's value
+    rankers:                      # validate: choose per dimension; or fixed: SPEC | {DIM: SPEC}
+      validate: [tfidf, bm25]
+    ties: mid
+    evaluators: [bleu, rouge]     # optional (nrp.evaluators specs)
+
+Paths: ``collection.manifest`` is relative to the experiment file (the data travels with
+it); ``indexes`` and ``out`` are relative to the working directory, as every other nrp command's
+outputs are, so a packaged experiment (``nrp/data/demo/experiment.yaml``) never writes into the
+package. Unknown keys are errors (a misspelt ``sampels`` must not silently mean 10 samples).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nrp.errors import ConfigError, InputError
+from nrp.generation.generate import STUDY_OPTIONS, STUDY_SAMPLES, LlmSpec, parse_llm
+from nrp.llm.backends import GenerationOptions
+from nrp.spec import split_specs
+
+KEYS = (
+    "name", "collection", "indexes", "out", "llms", "prompts", "samples", "limit_queries",
+    "generation", "rankers", "ties", "evaluators", "report",
+)  # fmt: skip
+GENERATION_KEYS = ("max_new_tokens", "temperature", "top_k", "top_p", "repetition_penalty", "seed")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A parsed, checked experiment file."""
+
+    path: Path
+    name: str
+    collection: str
+    manifest: Path | None
+    indexes: Path | None
+    out: Path
+    llms: list[LlmSpec]
+    prompts: list[str]
+    samples: int
+    limit_queries: int | None
+    options: GenerationOptions
+    validate_rankers: list[str] = field(default_factory=list)
+    fixed_rankers: dict[str, str] | str | None = None
+    ties: str = "mid"
+    evaluators: list[str] = field(default_factory=list)
+    report: bool = True
+
+
+def _names(value: Any, key: str, path: Path) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return split_specs(value)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [v.strip() for v in value if v.strip()]
+    raise InputError(path, None, f"{key} must be a list of strings or a comma-separated string")
+
+
+def _int(value: Any, key: str, path: Path, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InputError(path, None, f"{key} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """Read and check an experiment file (errors name the file and the key)."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(path, None, "experiment file not found") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        raise InputError(path, None if line is None else line + 1, f"not YAML: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise InputError(path, None, "an experiment file is a YAML mapping")
+    unknown = sorted(set(data) - set(KEYS))
+    if unknown:
+        raise InputError(
+            path, None, f"unknown key(s) {', '.join(unknown)} (known: {', '.join(KEYS)})"
+        )
+    name = str(data.get("name") or path.stem)
+    if "/" in name:
+        raise InputError(path, None, f"name {name!r} may not contain '/'")
+
+    collection = data.get("collection")
+    manifest: Path | None = None
+    if isinstance(collection, Mapping):
+        extra = sorted(set(collection) - {"manifest", "name"})
+        if extra:
+            raise InputError(path, None, f"collection: unknown key(s) {', '.join(extra)}")
+        if collection.get("manifest"):
+            manifest = (path.parent / str(collection["manifest"])).resolve()
+            if not manifest.is_file():
+                raise InputError(path, None, f"collection.manifest {manifest} not found")
+        collection_name = str(collection.get("name") or "")
+        if not collection_name and manifest is None:
+            raise InputError(path, None, "collection needs a name or a manifest")
+    elif isinstance(collection, str) and collection.strip():
+        collection_name = collection.strip()
+    else:
+        raise InputError(path, None, "collection: a collection name or {manifest, name}")
+
+    llms_value = data.get("llms")
+    if not isinstance(llms_value, list) or not llms_value:
+        raise InputError(path, None, "llms: a list of LLMs ({name, backend, model, ...})")
+    try:
+        llms = [parse_llm(item if isinstance(item, Mapping) else str(item)) for item in llms_value]
+    except ConfigError as exc:
+        raise InputError(path, None, f"llms: {exc}") from None
+    labels = [llm.label for llm in llms]
+    duplicates = sorted({label for label in labels if labels.count(label) > 1})
+    if duplicates:
+        raise InputError(path, None, f"llms: name used twice: {', '.join(duplicates)}")
+
+    prompts = _names(data.get("prompts", "none,short-qa,long-qa,multimedqa"), "prompts", path)
+    samples = _int(data.get("samples", STUDY_SAMPLES), "samples", path)
+    limit = data.get("limit_queries")
+    limit = None if limit is None else _int(limit, "limit_queries", path)
+
+    generation = data.get("generation") or {}
+    if not isinstance(generation, Mapping):
+        raise InputError(path, None, "generation: a mapping of decoding options")
+    unknown = sorted(set(generation) - set(GENERATION_KEYS))
+    if unknown:
+        raise InputError(
+            path, None, f"generation: unknown key(s) {', '.join(unknown)} "
+            f"(known: {', '.join(GENERATION_KEYS)})",
+        )  # fmt: skip
+    types = {f.name: f.type for f in fields(GenerationOptions)}
+    try:
+        options = replace(
+            STUDY_OPTIONS,
+            **{k: (float if types[k] == "float" else int)(v) for k, v in generation.items()},
+        ).check()
+    except (TypeError, ValueError, ConfigError) as exc:
+        raise InputError(path, None, f"generation: {exc}") from None
+
+    rankers = data.get("rankers")
+    validate_rankers: list[str] = []
+    fixed: dict[str, str] | str | None = None
+    if isinstance(rankers, str):
+        fixed = rankers
+    elif isinstance(rankers, Mapping) and set(rankers) <= {"validate", "fixed"} and rankers:
+        validate_rankers = _names(rankers.get("validate"), "rankers.validate", path)
+        value = rankers.get("fixed")
+        if isinstance(value, Mapping):
+            fixed = {str(k): str(v) for k, v in value.items()}
+        elif value is not None:
+            fixed = str(value)
+        if bool(validate_rankers) == (fixed is not None):
+            raise InputError(path, None, "rankers: give either validate or fixed")
+    else:
+        raise InputError(path, None, "rankers: {validate: [SPECS]} or {fixed: SPEC | {DIM: SPEC}}")
+
+    out = Path(str(data.get("out") or Path("runs") / name))
+    indexes = Path(str(data["indexes"])) if data.get("indexes") else None
+    return Experiment(
+        path=path,
+        name=name,
+        collection=collection_name,
+        manifest=manifest,
+        indexes=indexes,
+        out=out,
+        llms=llms,
+        prompts=prompts,
+        samples=samples,
+        limit_queries=limit,
+        options=options,
+        validate_rankers=validate_rankers,
+        fixed_rankers=fixed,
+        ties=str(data.get("ties", "mid")),
+        evaluators=_names(data.get("evaluators"), "evaluators", path),
+        report=bool(data.get("report", True)),
+    )
