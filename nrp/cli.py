@@ -513,18 +513,25 @@ def _pairs(items: list[str] | None, what: str) -> dict[str, str]:
     return pairs
 
 
-def _score(args: argparse.Namespace) -> int:
-    from nrp.collection.collection import Collection
+def _read_answer_set(args: argparse.Namespace, collection: object):
+    """``args.answers`` read against the collection; skipped rows listed on stderr."""
     from nrp.nrp.answers import read_answers
-    from nrp.nrp.report_tables import write_aside
-    from nrp.nrp.scoring import score_answers
 
-    collection = Collection.load(args.collection, args.indexes)
     answer_set = read_answers(args.answers, collection, skip_invalid=args.skip_invalid)
     for row in answer_set.skipped:
         print(f"skipped: {row}", file=sys.stderr)
     if answer_set.skipped:
         print(f"skipped {len(answer_set.skipped)} invalid answer(s)", file=sys.stderr)
+    return answer_set
+
+
+def _score(args: argparse.Namespace) -> int:
+    from nrp.collection.collection import Collection
+    from nrp.nrp.report_tables import write_aside
+    from nrp.nrp.scoring import score_answers
+
+    collection = Collection.load(args.collection, args.indexes)
+    answer_set = _read_answer_set(args, collection)
     if args.validation:
         rankers: object = str(args.validation)
     elif len(args.ranker) == 1 and "=" not in args.ranker[0].split(":", 1)[0]:
@@ -606,15 +613,10 @@ def _evaluators(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from nrp.collection.collection import Collection
     from nrp.evaluators.run import evaluate_answers
-    from nrp.nrp.answers import read_answers
     from nrp.nrp.report_tables import text_table, write_aside
 
     collection = Collection.load(args.collection, args.indexes)
-    answer_set = read_answers(args.answers, collection, skip_invalid=args.skip_invalid)
-    for row in answer_set.skipped:
-        print(f"skipped: {row}", file=sys.stderr)
-    if answer_set.skipped:
-        print(f"skipped {len(answer_set.skipped)} invalid answer(s)", file=sys.stderr)
+    answer_set = _read_answer_set(args, collection)
     with _executor(args) as executor:
         table = evaluate_answers(
             collection, answer_set.answers, args.evaluators, references=args.references,
