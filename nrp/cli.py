@@ -340,6 +340,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--batch-max-size", type=int, help="answers per worker batch at most")
     serve.add_argument("--batch-max-wait-ms", type=float, help="wait for a batch to fill (ms)")
+    # not _executor_args: its default (local) would override the config file's executor, and
+    # without choices a bad value is the settings check's one-line error, as from the file
+    serve.add_argument(
+        "--executor",
+        metavar="local|ray",
+        help="where job units run: local (the worker process, default) or ray (a Ray cluster; "
+        "the worker stays the only cache writer)",
+    )
+    serve.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="Ray cluster address for --executor ray (default: $RAY_ADDRESS, else a Ray "
+        "instance started by the worker)",
+    )
     _indexes_arg(serve)
     serve.set_defaults(run=_serve)
     report = commands.add_parser(
@@ -402,6 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--limit-queries", type=int, help="only the first N queries")
     generate.add_argument("--batch", type=int, help="answers per forward pass (local models)")
     _indexes_arg(generate)
+    _executor_args(generate)
     generate.set_defaults(run=_generate)
 
     run = commands.add_parser(
@@ -410,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(every step cached)",
     )
     run.add_argument("experiment", type=Path, help="experiment YAML file")
+    _executor_args(run)
     run.set_defaults(run=_run)
     return parser
 
@@ -676,7 +692,8 @@ def _serve(args: argparse.Namespace) -> int:
         "data_roots": args.data_roots, "store": args.store, "tokens_file": args.tokens_file,
         "auth": False if args.no_auth else None, "max_body_bytes": args.max_body_bytes,
         "cors_origins": args.cors_origins, "batch_max_size": args.batch_max_size,
-        "batch_max_wait_ms": args.batch_max_wait_ms,
+        "batch_max_wait_ms": args.batch_max_wait_ms, "executor": args.executor,
+        "ray_address": args.ray_address,
     }  # fmt: skip
     serve(load_config(args.config, overrides))
     return 0
@@ -708,11 +725,13 @@ def _generate(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
         top_p=args.top_p, repetition_penalty=args.repetition_penalty, seed=args.seed,
     )  # fmt: skip
-    answers = generate_answers(
-        args.collection, llm, args.prompts, args.samples, options, args.out,
-        limit_queries=args.limit_queries, indexes=args.indexes,
-        progress=lambda line: print(line, file=sys.stderr),
-    )  # fmt: skip
+    with _executor(args) as executor:
+        answers = generate_answers(
+            args.collection, llm, args.prompts, args.samples, options, args.out,
+            limit_queries=args.limit_queries, indexes=args.indexes,
+            progress=lambda line: print(line, file=sys.stderr), executor=executor,
+        )  # fmt: skip
+        _report_executor(executor)
     counts = answers.attrs["counts"]
     print(f"{counts['answers']:,} answers: {counts['generated']:,} generated, "
           f"{counts['from_store']:,} already there, {counts['empty']:,} empty (left out); "
@@ -723,7 +742,11 @@ def _generate(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from nrp.experiments.run import run_experiment
 
-    out = run_experiment(args.experiment, progress=lambda line: print(line, file=sys.stderr))
+    with _executor(args) as executor:
+        out = run_experiment(
+            args.experiment, progress=lambda line: print(line, file=sys.stderr), executor=executor
+        )
+        _report_executor(executor)
     report = out / "report" / "index.html"
     print(report if report.is_file() else out)
     return 0

@@ -22,6 +22,11 @@ Step keys (SHA-256 of each step's inputs) are kept in ``run.json``; a step is re
 changed or its output is missing. Counts of the last run are in ``run.json["counts"]`` (the
 test checks that a second run with one more LLM generates and positions only that LLM's
 answers).
+
+On an executor (``nrp run --executor ray``): generation, positioning and evaluation send their
+partitions to it and store what comes back in the same stores and caches, so a Ray run and a
+local run fill the same files and either can resume the other. Validation runs in this process
+(its rankers' D_q scores go to the score cache, which the scoring partitions then carry).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any
 import pandas as pd
 
 from nrp.errors import NrpError
+from nrp.executors.base import Executor, active_executor, using_executor
 from nrp.experiments.schema import Experiment, load_experiment
 from nrp.generation.generate import ANSWER_COLUMNS, generate_answers, write_answers
 from nrp.nrp.report_tables import write_aside, write_text
@@ -68,9 +74,17 @@ def _collection(experiment: Experiment, progress: Progress | None):
     return Collection.load(experiment.collection, experiment.indexes)
 
 
-def run_experiment(path: str | Path, progress: Progress | None = None) -> Path:
+def run_experiment(
+    path: str | Path, progress: Progress | None = None, executor: Executor | None = None
+) -> Path:
     """Run the experiment file at ``path``; returns its output folder (see the module
-    docstring)."""
+    docstring). ``executor``: where generation, positioning and evaluation run
+    (``nrp.executors``; default: the active executor, else this process)."""
+    with using_executor(executor if executor is not None else active_executor()):
+        return _run(path, progress)
+
+
+def _run(path: str | Path, progress: Progress | None) -> Path:
     experiment = load_experiment(path)
     out = experiment.out
     out.mkdir(parents=True, exist_ok=True)

@@ -45,7 +45,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
@@ -55,6 +55,7 @@ from typing import Any
 import pandas as pd
 
 from nrp.errors import ConfigError, InputError, NrpError
+from nrp.executors.base import Executor, active_executor
 from nrp.generation.prompts import PromptStrategy, load_prompts
 from nrp.llm.backends import ChatBackend, Completion, GenerationOptions
 from nrp.spec import Param, parse_params
@@ -324,6 +325,67 @@ def _params(
     return json.dumps(params, sort_keys=True)
 
 
+def batch_order(tasks: Sequence[_Task], is_local: bool) -> list[_Task]:
+    """The order rows are batched in: a local model's by prompt length, longest first (stable,
+    so equal lengths keep their order); a remote endpoint's as given."""
+    return sorted(tasks, key=lambda t: -len(t.text)) if is_local else list(tasks)
+
+
+def batch_rows(backend: ChatBackend) -> int:
+    """Rows per batch: a local model's ``batch_size``, a remote endpoint's ``concurrency``."""
+    from nrp.llm.local import LocalBackend
+
+    if isinstance(backend, LocalBackend):
+        return backend.batch_size
+    return max(1, int(getattr(backend, "concurrency", 4)))
+
+
+def generate_records(
+    backend: ChatBackend,
+    label: str,
+    tasks: Sequence[_Task],
+    options: GenerationOptions,
+    model: str,
+    checksum: str,
+    params: Mapping[str, str],
+) -> Iterator[list[dict[str, Any]]]:
+    """The answer records of ``tasks``, one list per batch: a local model's batches of
+    ``batch_size`` rows (sorted by prompt length, so similar lengths share a batch), a remote
+    endpoint's ``concurrency`` requests at a time. What both the in-process path and an
+    executor's workers (``nrp.executors.generation``) run."""
+    from nrp.llm.local import LocalBackend
+
+    is_local = isinstance(backend, LocalBackend)
+    todo = batch_order(tasks, is_local)
+    batch = batch_rows(backend)
+    for start in range(0, len(todo), batch):
+        chunk = todo[start : start + batch]
+        if is_local:
+            completions = _local_rows(backend, chunk, options)
+        else:
+            completions = _remote_rows(backend, chunk, options)
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        yield [
+            {
+                "answer_id": task.answer_id(label),
+                "llm": label,
+                "prompt": task.strategy.label,
+                "qid": task.qid,
+                "sample": task.sample,
+                "text": strip_echo(completion.text, task.text),
+                "model": model,
+                "checksum": checksum,
+                "params": params[task.strategy.label],
+                "seed": task.seed,
+                "created_at": now,
+                "prompt_tokens": int(completion.prompt_tokens),
+                "completion_tokens": int(completion.completion_tokens),
+                "finish_reason": completion.finish_reason,
+            }
+            for task, completion in zip(chunk, completions, strict=True)
+        ]
+
+
 def generate_answers(
     topics: Any,
     llm: str | Mapping[str, Any] | LlmSpec,
@@ -336,14 +398,17 @@ def generate_answers(
     indexes: str | Path | None = None,
     backend: ChatBackend | None = None,
     progress: Progress | None = None,
+    executor: Executor | None = None,
 ) -> pd.DataFrame:
     """Answers of ``llm`` to every query of ``topics`` (a Collection, its name, or a frame
     with qid and query) under each prompt strategy, ``samples`` each (see the module
     docstring). ``options``: decoding (default ``STUDY_OPTIONS``; ``n`` is ignored, seeds
     are per answer). ``out``: .jsonl, .parquet or .csv, with a resumable store beside it
     (without ``out`` nothing is stored and everything is generated). ``backend``: an already
-    built backend for ``llm`` (tests, or sharing one). ``attrs["counts"]``: generated, from
-    store, empty."""
+    built backend for ``llm`` (tests, or sharing one). ``executor``: where the missing answers
+    are generated (``nrp.executors``; default: the active executor, else this process), in
+    partitions of whole queries, each stored here as it arrives. ``attrs["counts"]``:
+    generated, from store, empty."""
     options = replace(options or STUDY_OPTIONS, n=1, logprobs=False, top_logprobs=0).check()
     if samples < 1:
         raise ConfigError(f"samples must be at least 1, got {samples}")
@@ -393,46 +458,30 @@ def generate_answers(
 
     generated: dict[str, dict[str, Any]] = {}
     if missing:
-        if is_local:
-            backend.load()  # load once, before timing batches
-            missing.sort(key=lambda t: -len(t.text))  # similar lengths share a batch
-        batch = backend.batch_size if is_local else max(1, int(getattr(backend, "concurrency", 4)))
-        done = 0
-        for start in range(0, len(missing), batch):
-            chunk = missing[start : start + batch]
+        executor = executor if executor is not None else active_executor()
+        if executor is not None:  # partitions generated elsewhere, stored here as they arrive
+            from nrp.executors.generation import generate_with_executor
+
+            def keep(records: list[dict[str, Any]]) -> None:
+                if store is not None:
+                    store.append(records)
+                generated.update((r["answer_id"], r) for r in records)
+
+            generate_with_executor(
+                executor, spec, batch_order(missing, is_local), batch_rows(backend), options,
+                checksum, model, params, keep, progress,
+            )  # fmt: skip
+        else:
             if is_local:
-                completions = _local_rows(backend, chunk, options)
-            else:
-                completions = _remote_rows(backend, chunk, options)
-            now = datetime.now(UTC).isoformat(timespec="seconds")
-            records = []
-            for task, completion in zip(chunk, completions, strict=True):
-                answer_id = task.answer_id(spec.label)
-                records.append(
-                    {
-                        "answer_id": answer_id,
-                        "llm": spec.label,
-                        "prompt": task.strategy.label,
-                        "qid": task.qid,
-                        "sample": task.sample,
-                        "text": strip_echo(completion.text, task.text),
-                        "model": model,
-                        "checksum": checksum,
-                        "params": params[task.strategy.label],
-                        "seed": task.seed,
-                        "created_at": now,
-                        "prompt_tokens": int(completion.prompt_tokens),
-                        "completion_tokens": int(completion.completion_tokens),
-                        "finish_reason": completion.finish_reason,
-                    }
-                )
-            if store is not None:
-                store.append(records)
-            for record in records:
-                generated[record["answer_id"]] = record
-            done += len(chunk)
-            if progress:
-                progress(f"{spec.label}: generated {done}/{len(missing)} answers")
+                backend.load()  # load once, before timing batches
+            for records in generate_records(
+                backend, spec.label, missing, options, model, checksum, params
+            ):
+                if store is not None:
+                    store.append(records)
+                generated.update((r["answer_id"], r) for r in records)
+                if progress:
+                    progress(f"{spec.label}: generated {len(generated)}/{len(missing)} answers")
 
     rows = [generated.get(a) or (store.rows[a] if store is not None else None) for a in answer_ids]
     result = pd.DataFrame(rows, columns=ANSWER_COLUMNS + META_COLUMNS)

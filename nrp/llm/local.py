@@ -26,9 +26,13 @@ Design choices, and why:
   so decoding is exactly what the caller asked for.
 - **Log-probabilities** from ``output_logits`` (raw logits, log-softmax per step), one step at a
   time, so memory stays at one (batch x vocabulary) matrix.
-- **Forced choice** (``choice_logprobs``): fixed replies scored in one forward pass per
-  (prompt, reply), only the last positions' logits computed (``logits_to_keep``), so judging a
-  long prompt does not hold a (length x vocabulary) matrix.
+- **Forced choice** (``choice_logprobs``): the replies of one prompt share its tokens up to
+  the first token where they differ; that shared prefix goes through the model once (its key /
+  value cache kept), and only each reply's own few tokens are run after it, so scoring k
+  replies costs about one forward pass of the prompt, not k (3x fewer for TRUE / FALSE / NOT
+  GIVEN, 5x for a 1-5 rubric). Only the logits that score a reply are computed
+  (``logits_to_keep`` on the prefix), so a long prompt does not hold a (length x vocabulary)
+  matrix. A model whose forward takes no cache falls back to one pass per (prompt, reply).
 - One lock per loaded model: a server's threads take turns on it.
 """
 
@@ -321,13 +325,20 @@ class LocalBackend(ChatBackend):
                     f"a prompt has {longest} tokens; {self.model_name} reads at most "
                     f"{loaded.max_positions}"
                 )
+        k = len(choices)
+        groups = [rows[p * k : (p + 1) * k] for p in range(len(prompts))]
         scores = [0.0] * len(rows)
-        order = sorted(range(len(rows)), key=lambda r: -len(rows[r][0]))
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
-            values = self._score_rows(loaded, [rows[r] for r in batch])
-            for row, value in zip(batch, values, strict=True):
-                scores[row] = value
+        order = sorted(range(len(groups)), key=lambda g: -max(len(ids) for ids, _ in groups[g]))
+        shared = self._can_share_prefix(loaded)
+        per_batch = max(1, self.batch_size // k) if not shared else self.batch_size
+        for start in range(0, len(order), per_batch):
+            batch = order[start : start + per_batch]
+            if shared:
+                values = self._score_groups(loaded, [groups[g] for g in batch])
+            else:
+                values = self._score_rows(loaded, [row for g in batch for row in groups[g]])
+            for n, g in enumerate(batch):
+                scores[g * k : (g + 1) * k] = values[n * k : (n + 1) * k]
         out = []
         for p in range(len(prompts)):
             values = scores[p * len(choices) : (p + 1) * len(choices)]
@@ -353,6 +364,89 @@ class LocalBackend(ChatBackend):
         while shared < min(len(ids), len(context_ids)) and ids[shared] == context_ids[shared]:
             shared += 1
         return ids, len(ids) - shared
+
+    @staticmethod
+    def _can_share_prefix(loaded: LoadedModel) -> bool:
+        import inspect
+
+        parameters = inspect.signature(loaded.model.forward).parameters
+        return all(p in parameters for p in ("past_key_values", "position_ids", "use_cache"))
+
+    def _score_groups(
+        self, loaded: LoadedModel, groups: list[list[tuple[list[int], int]]]
+    ) -> list[float]:
+        """Scores of the rows of ``groups`` (one group: the (ids, n) rows of one prompt's
+        replies; every group has the same number of rows), flattened group by group. The
+        group's shared prefix (its rows' common tokens, ending before the first scored token
+        of any row) runs once, left-padded with the other groups'; its cache is repeated for
+        each reply and the replies' own tokens (right-padded) run on top of it. A token at
+        position j is scored with the logits at j - 1: the prefix's last logits for the first
+        token after the prefix, the continuation's logits after that."""
+        import torch
+
+        k = len(groups[0])
+        prefixes: list[int] = []
+        for group in groups:
+            first = min(len(ids) - n for ids, n in group)  # no scored token in the prefix
+            common = 0
+            reference = group[0][0]
+            while common < first and all(
+                len(ids) > common and ids[common] == reference[common] for ids, _ in group
+            ):
+                common += 1
+            prefixes.append(common)
+        if min(prefixes) < 1:  # nothing to share (an empty context): one pass per row
+            return self._score_rows(loaded, [row for group in groups for row in group])
+        device = loaded.device
+        width = max(prefixes)
+        prefix_ids = torch.full((len(groups), width), loaded.pad_id, dtype=torch.long)
+        prefix_mask = torch.zeros((len(groups), width), dtype=torch.long)
+        for g, (group, length) in enumerate(zip(groups, prefixes, strict=True)):
+            prefix_ids[g, width - length :] = torch.tensor(group[0][0][:length], dtype=torch.long)
+            prefix_mask[g, width - length :] = 1
+        tails = [ids[length:] for group, length in zip(groups, prefixes, strict=True)
+                 for ids, _ in group]  # fmt: skip
+        tail_width = max(len(t) for t in tails)
+        tail_ids = torch.full((len(tails), max(1, tail_width)), loaded.pad_id, dtype=torch.long)
+        tail_mask = torch.zeros_like(tail_ids)
+        for r, tail in enumerate(tails):
+            tail_ids[r, : len(tail)] = torch.tensor(tail, dtype=torch.long)
+            tail_mask[r, : len(tail)] = 1
+        prefix_positions = (prefix_mask.cumsum(-1) - 1).clamp(min=0)
+        lengths = torch.tensor(prefixes, dtype=torch.long).repeat_interleave(k)
+        tail_positions = lengths[:, None] + torch.arange(tail_ids.shape[1])[None, :]
+        with loaded.lock, torch.inference_mode():
+            out = loaded.model(
+                prefix_ids.to(device),
+                attention_mask=prefix_mask.to(device),
+                position_ids=prefix_positions.to(device),
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            last = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+            cache = out.past_key_values
+            cache.batch_repeat_interleave(k)
+            mask = torch.cat([prefix_mask.repeat_interleave(k, dim=0), tail_mask], dim=1)
+            following = loaded.model(
+                tail_ids.to(device),
+                attention_mask=mask.to(device),
+                position_ids=tail_positions.to(device),
+                past_key_values=cache,
+                use_cache=True,
+            )
+            tail_logprobs = torch.log_softmax(following.logits.float(), dim=-1)
+        scores = []
+        for g, (group, length) in enumerate(zip(groups, prefixes, strict=True)):
+            for c, (ids, n) in enumerate(group):
+                r = g * k + c
+                total = 0.0
+                for j in range(len(ids) - n, len(ids)):
+                    if j == length:
+                        total += float(last[g, ids[j]])
+                    else:
+                        total += float(tail_logprobs[r, j - 1 - length, ids[j]])
+                scores.append(total)
+        return scores
 
     def _score_rows(self, loaded: LoadedModel, rows: list[tuple[list[int], int]]) -> list[float]:
         import inspect

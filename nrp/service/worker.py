@@ -23,6 +23,17 @@ every job and every synchronous request can be put into one model call. The loop
    the results cache, so nothing is recomputed, and the result is what ``nrp score`` writes for
    the same input. The rows are stored with the ``done`` status in one transaction.
 
+**Executors** (``executor: ray``, ``nrp.executors``). Job units may run on a Ray cluster: the
+worker makes the executor on its first job batch and keeps it (its actors keep their models)
+until it stops. A rank batch's answers that the results cache lacks go out as per-query
+partitions (``position_with_executor``, up to ``batch_max_size`` answers each) and an evaluate
+batch's items through ``evaluate(..., executor=)``; Ray actors compute, and the worker stores
+every partition in the caches beside the collection as it arrives, so it stays their single
+writer (the nodes share no disk, and SQLite wants one writer) and finalisation, crash
+re-queueing and the results are exactly those of a local run. Synchronous score requests stay
+in the worker process: a few answers that someone is waiting for would wait longer for a
+round trip to the cluster than for the model here.
+
 At start the worker re-queues units left running by a crash (all of them on SQLite, expired
 leases on PostgreSQL, where other servers' workers may be busy). If the server dies, the worker
 dies too (a watchdog thread checks the parent process). ``stop`` lets the batch
@@ -33,6 +44,7 @@ process group: the server decides when the worker stops).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import queue
@@ -42,7 +54,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +62,7 @@ from typing import Any
 import pandas as pd
 
 from nrp.errors import NrpError
+from nrp.executors.base import Executor
 from nrp.service.config import ServiceConfig
 
 log = logging.getLogger("nrp.service.worker")
@@ -139,9 +152,10 @@ class ModelPool:
 
 # -- units of work -------------------------------------------------------------------------------
 def _rounds(frame: pd.DataFrame) -> list[pd.DataFrame]:
-    """Rows split so that no (qid, answer_id) repeats within a part (answers of several jobs
-    or requests may share an id; one positioning call needs distinct ids)."""
-    occurrence = frame.groupby(["qid", "answer_id"], sort=False).cumcount()
+    """Rows split so that no answer id repeats within a part (answers of several jobs or
+    requests may share an id; one positioning call, and an executor run that maps each
+    answer id to its text hash, need distinct ids)."""
+    occurrence = frame.groupby("answer_id", sort=False).cumcount()
     return [frame[occurrence == n] for n in range(int(occurrence.max()) + 1)] if len(frame) else []
 
 
@@ -152,11 +166,16 @@ def position_answers(
     frozen_stats: bool,
     full_rerank: bool,
     parts: list[pd.DataFrame],
+    executor: Executor | None = None,
+    partition_size: int = 256,
 ) -> int:
     """Position the answers of every part by one ranker and store them in the collection's
     results cache (what ``score_answers`` reads at finalisation); answers it already holds are
     skipped. Each part must have distinct answer ids (one job's answers); the answers of all
-    parts still to do go into one ``position`` call. Returns the answers positioned."""
+    parts still to do go into one ``position`` call, or with an ``executor`` into one
+    ``position_with_executor`` run (per-query partitions of up to ``partition_size`` answers,
+    each stored here, with the D_q scores it computed, as it arrives). Returns the answers
+    positioned."""
     from nrp.nrp.results_cache import PositionScope, text_sha
 
     injector = pool.injector(collection, spec, frozen_stats, full_rerank)
@@ -178,16 +197,31 @@ def position_answers(
         todo_parts.append(part[~part["answer_id"].isin(stored["answer_id"].astype(str))])
     todo = pd.concat(todo_parts, ignore_index=True) if todo_parts else pd.DataFrame()
     for group in _rounds(todo):
-        positioned = injector.position(group[["answer_id", "qid", "text"]])
-        results.store(scope, positioned, group["text_sha"].tolist())
+        if executor is None:
+            positioned = injector.position(group[["answer_id", "qid", "text"]])
+            results.store(scope, positioned, group["text_sha"].tolist())
+            continue
+        from nrp.executors.scoring import position_with_executor
+
+        qids = list(dict.fromkeys(group["qid"].astype(str)))
+        candidates = pd.concat([injector.docs(q) for q in qids], ignore_index=True)
+        position_with_executor(
+            executor, collection, ranker, scope.ranker_fingerprint, injector.mode, scope,
+            group[["answer_id", "qid", "text", "text_sha"]], frozen_stats, full_rerank, results,
+            injector.score_cache, injector.pair_cache, candidates, partition_size,
+        )  # fmt: skip
     return len(todo)
 
 
 def run_rank_units(
-    pool: ModelPool, units: list[dict[str, Any]], answers: list[pd.DataFrame]
+    pool: ModelPool,
+    units: list[dict[str, Any]],
+    answers: list[pd.DataFrame],
+    executor: Executor | None = None,
+    partition_size: int = 256,
 ) -> None:
-    """Position the answers of rank units that share a batch key (one model call per round);
-    results land in the collection's results cache."""
+    """Position the answers of rank units that share a batch key (one model call per round,
+    or one executor run); results land in the collection's results cache."""
     import json
 
     _, collection_name, spec, options = json.loads(units[0]["batch_key"])
@@ -197,15 +231,20 @@ def run_rank_units(
         by_job.setdefault(unit["job_id"], []).append(frame)
     parts = [pd.concat(frames, ignore_index=True) for frames in by_job.values()]
     position_answers(
-        pool, collection, spec, bool(options["frozen_stats"]), bool(options["full_rerank"]), parts
-    )
+        pool, collection, spec, bool(options["frozen_stats"]), bool(options["full_rerank"]),
+        parts, executor, partition_size,
+    )  # fmt: skip
 
 
 def run_evaluate_units(
-    pool: ModelPool, units: list[dict[str, Any]], answers: list[pd.DataFrame]
+    pool: ModelPool,
+    units: list[dict[str, Any]],
+    answers: list[pd.DataFrame],
+    executor: Executor | None = None,
 ) -> None:
-    """Evaluate the answers of evaluator units that share a batch key in one run; rows land in
-    the collection's evaluation cache (evaluators that are not cacheable run at finalisation)."""
+    """Evaluate the answers of evaluator units that share a batch key in one run (on
+    ``executor`` when given); rows land in the collection's evaluation cache (evaluators that
+    are not cacheable run at finalisation)."""
     import json
 
     from nrp.evaluators.items import build_items
@@ -218,7 +257,9 @@ def run_evaluate_units(
         return
     frame = pd.concat(answers, ignore_index=True)
     items = build_items(collection, frame, options.get("references", "auto"))
-    evaluate(items, [evaluator], pool.cache(collection, "evaluations"), collection)
+    evaluate(
+        items, [evaluator], pool.cache(collection, "evaluations"), collection, executor=executor
+    )
 
 
 def position_records(injector: Any, parts: list[list[dict[str, Any]]]) -> list[dict[str, tuple]]:
@@ -330,6 +371,8 @@ class Worker:
         self.pending: list[_ScoreRequest] = []
         self.busy = True
         self.last_requeue = 0.0
+        self.executor: Executor | None = None  # made on the first job batch (None: local)
+        self.executor_made = False
 
     # -- messages --------------------------------------------------------------------------
     def _send(self, kind: str, payload: dict[str, Any]) -> None:
@@ -385,6 +428,14 @@ class Worker:
         self._preload()
         self._send("ready", {"pid": os.getpid(), "worker": self.name, "requeued": requeued})
         log.info("worker ready", extra={"fields": {"worker": self.name}})
+        try:
+            self._loop(expired_only)
+        finally:
+            self._close_executor()
+        self._send("stopped", {"pid": os.getpid()})
+        log.info("worker stopped", extra={"fields": {"worker": self.name}})
+
+    def _loop(self, expired_only: bool) -> None:
         while not self.stopping:
             self._check_parent()
             requests = self._collect()
@@ -407,8 +458,6 @@ class Worker:
                     self.store.requeue(expired_only=False, worker=self.name)
                 did = False
             self.busy = did
-        self._send("stopped", {"pid": os.getpid()})
-        log.info("worker stopped", extra={"fields": {"worker": self.name}})
 
     def _check_parent(self) -> None:
         if self.parent_pid is not None and os.getppid() != self.parent_pid:
@@ -492,22 +541,33 @@ class Worker:
         if not units:
             return False
         started = time.perf_counter()
-        run: Callable = run_evaluate_units if units[0]["kind"] == EVALUATE else run_rank_units
+        executor = self._job_executor()
+        run: Callable = (
+            functools.partial(run_evaluate_units, executor=executor)
+            if units[0]["kind"] == EVALUATE
+            else functools.partial(
+                run_rank_units, executor=executor, partition_size=self.config.batch_max_size
+            )
+        )
         answers = [self.store.unit_answers(u["job_id"], u["qid"]) for u in units]
         try:
-            run(self.pool, units, answers)
+            with self._own_sigterm():
+                run(self.pool, units, answers)
             done = units
         except Exception as err:  # isolate the unit at fault
+            self._log_executor_runs()
             if len(units) == 1:
                 self._fail(units[0]["job_id"], err)
                 return True
             done = []
             for unit, frame in zip(units, answers, strict=True):
                 try:
-                    run(self.pool, [unit], [frame])
+                    with self._own_sigterm():
+                        run(self.pool, [unit], [frame])
                     done.append(unit)
                 except Exception as one_err:
                     self._fail(unit["job_id"], one_err)
+        self._log_executor_runs()
         if self.config.batch_delay_ms:
             time.sleep(self.config.batch_delay_ms / 1000)
         self.store.finish_units(self.name, done)
@@ -521,6 +581,63 @@ class Worker:
             },
         )
         return True
+
+    # -- the executor of job units -----------------------------------------------------------
+    def _job_executor(self) -> Executor | None:
+        """The executor job units run on, made once (None: this process)."""
+        if not self.executor_made:
+            from nrp.executors import make_executor
+
+            self.executor = make_executor(self.config.executor, self.config.ray_address or None)
+            self.executor_made = True
+            if self.executor is not None:
+                log.info(
+                    "job units run on an executor",
+                    extra={"fields": {"executor": self.executor.describe()}},
+                )
+        return self.executor
+
+    @contextlib.contextmanager
+    def _own_sigterm(self) -> Iterator[None]:
+        """Keep the worker's SIGTERM handler (finish the batch, then stop): ``ray.init``, run on
+        the executor's first use, installs one of its own that exits at once."""
+        handler = signal.getsignal(signal.SIGTERM)
+        try:
+            yield
+        finally:
+            if signal.getsignal(signal.SIGTERM) is not handler and handler is not None:
+                signal.signal(signal.SIGTERM, handler)
+
+    def _log_executor_runs(self) -> None:
+        """One info line per executor run of the batch (its ``RunStats``)."""
+        if self.executor is None:
+            return
+        for stats in self.executor.history:
+            log.info(
+                "executor run",
+                extra={
+                    "fields": {
+                        "executor": stats.executor,
+                        "task": stats.task,
+                        "partitions": stats.partitions,
+                        "items": stats.items,
+                        "workers": sorted(stats.workers),
+                        "resubmitted": stats.resubmitted,
+                        "workers_lost": stats.workers_lost,
+                        "seconds": round(stats.wall_seconds, 3),
+                    }
+                },
+            )
+        self.executor.history.clear()  # logged; a long-running worker must not keep them all
+
+    def _close_executor(self) -> None:
+        if self.executor is None:
+            return
+        try:
+            self.executor.close()
+        except Exception as err:  # stopping anyway
+            log.warning("closing the executor failed", extra={"fields": {"error": str(err)}})
+        self.executor = None
 
     def _fail(self, job_id: str, err: Exception) -> None:
         message = str(err) if isinstance(err, NrpError) else f"{type(err).__name__}: {err}"

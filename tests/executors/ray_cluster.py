@@ -88,13 +88,18 @@ class LocalRayCluster:
             "--include-dashboard=false",
             f"--temp-dir={self.folder}",
         )
-        head = self._raylets()
+        self.start_worker_node()
+        return self
+
+    def start_worker_node(self) -> int:
+        """Start node 2 (again, after ``kill_worker_node``); returns its raylet's PID."""
+        before = self._raylets()
         self._run(f"--address={self.address}")
-        worker = self._raylets() - head
+        worker = self._raylets() - before
         if len(worker) != 1:
             raise RuntimeError(f"expected one new raylet for node 2, found {sorted(worker)}")
         self.worker_raylet = worker.pop()
-        return self
+        return self.worker_raylet
 
     def processes(self) -> set[int]:
         """Every process of this cluster: those naming its folder, and their descendants."""

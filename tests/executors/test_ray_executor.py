@@ -7,17 +7,23 @@ a worker node, one CPU each, loopback addresses, see ray_cluster.py), on real ME
 - a worker that cannot read the driver's path gets the collection through the object store;
 - evaluation (BLEU, ROUGE, and NRP whose positioning goes through Ray too) equals the local run;
 - ``nrp score --executor ray --ray-address`` writes what ``--executor local`` writes;
+- generation (a tiny Llama built here) through Ray equals the plain run text for text, also
+  when node 2 is killed in the middle (its batches are generated again on the head, each
+  answer stored once), and ``nrp run --executor ray`` writes what the local run writes;
 - node 2 killed with SIGKILL in the middle of a run (its raylet and its actor): its partitions
   are sent again to the head's actor, and the results are complete, without duplicates, and
   equal to the local run.
 
-One cluster serves the module (starting it takes ~20 s here); the node-kill test runs last."""
+One cluster serves the module (starting it takes ~20 s here); the generation node-kill test
+starts node 2 again, the scoring node-kill test runs last."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -26,10 +32,16 @@ import pytest
 from executor_data import cache_rows, fresh_copy, ingest_mediqa, mediqa_answers
 from ray_cluster import LocalRayCluster
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "llm"))
+from tiny_llm import build_tiny_llama
+
 from nrp.cli import main
 from nrp.evaluators.run import evaluate_answers
 from nrp.executors import LocalExecutor, RayExecutor
 from nrp.executors.scoring import ScoringPartition, ranker_task
+from nrp.generation import generate_answers
+from nrp.generation.generate import store_path
+from nrp.llm.backends import GenerationOptions
 from nrp.nrp.injection import injection_mode
 from nrp.nrp.results_cache import RESULTS_FILE
 from nrp.nrp.scoring import score_answers
@@ -182,6 +194,112 @@ def test_nrp_score_with_the_ray_executor(mediqa, answers, tmp_path, cluster, exe
         pd.read_parquet(tmp_path / "ray" / "results.parquet"),
         pd.read_parquet(tmp_path / "local" / "results.parquet"),
     )
+
+
+GENERATION = GenerationOptions(
+    max_new_tokens=6, temperature=0.75, top_k=50, top_p=0.95, repetition_penalty=1.2, seed=5
+)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return str(build_tiny_llama(tmp_path_factory.mktemp("tiny-llm")))
+
+
+def tiny_llm(tiny: str) -> str:
+    return f"local:model={tiny},name=tiny,device=cpu,batch=4"
+
+
+def test_ray_generation_equals_the_local_run(mediqa, tiny, tmp_path, executor):
+    topics = mediqa.topics.head(8)  # 8 topics x 2 prompts x 2 samples = 32 answers, 8 batches
+    args = (topics, tiny_llm(tiny), "short-qa,long-qa", 2, GENERATION)
+    plain = generate_answers(*args, tmp_path / "plain.jsonl")
+    found = generate_answers(*args, tmp_path / "ray.jsonl", executor=executor)
+    pd.testing.assert_frame_equal(
+        found.drop(columns="created_at"), plain.drop(columns="created_at")
+    )
+    assert found.attrs["counts"] == plain.attrs["counts"]
+    stats = executor.stats
+    # balanced_size(8 batches, 64, 2 actors) = 1 batch of 4 answers per partition
+    assert (stats.task, stats.partitions, stats.items) == ("generate tiny", 8, 32)
+    assert len(nodes_of(stats)) == 2
+    assert len(store_path(tmp_path / "ray.jsonl").read_text().splitlines()) == 32
+
+
+def test_generation_survives_a_killed_worker_node(mediqa, tiny, tmp_path, cluster, executor):
+    """Node 2 killed after the first batch arrives: its batches are generated again on the
+    head's actor; every answer is in the store once and equals the plain run. Node 2 is started
+    again afterwards (the scoring node-kill test needs it)."""
+    topics = mediqa.topics.head(8)
+    args = (topics, tiny_llm(tiny), "short-qa,long-qa", 2, GENERATION)
+    killed: list[int] = []
+
+    def kill_node_two_after_the_first_partition(line: str) -> None:
+        if "generated" in line and not killed:
+            killed.extend(cluster.kill_worker_node())
+
+    out = tmp_path / "ray.jsonl"
+    try:
+        found = generate_answers(
+            *args, out, executor=executor, progress=kill_node_two_after_the_first_partition
+        )
+        stats = executor.stats
+    finally:
+        cluster.start_worker_node()
+    assert killed
+    assert stats.workers_lost == 1 and stats.resubmitted >= 1
+    assert (stats.partitions, stats.items) == (8, 32)  # each partition accepted once
+    plain = generate_answers(*args, tmp_path / "plain.jsonl")
+    pd.testing.assert_frame_equal(
+        found.drop(columns="created_at"), plain.drop(columns="created_at")
+    )
+    ids = [json.loads(line)["answer_id"] for line in store_path(out).read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == 32
+
+
+def test_nrp_run_with_the_ray_executor(tiny, tmp_path, cluster, executor, capsys):
+    """The tiny experiment of tests/experiments through ``nrp run --executor ray``: generation,
+    positioning (tfidf) and BLEU on the cluster; the same tables as the local run."""
+    executor.close()  # the CLI's executor starts its own actors: free the CPUs
+    manifest = Path(__file__).resolve().parents[2] / "nrp" / "data" / "demo" / "manifest.yaml"
+    runs = {}
+    for kind in ("local", "ray"):
+        path = tmp_path / f"{kind}.yaml"
+        path.write_text(
+            "\n".join(
+                [
+                    "name: tiny",
+                    f"collection: {{manifest: {manifest}, name: demo}}",
+                    f"indexes: {tmp_path / kind / 'indexes'}",
+                    f"out: {tmp_path / kind / 'run'}",
+                    f"llms: [{{name: tiny, backend: local, model: {tiny}, device: cpu}}]",
+                    "prompts: [short-qa, long-qa]",
+                    "samples: 2",
+                    "limit_queries: 3",
+                    "generation: {max_new_tokens: 6, seed: 3}",
+                    "rankers: {fixed: tfidf}",
+                    "evaluators: [bleu]",
+                    "report: false",
+                ]
+            )
+            + "\n"
+        )
+        extra = ["--executor", "ray", "--ray-address", cluster.address] if kind == "ray" else []
+        capsys.readouterr()
+        assert main(["run", str(path), *extra]) == 0
+        runs[kind] = (tmp_path / kind / "run", capsys.readouterr().err)
+    (local, _), (ray, err) = runs["local"], runs["ray"]
+    for task in ("generate tiny", "tfidf", "bleu"):
+        assert f"ray: {task}: " in err
+    for table in ("results.parquet", "evaluations.parquet"):
+        pd.testing.assert_frame_equal(pd.read_parquet(ray / table), pd.read_parquet(local / table))
+    answers = ["answer_id", "text", "seed"]
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(ray / "answers.parquet")[answers],
+        pd.read_parquet(local / "answers.parquet")[answers],
+    )
+    counts = json.loads((ray / "run.json").read_text())["counts"]
+    assert counts["generate"]["tiny"]["generated"] == 12
 
 
 def test_a_worker_node_killed_mid_run_loses_nothing(mediqa, answers, tmp_path, cluster, executor):

@@ -208,3 +208,52 @@ def test_cli_generate_on_the_demo_collection(tiny, tmp_path, capsys):
     assert "4 answers: 0 generated, 4 already there" in capsys.readouterr().out
     assert main([*argv[:-2], "--prompts", "short-qa", "--out", str(tmp_path / "x.txt")]) == 2
     assert "nrp: error: --out" in capsys.readouterr().err
+
+
+def test_an_executor_generates_what_the_plain_run_generates(tiny, tmp_path):
+    """Through an executor (here the in-process ``LocalExecutor``, which runs the very worker
+    code a Ray actor runs): partitions of whole batches of the plain run, each stored as it
+    arrives; the answers equal the plain run's text for text (with partitions of whole queries
+    they did not: the tiny model's flat distributions let padding flip sampled tokens), and an
+    interrupted run resumes with the missing batches only."""
+    from nrp.executors import LocalExecutor
+    from nrp.executors import generation as executor_generation
+
+    plain = generate_answers(
+        TOPICS, llm(tiny), "short-qa,long-qa", 2, OPTIONS, tmp_path / "p.jsonl"
+    )
+    executor = LocalExecutor()
+    out = tmp_path / "e.jsonl"
+    found = generate_answers(
+        TOPICS, llm(tiny), "short-qa,long-qa", 2, OPTIONS, out, executor=executor
+    )
+    columns = ["answer_id", "llm", "prompt", "qid", "sample", "text", "seed", "completion_tokens"]
+    pd.testing.assert_frame_equal(found[columns], plain[columns])
+    assert executor.stats.task == "generate tiny"
+    # 12 answers, batches of 4: 3 batches, balanced_size(3, 64, 1) = 1 batch per partition
+    assert (executor.stats.partitions, executor.stats.items) == (3, 12)
+    assert found.attrs["counts"]["generated"] == 12
+
+    # a run stopped after its first partition keeps it; the re-run sends the two others
+    class Stop(Exception):
+        pass
+
+    def stop_after_first(line: str) -> None:
+        if "generated 4/12" in line:
+            raise Stop
+
+    out2 = tmp_path / "stopped.jsonl"
+    with pytest.raises(Stop):
+        generate_answers(
+            TOPICS, llm(tiny), "short-qa,long-qa", 2, OPTIONS, out2, executor=LocalExecutor(),
+            progress=stop_after_first,
+        )  # fmt: skip
+    assert len(store_path(out2).read_text().splitlines()) == 4
+    resumed_executor = LocalExecutor()
+    resumed = generate_answers(
+        TOPICS, llm(tiny), "short-qa,long-qa", 2, OPTIONS, out2, executor=resumed_executor
+    )
+    assert resumed.attrs["counts"]["generated"] == 8
+    assert resumed_executor.stats.partitions == 2
+    pd.testing.assert_frame_equal(resumed[columns], plain[columns])
+    assert executor_generation.PARTITION_ANSWERS == 256

@@ -211,3 +211,20 @@ def test_bad_arguments(tiny):
     with pytest.raises(ConfigError, match="dtype=bf16 needs a GPU"):
         LocalBackend(tiny, device="cpu", dtype="bf16").load()
     assert backend.complete([]) == []
+
+
+def test_choice_logprobs_share_each_prompts_prefix(tiny):
+    """The replies of a prompt run on one pass of its shared prefix (cached keys and values):
+    the same log-probabilities as one full pass per (prompt, reply), for prompts of different
+    lengths in one left-padded batch and replies of different token counts."""
+    backend = LocalBackend(tiny, device="cpu", batch_size=3)
+    loaded = backend.load()
+    assert backend._can_share_prefix(loaded)
+    choices = [" Label: TRUE", " Label: FALSE", " Label: NOT GIVEN"]
+    scored = backend.choice_logprobs(PROMPTS, choices, prefix="Answer:")
+    for prompt, got in zip(PROMPTS, scored, strict=True):
+        context = backend.render(to_messages(prompt)) + "Answer:"
+        rows = [backend._choice_row(loaded, context, c) for c in choices]
+        assert len({n for _, n in rows}) > 1  # replies of different lengths
+        one_pass_each = [backend._score_rows(loaded, [row])[0] for row in rows]
+        assert [got[c] for c in choices] == pytest.approx(one_pass_each, abs=1e-4)
