@@ -24,6 +24,7 @@ matter: ``not_given`` = ``NOT GIVEN``).
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,20 +175,25 @@ class CategoricalResult:
                 markersize=3,
                 label=f"{self.settings['confidence_column']} < t",
             )
-            for r in curve.itertuples():
-                if round(r.threshold * 20) % 4 == 0:  # label every 0.2
-                    axes.annotate(
-                        f"{r.threshold:g}",
-                        (r.share_review, r.share_wrong_caught),
-                        fontsize=7,
-                        xytext=(3, -9),
-                        textcoords="offset points",
-                    )
+            # one label per distinct point (thresholds that send the same items share it),
+            # the corners (nothing / everything sent) left unlabelled
+            points = curve.groupby(["share_review", "share_wrong_caught"], sort=True)["threshold"]
+            for (sent, caught), thresholds in points:
+                if sent in (0, 1):
+                    continue
+                low, high = thresholds.min(), thresholds.max()
+                axes.annotate(
+                    f"t={low:g}" if low == high else f"t={low:g}-{high:g}",
+                    (sent, caught),
+                    fontsize=7,
+                    xytext=(4, -10),
+                    textcoords="offset points",
+                )
             axes.set_xlim(0, 1)
             axes.set_ylim(0, 1.02)
             axes.set_xlabel("share of items sent to review")
             axes.set_ylabel("share of wrong labels caught")
-            axes.set_title(title or "confidence filtering")
+            axes.set_title(textwrap.fill(title or "confidence filtering", 55), fontsize=9)
             axes.legend(loc="lower right")
             figure.tight_layout()
             write_aside(path, lambda partial: figure.savefig(partial, format=kind))
