@@ -141,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: INDEXES/COLLECTION/validation.json)",
     )
     _indexes_arg(validate)
+    _executor_args(validate)
     validate.set_defaults(run=_validate)
 
     score = commands.add_parser(
@@ -508,10 +509,12 @@ def _validate(args: argparse.Namespace) -> int:
     if args.runs:
         result = validate_runs(collection, args.runs, labels=args.labels, **options)
     else:
-        result = validate(
-            collection, args.rankers, labels=args.labels, cache=not args.no_cache,
-            progress=lambda line: print(line, file=sys.stderr), **options,
-        )  # fmt: skip
+        with _executor(args) as executor:
+            result = validate(
+                collection, args.rankers, labels=args.labels, cache=not args.no_cache,
+                progress=lambda line: print(line, file=sys.stderr), executor=executor, **options,
+            )  # fmt: skip
+            _report_executor(executor)
     out = args.out or collection.path / "validation.json"
     result.to_json(out)
     print(result.format())

@@ -23,6 +23,12 @@ worker spent computing (busy time: without Ray's transport and the driver's writ
 2-core machine expect no gain: Ray adds processes that compete for the same cores; the point is
 that the results are the same and the path to a cluster is the same code.
 
+Generation (``--generate N``, default 6; 0 skips it): SmolLM2-135M-Instruct (the offline
+GGUF) answers the first N topics under the short-qa prompt, ``--samples`` each, at most
+``--new-tokens`` tokens, in this process and on the actors (partitions of whole batches of the
+local run); printed: whether every answer's text is the local one, wall time, answers/s, and
+per worker the answers and answers/s busy (the model's load is the actor's setup, shown apart).
+
 Data: MEDIQA 2019 (manifests/mediqa-2019.yaml, ../shared/data beside the repo: 150 questions,
 1,107 judged answers as D_q), ingested into a temporary indexes folder. Answers: MEDIQA has no
 generated answers, so each topic gets the first ``--per-query`` documents of the next topic (cut
@@ -108,6 +114,40 @@ def workers_line(stats) -> str:
     )
 
 
+def bench_generation(collection: Collection, ray_executor, args, work: Path) -> None:
+    from nrp.generation import generate_answers
+    from nrp.llm.backends import GenerationOptions
+
+    topics = collection.topics.head(args.generate)
+    options = GenerationOptions(
+        max_new_tokens=args.new_tokens, temperature=0.75, top_k=50, top_p=0.95,
+        repetition_penalty=1.2, seed=0,
+    )  # fmt: skip
+    llm = "local:name=smollm2,device=cpu,batch=4"
+    answers = len(topics) * args.samples
+    print(f"generation: SmolLM2-135M-Instruct, {len(topics)} topics x short-qa x "
+          f"{args.samples} samples = {answers} answers, at most {args.new_tokens} new tokens, "
+          "batches of 4")  # fmt: skip
+    header = f"{'mode':<10} {'same':<5} {'wall s':>7} {'answers/s':>10} {'parts':>5}  per worker"
+    print(header)
+    print("-" * len(header))
+    texts = {}
+    for mode, executor in (("local", None), ("ray", ray_executor)):
+        started = time.perf_counter()
+        found = generate_answers(
+            topics, llm, ["short-qa"], args.samples, options, work / "gen" / f"{mode}.jsonl",
+            executor=executor,
+        )  # fmt: skip
+        wall = time.perf_counter() - started
+        texts[mode] = dict(zip(found["answer_id"], found["text"], strict=True))
+        same = "-" if mode == "local" else ("yes" if texts[mode] == texts["local"] else "NO")
+        stats = executor.stats if executor is not None else None
+        parts = stats.partitions if stats is not None else "-"
+        print(f"{mode:<10} {same:<5} {wall:>7.2f} {answers / wall:>10,.2f} {parts!s:>5}  "
+              f"{workers_line(stats)}")  # fmt: skip
+    print()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rankers", default="tfidf,bm25", help="comma-separated specs")
@@ -119,6 +159,9 @@ def main() -> int:
     parser.add_argument(
         "--ray-cpus", type=int, default=os.cpu_count() or 1, help="actors when Ray starts here"
     )
+    parser.add_argument("--generate", type=int, default=6, help="topics to generate for (0: skip)")
+    parser.add_argument("--samples", type=int, default=2, help="answers per topic")
+    parser.add_argument("--new-tokens", type=int, default=32, help="new tokens per answer")
     args = parser.parse_args()
     if not (ROOT.parent / "shared" / "data" / "mediqa-2019").exists():
         print("MEDIQA 2019 not found in ../shared/data: nothing to benchmark", file=sys.stderr)
@@ -179,6 +222,8 @@ def main() -> int:
                 print(f"{spec:<10} {mode:<15} {same:<5} {wall:>7.2f} {rate:>10,.0f} "
                       f"{parts!s:>5}  {workers_line(stats)}")  # fmt: skip
             print()
+        if args.generate > 0:
+            bench_generation(collection, ray_executor, args, work)
         ray_executor.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)

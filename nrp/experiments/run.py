@@ -23,10 +23,10 @@ changed or its output is missing. Counts of the last run are in ``run.json["coun
 test checks that a second run with one more LLM generates and positions only that LLM's
 answers).
 
-On an executor (``nrp run --executor ray``): generation, positioning and evaluation send their
-partitions to it and store what comes back in the same stores and caches, so a Ray run and a
-local run fill the same files and either can resume the other. Validation runs in this process
-(its rankers' D_q scores go to the score cache, which the scoring partitions then carry).
+On an executor (``nrp run --executor ray``): generation, validation (the rankers' D_q scores),
+positioning and evaluation send their partitions to it and store what comes back in the same
+stores and caches, so a Ray run and a local run fill the same files and either can resume the
+other.
 """
 
 from __future__ import annotations

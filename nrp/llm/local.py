@@ -147,6 +147,47 @@ def model_checksum(source: ModelSource) -> str:
     return _CHECKSUMS[key]
 
 
+#: written last into a converted GGUF's folder: the folder is complete
+CONVERTED_MARK = "nrp-converted-from.txt"
+
+
+def converted_folder(source: ModelSource) -> Path:
+    """Where the transformers form of a GGUF model is kept: ``$NRP_MODELS/gguf/CHECKSUM``
+    (default ``~/.cache/nrp/models``), named by the GGUF file's checksum.
+
+    Why: transformers turns a GGUF file into a model in Python, tensor by tensor, and builds
+    its tokenizer from the GGUF vocabulary and merges; for SmolLM2-135M that takes 15-60 s on
+    2 cores (longer in a Ray actor with one thread), where reading the same weights back from
+    safetensors takes under a second. The first load converts and saves (fp32, exactly the
+    weights the GGUF load gives; written aside and renamed, so concurrent loads never see half a
+    folder); every later process (a CLI run, a Ray actor, the service worker) reads the saved
+    form. The answers' checksum stays the GGUF's."""
+    from nrp.rankers.dense import models_dir
+
+    return models_dir() / "gguf" / model_checksum(source).replace(":", "-")[:40]
+
+
+def _save_converted(model: Any, tokenizer: Any, folder: Path) -> None:
+    """Save a GGUF-loaded model and tokenizer to ``folder`` (best effort: a full disk or a
+    read-only cache only costs the next load its conversion)."""
+    import os
+    import shutil
+    import tempfile
+
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+        try:
+            tokenizer.save_pretrained(partial)
+            model.save_pretrained(partial)
+            (partial / CONVERTED_MARK).write_text(f"{folder.name}\n", encoding="utf-8")
+            os.replace(partial, folder)
+        except OSError:
+            shutil.rmtree(partial, ignore_errors=True)  # another process saved it first
+    except OSError:
+        pass
+
+
 @dataclass
 class LoadedModel:
     model: Any
@@ -184,18 +225,23 @@ def load_model(source: ModelSource, device: str = "auto", dtype: str = "fp32") -
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
-        extra = {"gguf_file": source.gguf_file} if source.gguf_file else {}
+        converted = converted_folder(source) if source.gguf_file else None
+        folder, extra = source.source, {"gguf_file": source.gguf_file} if source.gguf_file else {}
+        if converted is not None and (converted / CONVERTED_MARK).is_file():
+            folder, extra = str(converted), {}
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # the GGUF tokenizer's "legacy behaviour" notice
         try:
-            tokenizer = AutoTokenizer.from_pretrained(source.source, **extra)
-            model = AutoModelForCausalLM.from_pretrained(source.source, dtype=torch_dtype, **extra)
+            tokenizer = AutoTokenizer.from_pretrained(folder, **extra)
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype, **extra)
         except (OSError, ValueError) as exc:
             raise NrpError(
                 f"cannot load LLM {source.display}: {' '.join(str(exc).split())[:300]}"
             ) from exc
         finally:
             hf_logging.set_verbosity(verbosity)
+        if converted is not None and extra and str(torch_dtype) == "torch.float32":
+            _save_converted(model, tokenizer, converted)
         model.to(device).eval()
         config = model.generation_config
         stop_ids = tuple(dict.fromkeys(_ids(config.eos_token_id) + _ids(tokenizer.eos_token_id)))

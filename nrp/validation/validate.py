@@ -21,6 +21,7 @@ import pandas as pd
 
 from nrp.collection.collection import Collection, LabelMode
 from nrp.errors import ConfigError, InputError, NrpError
+from nrp.executors.base import Executor, active_executor
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
 from nrp.rankers.registry import make_ranker, split_specs
@@ -145,12 +146,16 @@ def validate(
     n_resamples: int = statistics.DEFAULT_RESAMPLES,
     seed: int = statistics.DEFAULT_SEED,
     progress: Progress | None = None,
+    executor: Executor | None = None,
 ) -> ValidationResult:
     """Rank D_q with each ranker and choose the best ranker per dimension.
 
     ``ranker_specs``: spec strings (``"bm25"``, ``"monot5:batch=64"``, ``"random"``), a
     comma-separated string of them, or ``Ranker`` objects. ``cache``: serve and store scores in
-    ``collection.path / "scores.sqlite"``. ``progress``: called with one line per ranker."""
+    ``collection.path / "scores.sqlite"``. ``progress``: called with one line per ranker.
+    ``executor``: where the documents are scored (``nrp.executors``; default: the active
+    executor, else this process), in per-query partitions stored in the score cache as they
+    arrive; the measures are computed here either way."""
     settings = _settings(
         collection, labels, measures, dimensions, qrels_scope, query_set, test, correction, ci,
         confidence, alpha, n_resamples, seed,
@@ -164,13 +169,20 @@ def validate(
         ranker.bind_collection(collection)
     _check_unique([r.spec() for r in rankers], "ranker spec")
 
+    executor = executor if executor is not None else active_executor()
     candidates = collection.candidates()
     score_cache = ScoreCache(collection.path / SCORE_CACHE_FILE) if cache else None
     systems: list[tuple[SystemInfo, dict[str, dict[str, float]]]] = []
     for ranker in rankers:
         if progress:
             progress(f"ranking {len(candidates)} documents with {ranker.spec()}")
-        if score_cache is not None:
+        if executor is not None:
+            from nrp.executors.validation import rank_with_executor
+
+            ranked, computed = rank_with_executor(
+                executor, collection, ranker, candidates, score_cache, progress
+            )
+        elif score_cache is not None:
             transformer = CachedRanker(ranker, score_cache, collection.meta["fingerprint"])
             ranked = transformer.transform(candidates)
             computed = transformer.computed

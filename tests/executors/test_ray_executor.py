@@ -5,6 +5,8 @@ a worker node, one CPU each, loopback addresses, see ray_cluster.py), on real ME
   bit), with the work spread over both nodes and every position stored once by the driver;
 - an interrupted Ray run resumes with the missing partitions only;
 - a worker that cannot read the driver's path gets the collection through the object store;
+- validation (tfidf, bm25: every document scored on the actors, measures on the driver) equals
+  the local run;
 - evaluation (BLEU, ROUGE, and NRP whose positioning goes through Ray too) equals the local run;
 - ``nrp score --executor ray --ray-address`` writes what ``--executor local`` writes;
 - generation (a tiny Llama built here) through Ray equals the plain run text for text, also
@@ -45,7 +47,9 @@ from nrp.llm.backends import GenerationOptions
 from nrp.nrp.injection import injection_mode
 from nrp.nrp.results_cache import RESULTS_FILE
 from nrp.nrp.scoring import score_answers
+from nrp.rankers.cache import SCORE_CACHE_FILE
 from nrp.rankers.registry import make_ranker
+from nrp.validation import validate
 
 pytestmark = [pytest.mark.slow, pytest.mark.shared_data]
 
@@ -194,6 +198,19 @@ def test_nrp_score_with_the_ray_executor(mediqa, answers, tmp_path, cluster, exe
         pd.read_parquet(tmp_path / "ray" / "results.parquet"),
         pd.read_parquet(tmp_path / "local" / "results.parquet"),
     )
+
+
+def test_ray_validation_equals_the_local_run(mediqa, tmp_path, executor):
+    specs = ["tfidf", "bm25"]
+    plain = validate(mediqa, specs, cache=False)
+    collection = fresh_copy(mediqa, tmp_path / "ray")
+    found = validate(collection, specs, executor=executor)
+    assert found.to_dict() == plain.to_dict()
+    stats = executor.stats
+    # 1,107 judged documents of 150 queries; balanced_size(1107, 2048, 2 actors) = 139
+    assert (stats.task, stats.items) == ("bm25", 1107) and stats.partitions >= 8
+    assert len(nodes_of(stats)) == 2
+    assert cache_rows(collection.path / SCORE_CACHE_FILE, "scores") == 2 * 1107
 
 
 GENERATION = GenerationOptions(

@@ -228,3 +228,39 @@ def test_choice_logprobs_share_each_prompts_prefix(tiny):
         assert len({n for _, n in rows}) > 1  # replies of different lengths
         one_pass_each = [backend._score_rows(loaded, [row])[0] for row in rows]
         assert [got[c] for c in choices] == pytest.approx(one_pass_each, abs=1e-4)
+
+
+@pytest.mark.slow
+def test_a_gguf_model_is_converted_once_and_read_back_the_same(tmp_path, monkeypatch):
+    """The first load of SmolLM2's GGUF saves its transformers form under $NRP_MODELS/gguf/
+    (named by the GGUF's checksum); a later process reads that instead of converting again, and
+    gets the same tokenizer, chat template, stop and pad tokens and logits."""
+    from nrp.llm import local
+
+    try:
+        source = resolve_model("")
+    except ConfigError as exc:
+        pytest.skip(str(exc))
+    monkeypatch.setenv("NRP_MODELS", str(tmp_path / "models"))
+    monkeypatch.setattr(local, "_MODELS", {})
+    folder = local.converted_folder(source)
+    assert folder.parent == tmp_path / "models" / "gguf" and not folder.exists()
+    first = load_model(source, device="cpu")
+    assert (folder / local.CONVERTED_MARK).is_file() and (folder / "model.safetensors").is_file()
+    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no leftovers
+    monkeypatch.setattr(local, "_MODELS", {})  # as a new process would
+    again = load_model(source, device="cpu")
+    assert again.model is not first.model
+    text = "Câu trả lời có đúng không? Is the answer TRUE?"
+    assert again.tokenizer(text)["input_ids"] == first.tokenizer(text)["input_ids"]
+    messages = [{"role": "user", "content": text}]
+    render = {"tokenize": False, "add_generation_prompt": True}
+    assert again.tokenizer.apply_chat_template(messages, **render) == (
+        first.tokenizer.apply_chat_template(messages, **render)
+    )
+    assert (again.stop_ids, again.pad_id, again.max_positions) == (
+        first.stop_ids, first.pad_id, first.max_positions
+    )  # fmt: skip
+    ids = torch.tensor([first.tokenizer(text)["input_ids"]])
+    with torch.no_grad():
+        assert torch.equal(again.model(ids).logits, first.model(ids).logits)

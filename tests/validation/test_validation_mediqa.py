@@ -76,3 +76,34 @@ def test_bm25_beats_random_on_mediqa(mediqa):
     # matching query terms occur in more than half of D_q, where Terrier's BM25 idf
     # log2((N - df + 0.5)/(df + 0.5)) is negative, and bm25 then ranks below random.
     print("\n" + result.tables()["relevance"])  # the table goes into the report (pytest -s)
+
+
+@pytest.mark.shared_data
+def test_validation_on_an_executor_equals_the_local_run(mediqa, tmp_path):
+    """Through ``LocalExecutor`` (the worker code a Ray actor runs; tests/executors runs it on a
+    real Ray cluster): documents the score cache lacks are scored in per-query partitions and
+    stored as they arrive; the result equals the plain run's, and a second run computes
+    nothing."""
+    import shutil
+
+    from nrp.executors import LocalExecutor
+    from nrp.rankers.cache import SCORE_CACHE_FILE
+
+    lexical_or_skip()
+    specs = ["tfidf", "bm25:stats=collection"]
+    plain = validate(mediqa, specs, cache=False)
+    shutil.copytree(mediqa.path, tmp_path / "mediqa-2019")
+    copy = Collection.load("mediqa-2019", tmp_path)
+    (copy.path / SCORE_CACHE_FILE).unlink(missing_ok=True)
+    executor = LocalExecutor()
+    found = validate(copy, specs, executor=executor)
+    assert found.to_dict() == plain.to_dict()
+    # 1,107 documents of 150 queries per ranker: balanced_size(1107, 2048, 1) = 277 per
+    # partition at most, whole queries packed: 5 partitions
+    assert [(s.task, s.items, s.partitions) for s in executor.history] == [
+        ("tfidf", 1107, 5), ("bm25:stats=collection", 1107, 5)
+    ]  # fmt: skip
+    assert [s.computed for s in found.systems] == [1107, 1107]
+    again = validate(copy, specs, executor=LocalExecutor())
+    assert [s.computed for s in again.systems] == [0, 0]
+    assert again.dimensions["relevance"].summary == found.dimensions["relevance"].summary
