@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ from nrp.evaluators.base import Evaluator, all_evaluators, make_evaluator
 from nrp.evaluators.cache import EvaluationCache
 from nrp.executors.base import Executor, balanced_size, partition_by_query, remove_tree
 from nrp.executors.scoring import _device_needs_gpu
-from nrp.executors.shipping import CollectionRef, component_spec
+from nrp.executors.shipping import CollectionRef, shipped_component
 from nrp.spec import parse_params
 
 Progress = Callable[[str], None]
@@ -149,9 +148,9 @@ def evaluate_with_executor(
     """Rows ``todo`` of ``items`` evaluated by the executor in per-query partitions; each
     partition stored in ``cache`` (when given) as it arrives. Returns item position -> row."""
     names = tuple(evaluator.score_columns() + evaluator.extra_columns())
-    spec = component_spec(evaluator, all_evaluators(), make_evaluator)
+    shipped, instance = shipped_component(evaluator, all_evaluators(), make_evaluator)
     task = EvaluationTask(
-        evaluator=spec if spec is not None else evaluator,
+        evaluator=shipped,
         evaluator_spec=evaluator.spec(),
         evaluator_fingerprint=evaluator.fingerprint(),
         names=names,
@@ -160,7 +159,7 @@ def evaluate_with_executor(
             if collection is not None and reads_collection(evaluator)
             else None
         ),
-        instance="" if spec is not None else uuid.uuid4().hex,
+        instance=instance,
     )
     todo = list(todo)
     subset = items.iloc[todo].reset_index(drop=True)

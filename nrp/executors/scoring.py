@@ -34,7 +34,6 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +45,7 @@ import pandas as pd
 from nrp.collection.collection import Collection
 from nrp.errors import NrpError
 from nrp.executors.base import Executor, balanced_size, partition_by_query, remove_tree
-from nrp.executors.shipping import CollectionRef, component_spec
+from nrp.executors.shipping import CollectionRef, shipped_component
 from nrp.nrp.injection import (
     DUOT5_TOP_K,
     LEXICAL_FROZEN,
@@ -84,6 +83,43 @@ def cache_scopes(
 def _device_needs_gpu(device: Any, cluster_has_gpus: bool) -> bool:
     text = str(device or "").strip().lower()
     return text.startswith("cuda") or (text == "auto" and cluster_has_gpus)
+
+
+def ranker_gpus(ranker: str | Ranker, cluster_has_gpus: bool) -> float:
+    """GPUs an actor needs for ``ranker`` (a spec or the object): 1 for its device cuda (or
+    auto on a cluster with GPUs), else 0."""
+    if isinstance(ranker, str):
+        from nrp.rankers.registry import parse_spec
+
+        params = parse_spec(ranker)[1]
+    else:
+        params = ranker.params
+    return 1.0 if _device_needs_gpu(params.get("device"), cluster_has_gpus) else 0.0
+
+
+def open_ranker(
+    collection_ref: CollectionRef, ranker: str | Ranker, ranker_spec: str, fingerprint: str
+) -> tuple[Collection, Ranker, list[Path]]:
+    """On a worker: the collection (and the worker-local folders to remove with the state), and
+    the ranker built from its spec (or the shipped object) and bound to it; refused when its
+    fingerprint is not the driver's (other model files or library versions on this node)."""
+    collection, copied = collection_ref.open()
+    folders = [copied] if copied is not None else []
+    try:
+        built = make_ranker(ranker) if isinstance(ranker, str) else ranker
+        built.bind_collection(collection)
+        found = built.fingerprint()
+        if found != fingerprint:
+            raise NrpError(
+                f"{ranker_spec}: the ranker built on this worker has fingerprint {found}, the "
+                f"driver's {fingerprint} (other model files or library versions on this node): "
+                "refusing to score"
+            )
+    except BaseException:
+        for folder in folders:
+            remove_tree(folder)
+        raise
+    return collection, built, folders
 
 
 @dataclass(frozen=True)
@@ -153,30 +189,15 @@ class ScoringTask:
     def size(self, partition: ScoringPartition) -> int:
         return len(partition.answers)
 
-    def _params(self) -> Mapping[str, Any]:
-        if isinstance(self.ranker, str):
-            from nrp.rankers.registry import parse_spec
-
-            return parse_spec(self.ranker)[1]
-        return self.ranker.params
-
     def num_gpus(self, cluster_has_gpus: bool) -> float:
-        return 1.0 if _device_needs_gpu(self._params().get("device"), cluster_has_gpus) else 0.0
+        return ranker_gpus(self.ranker, cluster_has_gpus)
 
     # -- on the worker -----------------------------------------------------------------------
     def setup(self) -> ScoringState:
-        collection, copied = self.collection.open()
-        folders = [copied] if copied is not None else []
+        collection, ranker, folders = open_ranker(
+            self.collection, self.ranker, self.ranker_spec, self.ranker_fingerprint
+        )
         try:
-            ranker = make_ranker(self.ranker) if isinstance(self.ranker, str) else self.ranker
-            ranker.bind_collection(collection)
-            found = ranker.fingerprint()
-            if found != self.ranker_fingerprint:
-                raise NrpError(
-                    f"{self.ranker_spec}: the ranker built on this worker has fingerprint "
-                    f"{found}, the driver's {self.ranker_fingerprint} (other model files or "
-                    "library versions on this node): refusing to score"
-                )
             mode = injection_mode(ranker, self.frozen_stats, self.full_rerank)
             if mode != self.mode:
                 raise NrpError(
@@ -258,13 +279,13 @@ def ranker_task(
     use_cache: bool,
 ) -> ScoringTask:
     """The task for one ranker (its spec shipped when a registry spec rebuilds it)."""
-    spec = component_spec(ranker, all_rankers(), make_ranker)
+    shipped, instance = shipped_component(ranker, all_rankers(), make_ranker)
     scopes, pair_scope = (
         cache_scopes(ranker, str(collection.meta["fingerprint"]), mode) if use_cache else ({}, None)
     )
     return ScoringTask(
         collection=executor.collection_ref(collection),
-        ranker=spec if spec is not None else ranker,
+        ranker=shipped,
         ranker_spec=ranker.spec(),
         ranker_fingerprint=fingerprint,
         mode=mode,
@@ -273,7 +294,7 @@ def ranker_task(
         use_cache=bool(use_cache),
         score_scopes=scopes,
         pair_scope=pair_scope,
-        instance="" if spec is not None else uuid.uuid4().hex,
+        instance=instance,
     )
 
 

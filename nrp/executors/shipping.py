@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,3 +102,13 @@ def component_spec(
     except Exception:
         return None
     return spec if type(rebuilt) is type(component) else None
+
+
+def shipped_component(
+    component: Any, registry: Mapping[str, Any], build: Callable[[str], Any]
+) -> tuple[Any, str]:
+    """What a task carries for ``component``: (its ``component_spec``, "") when a spec rebuilds
+    it, else (the object, a fresh instance id: each shipped object is a worker state of its
+    own, since no spec names it)."""
+    spec = component_spec(component, registry, build)
+    return (spec, "") if spec is not None else (component, uuid.uuid4().hex)

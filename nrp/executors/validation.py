@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +27,9 @@ import numpy as np
 import pandas as pd
 
 from nrp.collection.collection import Collection
-from nrp.errors import NrpError
 from nrp.executors.base import Executor, balanced_size, partition_by_query, remove_tree
-from nrp.executors.scoring import _device_needs_gpu
-from nrp.executors.shipping import CollectionRef, component_spec
+from nrp.executors.scoring import open_ranker, ranker_gpus
+from nrp.executors.shipping import CollectionRef, shipped_component
 from nrp.rankers.base import REQUIRED_COLUMNS, Ranker
 from nrp.rankers.cache import ScoreCache
 from nrp.rankers.registry import all_rankers, make_ranker
@@ -79,31 +77,12 @@ class DocumentScoringTask:
         return len(partition)
 
     def num_gpus(self, cluster_has_gpus: bool) -> float:
-        if isinstance(self.ranker, str):
-            from nrp.rankers.registry import parse_spec
-
-            params = parse_spec(self.ranker)[1]
-        else:
-            params = self.ranker.params
-        return 1.0 if _device_needs_gpu(params.get("device"), cluster_has_gpus) else 0.0
+        return ranker_gpus(self.ranker, cluster_has_gpus)
 
     def setup(self) -> DocumentScoringState:
-        collection, copied = self.collection.open()
-        folders = [copied] if copied is not None else []
-        try:
-            ranker = make_ranker(self.ranker) if isinstance(self.ranker, str) else self.ranker
-            ranker.bind_collection(collection)
-            found = ranker.fingerprint()
-            if found != self.ranker_fingerprint:
-                raise NrpError(
-                    f"{self.ranker_spec}: the ranker built on this worker has fingerprint "
-                    f"{found}, the driver's {self.ranker_fingerprint} (other model files or "
-                    "library versions on this node): refusing to score"
-                )
-        except BaseException:
-            for folder in folders:
-                remove_tree(folder)
-            raise
+        _, ranker, folders = open_ranker(
+            self.collection, self.ranker, self.ranker_spec, self.ranker_fingerprint
+        )
         return DocumentScoringState(ranker, folders)
 
     def run(self, state: DocumentScoringState, partition: pd.DataFrame) -> np.ndarray:
@@ -145,13 +124,13 @@ def rank_with_executor(
         todo = frame.iloc[rows][list(REQUIRED_COLUMNS)].reset_index(drop=True)
         size = balanced_size(len(todo), PARTITION_DOCUMENTS, executor.parallelism())
         groups = partition_by_query(todo["qid"].astype(str).tolist(), size)
-        spec = component_spec(ranker, all_rankers(), make_ranker)
+        shipped, instance = shipped_component(ranker, all_rankers(), make_ranker)
         task = DocumentScoringTask(
             collection=executor.collection_ref(collection),
-            ranker=spec if spec is not None else ranker,
+            ranker=shipped,
             ranker_spec=ranker.spec(),
             ranker_fingerprint=ranker.fingerprint(),
-            instance="" if spec is not None else uuid.uuid4().hex,
+            instance=instance,
         )
         done = [0]
 

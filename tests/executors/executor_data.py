@@ -19,7 +19,7 @@ sys.path.insert(0, str(TESTS / "nrp"))
 
 from test_injection import fresh_copy, mediqa_answers  # noqa: E402
 
-__all__ = ["cache_rows", "fresh_copy", "ingest_mediqa", "mediqa_answers"]
+__all__ = ["cache_rows", "fresh_copy", "ingest_mediqa", "interrupted_bm25_run", "mediqa_answers"]
 
 
 def ingest_mediqa(folder: Path) -> Collection:
@@ -38,3 +38,22 @@ def cache_rows(path: Path, table: str) -> int:
             "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
         ).fetchone()[0]
         return db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] if found else 0
+
+
+def interrupted_bm25_run(collection: Collection, answers, executor, stored: int) -> None:
+    """``score_answers`` with bm25 in partitions of 16 answers on ``executor``, stopped (a
+    KeyboardInterrupt from its progress callback) once ``stored`` partitions were stored."""
+    from nrp.nrp.scoring import score_answers
+
+    lines = []
+
+    def interrupt(line: str) -> None:
+        if "positioned" in line:
+            lines.append(line)
+            if len(lines) == stored:
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        score_answers(
+            collection, answers, "bm25", executor=executor, chunk_size=16, progress=interrupt
+        )

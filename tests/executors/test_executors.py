@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from executor_data import cache_rows, fresh_copy, ingest_mediqa, mediqa_answers
+from executor_data import (
+    cache_rows,
+    fresh_copy,
+    ingest_mediqa,
+    interrupted_bm25_run,
+    mediqa_answers,
+)
 
 from nrp.errors import ConfigError, NrpError
 from nrp.evaluators.base import all_evaluators, make_evaluator
@@ -140,19 +146,7 @@ def test_local_executor_equals_the_plain_path(mediqa, answers, tmp_path, spec):
 def test_interrupted_run_resumes_with_the_missing_partitions(mediqa, answers, tmp_path):
     collection = fresh_copy(mediqa, tmp_path / "c")
     executor = LocalExecutor()
-    stored = []
-
-    def interrupt_after_two(line: str) -> None:
-        if "positioned" in line:
-            stored.append(line)
-            if len(stored) == 2:
-                raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        score_answers(
-            collection, answers, "bm25", executor=executor, chunk_size=16,
-            progress=interrupt_after_two,
-        )  # fmt: skip
+    interrupted_bm25_run(collection, answers, executor, stored=2)
     assert cache_rows(collection.path / RESULTS_FILE, "answer_positions") == 32  # 2 x 16
     resumed = score_answers(collection, answers, "bm25", executor=executor, chunk_size=16)
     assert resumed.attrs["counts"]["answers_from_results_cache"] == 32

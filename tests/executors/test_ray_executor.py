@@ -31,7 +31,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from executor_data import cache_rows, fresh_copy, ingest_mediqa, mediqa_answers
+from executor_data import (
+    cache_rows,
+    fresh_copy,
+    ingest_mediqa,
+    interrupted_bm25_run,
+    mediqa_answers,
+)
 from ray_cluster import LocalRayCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "llm"))
@@ -115,19 +121,7 @@ def test_ray_scores_equal_the_local_run(mediqa, answers, tmp_path, executor, spe
 
 def test_an_interrupted_ray_run_resumes(mediqa, answers, tmp_path, executor):
     collection = fresh_copy(mediqa, tmp_path / "c")
-    lines = []
-
-    def interrupt_after_three(line: str) -> None:
-        if "positioned" in line:
-            lines.append(line)
-            if len(lines) == 3:
-                raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        score_answers(
-            collection, answers, "bm25", executor=executor, chunk_size=16,
-            progress=interrupt_after_three,
-        )  # fmt: skip
+    interrupted_bm25_run(collection, answers, executor, stored=3)
     assert cache_rows(collection.path / RESULTS_FILE, "answer_positions") == 48  # 3 x 16
     resumed = score_answers(collection, answers, "bm25", executor=executor, chunk_size=16)
     assert resumed.attrs["counts"]["answers_from_results_cache"] == 48
