@@ -78,7 +78,7 @@ def run_experiment(
     path: str | Path, progress: Progress | None = None, executor: Executor | None = None
 ) -> Path:
     """Run the experiment file at ``path``; returns its output folder (see the module
-    docstring). ``executor``: where generation, positioning and evaluation run
+    docstring). ``executor``: where generation, validation, positioning and evaluation run
     (``nrp.executors``; default: the active executor, else this process)."""
     with using_executor(executor if executor is not None else active_executor()):
         return _run(path, progress)

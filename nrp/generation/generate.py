@@ -407,8 +407,8 @@ def generate_answers(
     (without ``out`` nothing is stored and everything is generated). ``backend``: an already
     built backend for ``llm`` (tests, or sharing one). ``executor``: where the missing answers
     are generated (``nrp.executors``; default: the active executor, else this process), in
-    partitions of whole queries, each stored here as it arrives. ``attrs["counts"]``:
-    generated, from store, empty."""
+    partitions of whole batches of the in-process run, each stored here as it arrives.
+    ``attrs["counts"]``: generated, from store, empty."""
     options = replace(options or STUDY_OPTIONS, n=1, logprobs=False, top_logprobs=0).check()
     if samples < 1:
         raise ConfigError(f"samples must be at least 1, got {samples}")
@@ -457,15 +457,17 @@ def generate_answers(
             )
 
     generated: dict[str, dict[str, Any]] = {}
+
+    def keep(records: list[dict[str, Any]]) -> None:
+        """A batch's (or partition's) answers, stored the moment they exist."""
+        if store is not None:
+            store.append(records)
+        generated.update((r["answer_id"], r) for r in records)
+
     if missing:
         executor = executor if executor is not None else active_executor()
         if executor is not None:  # partitions generated elsewhere, stored here as they arrive
             from nrp.executors.generation import generate_with_executor
-
-            def keep(records: list[dict[str, Any]]) -> None:
-                if store is not None:
-                    store.append(records)
-                generated.update((r["answer_id"], r) for r in records)
 
             generate_with_executor(
                 executor, spec, batch_order(missing, is_local), batch_rows(backend), options,
@@ -477,9 +479,7 @@ def generate_answers(
             for records in generate_records(
                 backend, spec.label, missing, options, model, checksum, params
             ):
-                if store is not None:
-                    store.append(records)
-                generated.update((r["answer_id"], r) for r in records)
+                keep(records)
                 if progress:
                     progress(f"{spec.label}: generated {len(generated)}/{len(missing)} answers")
 
