@@ -34,9 +34,11 @@ from nrp.executors import (
 )
 from nrp.executors.scoring import ScoringPartition, ranker_task
 from nrp.executors.shipping import CollectionRef, component_spec
+from nrp.executors.validation import DocumentScoringTask
 from nrp.nrp.injection import injection_mode
 from nrp.nrp.results_cache import RESULTS_FILE
 from nrp.nrp.scoring import score_answers
+from nrp.rankers.base import REQUIRED_COLUMNS
 from nrp.rankers.cache import SCORE_CACHE_FILE
 from nrp.rankers.random_order import RandomOrder
 from nrp.rankers.registry import all_rankers, make_ranker
@@ -199,6 +201,14 @@ def test_a_worker_with_another_ranker_refuses(mediqa, answers):
     )
     with pytest.raises(NrpError, match="not readable on this worker and no copy was shipped"):
         LocalExecutor().run_partitions(missing, [part])
+    # validation's task builds its ranker the same way and refuses the same way
+    documents = DocumentScoringTask(task.collection, "bm25", "bm25", "0" * 20)
+    candidates = mediqa.candidates().head(5)[list(REQUIRED_COLUMNS)]
+    with pytest.raises(NrpError, match=r"bm25: the ranker built on this worker .* refusing"):
+        LocalExecutor().run_partitions(documents, [candidates])
+    right = dataclasses.replace(documents, ranker_fingerprint=task.ranker_fingerprint)
+    [scores] = LocalExecutor().run_partitions(right, [candidates])
+    assert scores.shape == (5,) and (scores > 0).any()
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "llm"))
 from tiny_llm import build_tiny_llama
 
 from nrp.cli import main
-from nrp.errors import ConfigError, InputError
+from nrp.errors import ConfigError, InputError, NrpError
 from nrp.generation import (
     STUDY_OPTIONS,
     derive_seed,
@@ -257,3 +257,17 @@ def test_an_executor_generates_what_the_plain_run_generates(tiny, tmp_path):
     assert resumed_executor.stats.partitions == 2
     pd.testing.assert_frame_equal(resumed[columns], plain[columns])
     assert executor_generation.PARTITION_ANSWERS == 256
+
+
+def test_a_worker_with_another_model_file_refuses_to_generate(tiny, tmp_path):
+    """A generation task carries the driver's model checksum; a worker whose model file has
+    another (here: the driver's checksum is one the file does not have) refuses instead of
+    writing answers that claim the driver's model."""
+    from nrp.executors import LocalExecutor
+    from nrp.executors.generation import GenerationTask
+
+    spec = parse_llm(llm(tiny))
+    task = GenerationTask(spec, OPTIONS, "sha256:" + "0" * 64, "tiny", ())
+    with pytest.raises(NrpError, match=r"LLM tiny: the model on this worker has checksum .* "
+                       r"the driver's sha256:0000.* refusing to generate"):  # fmt: skip
+        LocalExecutor().run_partitions(task, [[]])
