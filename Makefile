@@ -29,8 +29,10 @@ $(VENV)/.installed: requirements/base.txt requirements/no-deps.txt pyproject.tom
 	$(BIN)/pip install --no-deps --no-build-isolation -e .
 	touch $@
 
+# The layer contracts (.importlinter) first: a broken layering fails the run before the tests.
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/lint-imports
+	$(BIN)/pytest -q
 
 # The whole pipeline on the demo collection (SmolLM2 answers 4 queries under 2 prompts; a few
 # minutes on 2 CPU cores, seconds when run again: every step is cached). Ends with the report.
@@ -44,12 +46,13 @@ bench: setup
 	$(BIN)/python scripts/bench_ray.py
 
 lint: setup
-	$(BIN)/ruff check nrp tests scripts
-	$(BIN)/ruff format --check nrp tests scripts
+	$(BIN)/lint-imports
+	$(BIN)/ruff check nrp tests scripts docs/examples
+	$(BIN)/ruff format --check nrp tests scripts docs/examples
 
 format: setup
-	$(BIN)/ruff format nrp tests scripts
-	$(BIN)/ruff check --fix nrp tests scripts
+	$(BIN)/ruff format nrp tests scripts docs/examples
+	$(BIN)/ruff check --fix nrp tests scripts docs/examples
 
 # The committed OpenAPI document of `nrp serve` (a test fails when it is out of date).
 openapi: setup

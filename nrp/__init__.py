@@ -1,22 +1,21 @@
 """nrp: grade generated answers by where a validated ranker puts them among human-judged documents.
 
 The library API mirrors the CLI: ``nrp.ingest(manifest, name)`` builds a collection store,
-``nrp.Collection.load(name)`` reads it (topics, docs, qrels per dimension as PyTerrier frames).
+``nrp.Collection.load(name)`` reads it (topics, docs, qrels per dimension as PyTerrier frames),
+``nrp.validate``, ``nrp.score``, ``nrp.evaluate`` ... Every name of ``nrp.api`` is reachable as
+``nrp.NAME``; nothing is imported until it is used, so ``import nrp`` and the CLI's start stay
+quick and no package of nrp imports this one's names back.
 """
 
 __version__ = "0.1.0"
-
-from nrp.collection.build import ingest
-from nrp.collection.collection import Collection, list_collections
 
 __all__ = ["Collection", "NRPScorer", "__version__", "ingest", "list_collections", "score"]
 
 
 def __getattr__(name: str):
-    # nrp.score / nrp.NRPScorer load the scoring stack (PyTerrier, rankers) only when used,
-    # so `import nrp` and the CLI's start stay quick
-    if name in ("score", "NRPScorer"):
-        from nrp.nrp import scoring
+    import importlib
 
-        return getattr(scoring, name)
+    api = importlib.import_module("nrp.api")
+    if name in api._EXPORTS:
+        return getattr(api, name)
     raise AttributeError(f"module 'nrp' has no attribute {name!r}")

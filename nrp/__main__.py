@@ -1,3 +1,5 @@
+"""``python -m nrp [COMMAND ...]``: the same as the ``nrp`` command."""
+
 import sys
 
 from nrp.cli import main

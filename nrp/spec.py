@@ -2,7 +2,8 @@
 
 Rankers (``monot5:model=/m,batch=64``) and evaluators (``judge:mode=rubric,samples=3``) are both
 declared in registries with typed ``Param`` entries; this module parses and checks a spec against
-those declarations, so every component kind spells and validates its options the same way.
+those declarations (``parse_params``) and writes one back (``format_spec``), so every component
+kind spells and validates its options the same way.
 """
 
 from __future__ import annotations
@@ -64,6 +65,13 @@ def parse_params(
             raise ConfigError(f"{kind} {name!r} has no parameter {key!r} (known: {names})")
         params[key] = convert(value.strip(), declared[key], kind, name, key)
     return name, params
+
+
+def format_spec(name: str, params: Mapping[str, Any]) -> str:
+    """(name, parameters) -> ``name[:key=value,...]`` in the order given: the inverse of
+    ``parse_params`` for values without a comma (a comma would split the spec)."""
+    text = ",".join(f"{key}={value!s}" for key, value in params.items())
+    return f"{name}:{text}" if text else name
 
 
 def split_specs(specs: str) -> list[str]:

@@ -9,37 +9,43 @@ data is absent (no ../shared beside the repo) are listed as skipped.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+# the measuring code shared by the benchmarks (scripts/benchkit.py); importing it imports nothing
+# heavy
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchkit import ROOT, ChildError, child_main, emit, measured, peak_rss_mib, ratio, run_child
 
-CHILD = """
-import json, resource, sys, time
-from nrp import ingest
-start = time.perf_counter()
-result = ingest(sys.argv[1], indexes_dir=sys.argv[2], force=sys.argv[3] == "force")
-print(json.dumps({"seconds": time.perf_counter() - start, "rebuilt": result.rebuilt,
-                  "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "judgment_lines": result.counts.get("judgment lines read", 0)}))
-"""
+SCRIPT = Path(__file__).resolve()
+
+
+def _ingest(payload: dict) -> None:
+    """In the child: one timed ingest, its peak memory and what it read."""
+    from nrp import ingest
+
+    start = time.perf_counter()
+    result = ingest(payload["manifest"], indexes_dir=payload["indexes"], force=payload["force"])
+    emit(
+        {
+            "seconds": time.perf_counter() - start,
+            "rebuilt": result.rebuilt,
+            "peak_mib": peak_rss_mib(),
+            "judgment_lines": result.counts.get("judgment lines read", 0),
+        }
+    )
 
 
 def run_ingest(manifest: Path, indexes: Path, force: bool) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(manifest), str(indexes), "force" if force else "keep"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    payload = {"manifest": str(manifest), "indexes": str(indexes), "force": force}
+    return run_child(SCRIPT, "--_ingest", payload)
 
 
 def main() -> int:
+    if child_main({"--_ingest": _ingest}):
+        return 0
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("manifests", nargs="*", type=Path)
     args = parser.parse_args()
@@ -55,19 +61,18 @@ def main() -> int:
                 continue
             try:
                 build = run_ingest(manifest, Path(indexes), force=True)
-            except subprocess.CalledProcessError as err:
-                reason = (err.stderr.strip().splitlines() or ["failed"])[-1]
-                print(f"{manifest.stem:<28} skipped: {reason[:90]}")
+            except ChildError as err:
+                print(f"{manifest.stem:<28} skipped: {err.tail[:90]}")
                 continue
             noop = run_ingest(manifest, Path(indexes), force=False)
             assert not noop["rebuilt"], "unchanged re-ingest rebuilt the collection"
-            ratio = build["seconds"] / max(noop["seconds"], 1e-9)
             print(
                 f"{manifest.parent.name if manifest.stem == 'manifest' else manifest.stem:<28} "
-                f"{build['seconds']:>8.2f} {noop['seconds']:>8.2f} {ratio:>6.1f}x "
+                f"{build['seconds']:>8.2f} {noop['seconds']:>8.2f} "
+                f"{ratio(build['seconds'], noop['seconds']):>6.1f}x "
                 f"{build['peak_mib']:>9.0f} {build['judgment_lines']:>10,}"
             )
-    print(f"(measured {time.strftime('%Y-%m-%d %H:%M')}, in-process times, one process per ingest)")
+    print(measured("in-process times, one process per ingest"))
     return 0
 
 

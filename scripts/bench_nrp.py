@@ -22,13 +22,13 @@ Data: the TREC 2017 LiveQA medical questions with the MedQuAD answers judged for
 (manifests/liveqa-med-2017.yaml, data from ../shared/data beside the repo; about 22 documents
 per query), ingested into a temporary indexes folder. Answers: LiveQA has no generated answers,
 so its 167 reference answers are the answer set (llm ``reference``, prompt ``nist``, sample =
-position within the qid); ``--answers FILE`` ranks any file ``nrp.nrp.answers.read_answers``
+position within the qid); ``--answers FILE`` ranks any file ``nrp.answers.read_answers``
 reads instead.
 
 Rankers: ``tfidf`` (stats=query: the answer joins D_q's statistics), ``bm25:stats=collection``
 (frozen collection statistics), ``dense`` (the packaged all-MiniLM-L6-v2) and ``monot5``. No
 real monoT5 checkpoint exists offline, so ``monot5`` without ``model=`` runs on a tiny random
-T5 built in a temporary folder (tests/rankers/tiny_models.py, via scripts/bench_rankers.py),
+T5 built in a temporary folder (tests/rankers/tiny_models.py, via scripts/benchkit.py),
 marked ``*``: it measures the code path, not a real model's speed.
 
     .venv/bin/python scripts/bench_nrp.py
@@ -41,31 +41,33 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-# the sibling ranker benchmark's helpers (child processes, tiny checkpoints, peak RSS); importing
-# it imports nothing heavy
+# the measuring code shared by the benchmarks (scripts/benchkit.py); importing it imports nothing
+# heavy
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_rankers import (
-    RESULT_MARK,
-    TINY_COLBERT_LIMITS,
-    TINY_KEYS,
+from benchkit import (
+    ROOT,
     TINY_NOTE,
-    _build_tiny,
-    _emit,
-    _load_model,
-    _peak_rss_mib,
-    _sync,
+    child_main,
+    complete_specs,
+    emit,
+    load_ranker,
+    machine,
+    measured,
+    peak_rss_mib,
+    ratio,
+    run_child,
+    sync,
+    torch_stats,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MANIFEST = ROOT / "manifests" / "liveqa-med-2017.yaml"
 DEFAULT_RANKERS = "tfidf,bm25:stats=collection,dense,monot5"
 MODES = ("fast", "cached", "full")
@@ -73,26 +75,7 @@ MODE_LABEL = {"fast": "fast", "cached": "fast, D_q cached", "full": "full"}
 # fast injection modes that score D_q once (score cache) and each answer as one extra row
 POINTWISE_MODES = ("fast:pointwise", "fast:lexical-frozen")
 RESULTS_CACHE = "nrp.sqlite"
-
-
-def _run_child(mode: str, payload: dict, timeout: float | None = None) -> dict:
-    """Run this script in ``mode`` in a fresh interpreter; its last result line, parsed."""
-    env = dict(os.environ)
-    env.setdefault("HF_HUB_OFFLINE", "1")
-    env.setdefault("TRANSFORMERS_OFFLINE", "1")
-    env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    out = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), mode, json.dumps(payload)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
-    lines = [line for line in out.stdout.splitlines() if line.startswith(RESULT_MARK)]
-    if out.returncode != 0 or not lines:
-        tail = (out.stderr.strip() or out.stdout.strip() or "no output").splitlines()[-1]
-        raise RuntimeError(f"exit {out.returncode}: {tail}")
-    return json.loads(lines[-1][len(RESULT_MARK) :])
+SCRIPT = Path(__file__).resolve()
 
 
 # -- child: prepare ------------------------------------------------------------------------------
@@ -100,12 +83,11 @@ def _prepare(payload: dict) -> None:
     """Ingest the collection, write the answer set, build tiny checkpoints, complete the specs."""
     from nrp import ingest
     from nrp.collection.collection import Collection
-    from nrp.rankers.registry import parse_spec, split_specs
 
     result = ingest(payload["manifest"], indexes_dir=payload["indexes"])
     collection = Collection.load(result.name, payload["indexes"])
     if payload["answers"]:
-        from nrp.nrp.answers import read_answers
+        from nrp.answers import read_answers
 
         answers = read_answers(payload["answers"], collection).answers
         source = f"{payload['answers']}: {len(answers)} answers"
@@ -129,36 +111,8 @@ def _prepare(payload: dict) -> None:
     records = answers.astype({"sample": int}).to_dict("records")
     Path(payload["answers_file"]).write_text(json.dumps(records))
 
-    models = Path(payload["models"])
-    built: dict[str, str] = {}
-    specs = []
-    for shown in split_specs(payload["rankers"]):
-        entry = {"shown": shown, "spec": shown, "tiny": False, "error": ""}
-        try:
-            info, _ = parse_spec(shown)
-            rest = shown.partition(":")[2]
-            given = {item.partition("=")[0].strip() for item in rest.split(",") if item.strip()}
-            extra: dict[str, object] = {}
-            for key, kind in TINY_KEYS.get(info.name, {}).items():
-                if key not in given:
-                    if kind not in built:
-                        built[kind] = _build_tiny(kind, models)
-                    extra[key] = built[kind]
-                    entry["tiny"] = True
-            if info.name == "colbert" and entry["tiny"]:
-                extra.update({k: v for k, v in TINY_COLBERT_LIMITS.items() if k not in given})
-            if "device" in info.params and "device" not in given:
-                extra["device"] = payload["device"]
-            if "verbose" in info.params and "verbose" not in given:
-                extra["verbose"] = False
-            if extra:
-                items = [item for item in rest.split(",") if item.strip()]
-                items += [f"{k}={v}" for k, v in extra.items()]
-                entry["spec"] = f"{info.name}:{','.join(items)}"
-        except Exception as error:
-            entry["error"] = str(error).splitlines()[0] if str(error) else type(error).__name__
-        specs.append(entry)
-    _emit(
+    specs = complete_specs(payload["rankers"], Path(payload["models"]), payload["device"])
+    emit(
         {
             "collection": result.name,
             "source": source,
@@ -179,11 +133,9 @@ def _measure(payload: dict) -> None:
     import pandas as pd
 
     from nrp.collection.collection import Collection
-    from nrp.nrp import COMBINED
-    from nrp.nrp.injection import injection_mode
-    from nrp.nrp.scoring import score_answers
-    from nrp.rankers.device import resolve_device
-    from nrp.rankers.registry import make_ranker
+    from nrp.collection.manifest import COMBINED
+    from nrp.positioning.injection import injection_mode
+    from nrp.positioning.scoring import score_answers
 
     # the tiny T5 cuts every real text at its input limit and would log it for each call; the
     # answers skipped for an empty D_q are reported from attrs instead of the log
@@ -195,22 +147,13 @@ def _measure(payload: dict) -> None:
         for path in collection.path.glob(RESULTS_CACHE + "*"):
             path.unlink()
 
-    start = time.perf_counter()
-    ranker = make_ranker(payload["spec"])
-    ranker.bind_collection(collection)
-    _load_model(ranker)
-    device = "cpu"
-    if "device" in ranker.params:
-        device = resolve_device(str(ranker.params["device"]))
-    _sync(device)
-    load_s = time.perf_counter() - start
-
+    ranker, device, load_s = load_ranker(payload["spec"], collection)
     full = mode == "full"
     start = time.perf_counter()
     frame = score_answers(collection, answers, ranker, full_rerank=full, cache=not full)
-    _sync(device)
+    sync(device)
     wall_s = time.perf_counter() - start
-    peak = _peak_rss_mib()
+    peak = peak_rss_mib()
 
     rows = {}
     for row in frame.itertuples(index=False):
@@ -233,13 +176,7 @@ def _measure(payload: dict) -> None:
         "peak_rss_mib": peak,
         "device": device,
     }
-    if "torch" in sys.modules:
-        import torch
-
-        result["torch_threads"] = torch.get_num_threads()
-        if device.startswith("cuda"):
-            result["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
-    _emit(result)
+    emit(result | torch_stats(device))
 
 
 # -- parent: no heavy imports, so each child's memory is its own --------------------------------
@@ -296,9 +233,25 @@ def model_calls(counts: dict) -> int:
 
 
 def main() -> int:
-    if len(sys.argv) == 3 and sys.argv[1] in ("--_prepare", "--_measure"):
-        (_prepare if sys.argv[1] == "--_prepare" else _measure)(json.loads(sys.argv[2]))
+    if child_main({"--_prepare": _prepare, "--_measure": _measure}):
         return 0
+    args = _parse_args()
+    modes = [m for m in MODES if not (args.no_cached and m == "cached")]
+    with tempfile.TemporaryDirectory(prefix="nrp-bench-nrp-") as tmp_name:
+        run = _Run(Path(tmp_name), args, modes)
+        prep = run.prepare()
+        rows = []
+        for number, entry in enumerate(prep["specs"]):
+            label = entry["shown"] + (" *" if entry["tiny"] else "")
+            if entry["error"]:
+                rows.append((label, {"error": entry["error"]}))
+            else:
+                rows.append((label, run.measure(number, entry, label)))
+    print_table(rows, modes, any(entry["tiny"] for entry in prep["specs"]))
+    return 0 if all("error" not in result for _, result in rows) else 1
+
+
+def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -316,24 +269,35 @@ def main() -> int:
     args = parser.parse_args()
     if args.limit_queries < 0:
         parser.error("--limit-queries must be >= 0")
-    modes = [m for m in MODES if not (args.no_cached and m == "cached")]
+    return args
 
-    with tempfile.TemporaryDirectory(prefix="nrp-bench-nrp-") as tmp_name:
-        tmp = Path(tmp_name)
-        indexes, models = tmp / "indexes", tmp / "models"
+
+@dataclass
+class _Run:
+    """One benchmark run in the temporary folder ``tmp``: the prepared collection and answers,
+    then each ranker measured in every mode, each in a child process."""
+
+    tmp: Path
+    args: argparse.Namespace
+    modes: list[str]
+    prep: dict = field(default_factory=dict)
+
+    def prepare(self) -> dict:
+        """Ingest, write the answers, complete the specs (a child); print the data line."""
+        args, models = self.args, self.tmp / "models"
         models.mkdir()
-        answers_file = tmp / "answers.json"
-        prep = _run_child(
+        self.prep = prep = run_child(
+            SCRIPT,
             "--_prepare",
             {
                 "manifest": str(args.manifest),
-                "indexes": str(indexes),
+                "indexes": str(self.tmp / "indexes"),
                 "models": str(models),
                 "rankers": args.rankers,
                 "device": args.device,
                 "limit_queries": args.limit_queries,
                 "answers": str(args.answers) if args.answers else "",
-                "answers_file": str(answers_file),
+                "answers_file": str(self.tmp / "answers.json"),
             },
         )
         data = f"{prep['collection']}; answers: {prep['source']}"
@@ -341,50 +305,56 @@ def main() -> int:
             data += f"; first {prep['qids']} of {prep['total_qids']} queries: "
             data += f"{prep['answers']} answers"
         print(f"data: {data}")
-        print(
-            f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
-            f"{platform.python_version()}; --device {args.device}",
-            flush=True,
+        print(f"machine: {machine()}; --device {args.device}", flush=True)
+        return prep
+
+    def measure(self, number: int, entry: dict, label: str) -> dict:
+        """Every mode of one ranker: the results by mode, or ``{"error": ...}`` at the first
+        failing mode."""
+        indexes, collection = self.tmp / "indexes", self.prep["collection"]
+        # fresh caches for this ranker: a copy of the collection without any cache file
+        fast_indexes = self.tmp / f"fast-{number}"
+        shutil.copytree(
+            indexes / collection,
+            fast_indexes / collection,
+            ignore=shutil.ignore_patterns("scores.sqlite*", "nrp.sqlite*"),
         )
-        rows = []
-        for number, entry in enumerate(prep["specs"]):
-            label = entry["shown"] + (" *" if entry["tiny"] else "")
-            if entry["error"]:
-                rows.append((label, {"error": entry["error"]}))
-                continue
-            # fresh caches for this ranker: a copy of the collection without any cache file
-            fast_indexes = tmp / f"fast-{number}"
-            shutil.copytree(
-                indexes / prep["collection"],
-                fast_indexes / prep["collection"],
-                ignore=shutil.ignore_patterns("scores.sqlite*", "nrp.sqlite*"),
-            )
-            found: dict = {}
-            for mode in modes:
-                payload = {
-                    "spec": entry["spec"],
-                    "mode": mode,
-                    "collection": prep["collection"],
-                    "indexes": str(indexes if mode == "full" else fast_indexes),
-                    "answers_file": str(answers_file),
-                    "rows": str(tmp / f"rows-{number}-{mode}.json"),
-                }
-                try:
-                    result = _run_child("--_measure", payload, timeout=args.timeout)
-                    result["rows"] = json.loads(Path(payload["rows"]).read_text())
-                except subprocess.TimeoutExpired:
-                    result = {"error": f"{mode}: timed out after {args.timeout:.0f} s"}
-                except RuntimeError as error:
-                    result = {"error": f"{mode}: {error}"}
-                found[mode] = result
-                status = result.get("error") or f"{result['wall_s']:.1f} s"
-                print(f"  measured {label} {MODE_LABEL[mode]}: {status}", file=sys.stderr)
-                if "error" in result:
-                    break
-            errors = [r["error"] for r in found.values() if "error" in r]
-            rows.append((label, {"error": errors[0]} if errors else found))
-    print_table(rows, modes, any(entry["tiny"] for entry in prep["specs"]))
-    return 0 if all("error" not in result for _, result in rows) else 1
+        found: dict = {}
+        for mode in self.modes:
+            payload = {
+                "spec": entry["spec"],
+                "mode": mode,
+                "collection": collection,
+                "indexes": str(indexes if mode == "full" else fast_indexes),
+                "answers_file": str(self.tmp / "answers.json"),
+                "rows": str(self.tmp / f"rows-{number}-{mode}.json"),
+            }
+            timeout = self.args.timeout
+            try:
+                result = run_child(SCRIPT, "--_measure", payload, timeout=timeout)
+                result["rows"] = json.loads(Path(payload["rows"]).read_text())
+            except subprocess.TimeoutExpired:
+                result = {"error": f"{mode}: timed out after {timeout:.0f} s"}
+            except RuntimeError as error:
+                result = {"error": f"{mode}: {error}"}
+            found[mode] = result
+            status = result.get("error") or f"{result['wall_s']:.1f} s"
+            print(f"  measured {label} {MODE_LABEL[mode]}: {status}", file=sys.stderr)
+            if "error" in result:
+                break
+        errors = [r["error"] for r in found.values() if "error" in r]
+        return {"error": errors[0]} if errors else found
+
+
+# -- the table -----------------------------------------------------------------------------------
+@dataclass
+class _Findings:
+    """What the table's lines below it say: per-ranker notes, the dense speed-up goals and the
+    pointwise rankers' model-call check."""
+
+    notes: list[str] = field(default_factory=list)
+    goals: list[str] = field(default_factory=list)
+    pointwise: list[tuple[str, bool, dict, dict]] = field(default_factory=list)
 
 
 def print_table(rows: list[tuple[str, dict]], modes: list[str], any_tiny: bool) -> None:
@@ -402,111 +372,23 @@ def print_table(rows: list[tuple[str, dict]], modes: list[str], any_tiny: bool) 
     print()
     print(header)
     print("-" * len(header))
-    notes, goals, pointwise = [], [], []
+    findings = _Findings()
     for label, found in rows:
         if "error" in found:
             print(f"{label:<{width}} failed: {found['error'][:160]}")
             continue
-        fast, full = found["fast"], found["full"]
-        same, why = compare(fast["rows"], full["rows"])
-        if cached:
-            same_cached, why_cached = compare(found["cached"]["rows"], full["rows"])
-            if not same_cached:
-                why = "; ".join(w for w in (why, f"cached: {why_cached}") if w)
-            same = same and same_cached
-        ratio = full["wall_s"] / max(fast["wall_s"], 1e-9)
-        differ = max(
-            [_differing(found[m]["rows"], full["rows"]) for m in modes if m != "full"] or [0]
-        )
-        verdict = "yes" if same else (f"NO ({differ})" if differ else "NO")
-        line = (
-            f"{label:<{width}} {verdict:>8} {model_calls(fast['counts']):>10,} "
-            + (f"{model_calls(found['cached']['counts']):>7,} " if cached else "")
-            + f"{model_calls(full['counts']):>10,} {fast['wall_s']:>7.2f} "
-            + (f"{found['cached']['wall_s']:>8.2f} " if cached else "")
-            + f"{full['wall_s']:>7.2f} {ratio:>8.1f}x "
-        )
-        if cached:
-            line += f"{full['wall_s'] / max(found['cached']['wall_s'], 1e-9):>10.1f}x "
-        line += f"{fast['peak_rss_mib']:>8,.0f} {full['peak_rss_mib']:>8,.0f}"
-        print(line)
-
-        parts = []
-        for mode in modes:
-            c = found[mode]["counts"]
-            part = (
-                f"{MODE_LABEL[mode]} {c['answers_scored']:,} answers + "
-                f"{c['documents_scored']:,} docs + {c['pair_evaluations']:,} pairs"
-            )
-            if c["documents_rescored"]:
-                part += f" ({c['documents_rescored']:,} docs rescored by array arithmetic)"
-            parts.append(part)
-        note = f"{label}: {fast['mode']} vs {full['mode']}; " + "; ".join(parts)
-        note += f"; load {fast['load_s']:.1f} s"
-        diff = _max_score_diff(fast["rows"], full["rows"])
-        note += f"; max |answer score fast - full| {diff:.3g}"
-        note += (
-            f"; answers tied with a document: fast {_tied(fast['rows'])}, "
-            f"full {_tied(full['rows'])}"
-        )
-        if not same:
-            note += f"; NRP differs: {why}"
-        notes.append(note)
-
+        same, why = _verdict(found, modes)
+        print(_table_line(label, width, found, modes, same))
+        findings.notes.append(_note(label, found, modes, same, why))
+        fast = found["fast"]
         if fast["mode"] in POINTWISE_MODES:
             c = fast["counts"]
             ok = c["answers_scored"] == fast["ranked"] and c["documents_scored"] == fast["dq_sum"]
-            pointwise.append((label, ok, c, fast))
+            findings.pointwise.append((label, ok, c, fast))
         if label.split(":")[0].split()[0] == "dense":
-            target = 0.8 * (fast["dq_mean_per_answer"] + 1)
-            goals.append(
-                f"{label}: speed-up {ratio:.1f}x, goal >= 0.8 x (mean |D_q| + 1) = "
-                f"{target:.1f}x: {'met' if ratio >= target else 'not met'}"
-                + (
-                    f"; with D_q cached {full['wall_s'] / found['cached']['wall_s']:.1f}x: "
-                    + ("met" if full["wall_s"] / found["cached"]["wall_s"] >= target else "not met")
-                    if cached
-                    else ""
-                )
-            )
-            calls_ratio = model_calls(full["counts"]) / max(model_calls(fast["counts"]), 1)
-            goals.append(
-                f"  (model calls full/fast {calls_ratio:.1f}x: {fast['ranked']} answers over "
-                f"{fast['qids']} queries, {fast['ranked'] / max(fast['qids'], 1):.1f} per query; "
-                "a cold fast run scores every D_q once, which outweighs the answers unless a "
-                "query has many of them)"
-            )
-
+            findings.goals += _dense_goals(label, found, cached)
     print()
-    first = next((f for _, f in rows if "error" not in f), None)
-    if first is not None:
-        fast = first["fast"]
-        skipped = sorted(set(fast["skipped"]))
-        print(
-            f"{fast['ranked']} answers ranked, {fast['qids']} queries, sum of |D_q| "
-            f"{fast['dq_sum']:,} (mean |D_q| per answer {fast['dq_mean_per_answer']:.1f})"
-            + (
-                f"; {len(fast['skipped'])} skipped (no judged documents: {', '.join(skipped)})"
-                if skipped
-                else ""
-            )
-        )
-    if pointwise:
-        labels = ", ".join(label for label, *_ in pointwise)
-        verdict = "yes" if all(ok for _, ok, *_ in pointwise) else "no"
-        print(f"pointwise rankers ({labels}): one model call per answer: {verdict}")
-        for label, ok, c, fast in pointwise:
-            if not ok:
-                print(
-                    f"  {label}: {c['answers_scored']} answers scored for {fast['ranked']} "
-                    f"answers, {c['documents_scored']} documents scored for "
-                    f"sum |D_q| = {fast['dq_sum']}"
-                )
-    for goal in goals:
-        print(goal)
-    print()
-    for note in notes:
-        print(note)
+    _print_findings(rows, findings)
     print()
     if any_tiny:
         print(f"* {TINY_NOTE} (T5: 1 layer, d_model 16, 512 input tokens)")
@@ -520,7 +402,116 @@ def print_table(rows: list[tuple[str, dict]], modes: list[str], any_tiny: bool) 
         "  score_answers call only (model loading timed apart, see load); MiB: peak RSS (VmHWM)\n"
         "  of the run's own process, loading included. One process per ranker and mode."
     )
-    print(f"(measured {time.strftime('%Y-%m-%d %H:%M')})")
+    print(measured())
+
+
+def _verdict(found: dict, modes: list[str]) -> tuple[bool, str]:
+    """Whether fast (and cached) positioned every answer as full did; why not."""
+    full = found["full"]
+    same, why = compare(found["fast"]["rows"], full["rows"])
+    if "cached" in modes:
+        same_cached, why_cached = compare(found["cached"]["rows"], full["rows"])
+        if not same_cached:
+            why = "; ".join(w for w in (why, f"cached: {why_cached}") if w)
+        same = same and same_cached
+    return same, why
+
+
+def _table_line(label: str, width: int, found: dict, modes: list[str], same: bool) -> str:
+    cached = "cached" in modes
+    fast, full = found["fast"], found["full"]
+    differ = max([_differing(found[m]["rows"], full["rows"]) for m in modes if m != "full"] or [0])
+    verdict = "yes" if same else (f"NO ({differ})" if differ else "NO")
+    line = (
+        f"{label:<{width}} {verdict:>8} {model_calls(fast['counts']):>10,} "
+        + (f"{model_calls(found['cached']['counts']):>7,} " if cached else "")
+        + f"{model_calls(full['counts']):>10,} {fast['wall_s']:>7.2f} "
+        + (f"{found['cached']['wall_s']:>8.2f} " if cached else "")
+        + f"{full['wall_s']:>7.2f} {ratio(full['wall_s'], fast['wall_s']):>8.1f}x "
+    )
+    if cached:
+        line += f"{ratio(full['wall_s'], found['cached']['wall_s']):>10.1f}x "
+    return line + f"{fast['peak_rss_mib']:>8,.0f} {full['peak_rss_mib']:>8,.0f}"
+
+
+def _note(label: str, found: dict, modes: list[str], same: bool, why: str) -> str:
+    fast, full = found["fast"], found["full"]
+    parts = []
+    for mode in modes:
+        c = found[mode]["counts"]
+        part = (
+            f"{MODE_LABEL[mode]} {c['answers_scored']:,} answers + "
+            f"{c['documents_scored']:,} docs + {c['pair_evaluations']:,} pairs"
+        )
+        if c["documents_rescored"]:
+            part += f" ({c['documents_rescored']:,} docs rescored by array arithmetic)"
+        parts.append(part)
+    note = f"{label}: {fast['mode']} vs {full['mode']}; " + "; ".join(parts)
+    note += f"; load {fast['load_s']:.1f} s"
+    diff = _max_score_diff(fast["rows"], full["rows"])
+    note += f"; max |answer score fast - full| {diff:.3g}"
+    note += (
+        f"; answers tied with a document: fast {_tied(fast['rows'])}, full {_tied(full['rows'])}"
+    )
+    if not same:
+        note += f"; NRP differs: {why}"
+    return note
+
+
+def _dense_goals(label: str, found: dict, cached: bool) -> list[str]:
+    """The dense ranker's speed-up against its goal, and its model calls."""
+    fast, full = found["fast"], found["full"]
+    speed_up = ratio(full["wall_s"], fast["wall_s"])
+    target = 0.8 * (fast["dq_mean_per_answer"] + 1)
+    goal = (
+        f"{label}: speed-up {speed_up:.1f}x, goal >= 0.8 x (mean |D_q| + 1) = "
+        f"{target:.1f}x: {'met' if speed_up >= target else 'not met'}"
+    )
+    if cached:
+        with_cache = full["wall_s"] / found["cached"]["wall_s"]
+        goal += f"; with D_q cached {with_cache:.1f}x: " + (
+            "met" if with_cache >= target else "not met"
+        )
+    calls_ratio = model_calls(full["counts"]) / max(model_calls(fast["counts"]), 1)
+    return [
+        goal,
+        f"  (model calls full/fast {calls_ratio:.1f}x: {fast['ranked']} answers over "
+        f"{fast['qids']} queries, {fast['ranked'] / max(fast['qids'], 1):.1f} per query; "
+        "a cold fast run scores every D_q once, which outweighs the answers unless a "
+        "query has many of them)",
+    ]
+
+
+def _print_findings(rows: list[tuple[str, dict]], findings: _Findings) -> None:
+    first = next((f for _, f in rows if "error" not in f), None)
+    if first is not None:
+        fast = first["fast"]
+        skipped = sorted(set(fast["skipped"]))
+        print(
+            f"{fast['ranked']} answers ranked, {fast['qids']} queries, sum of |D_q| "
+            f"{fast['dq_sum']:,} (mean |D_q| per answer {fast['dq_mean_per_answer']:.1f})"
+            + (
+                f"; {len(fast['skipped'])} skipped (no judged documents: {', '.join(skipped)})"
+                if skipped
+                else ""
+            )
+        )
+    if findings.pointwise:
+        labels = ", ".join(label for label, *_ in findings.pointwise)
+        verdict = "yes" if all(ok for _, ok, *_ in findings.pointwise) else "no"
+        print(f"pointwise rankers ({labels}): one model call per answer: {verdict}")
+        for label, ok, c, fast in findings.pointwise:
+            if not ok:
+                print(
+                    f"  {label}: {c['answers_scored']} answers scored for {fast['ranked']} "
+                    f"answers, {c['documents_scored']} documents scored for "
+                    f"sum |D_q| = {fast['dq_sum']}"
+                )
+    for goal in findings.goals:
+        print(goal)
+    print()
+    for note in findings.notes:
+        print(note)
 
 
 if __name__ == "__main__":

@@ -27,78 +27,42 @@ timed apart from scoring; documents per second are over scoring only.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+# the measuring code shared by the benchmarks (scripts/benchkit.py); importing it imports nothing
+# heavy
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchkit import (
+    ROOT,
+    TINY_NOTE,
+    child_main,
+    complete_specs,
+    emit,
+    load_ranker,
+    machine,
+    measured,
+    peak_rss_mib,
+    ratio,
+    run_child,
+    sync,
+    torch_stats,
+)
+
 DEFAULT_MANIFEST = ROOT / "manifests" / "mediqa-2019.yaml"
 DEMO_MANIFEST = ROOT / "nrp" / "data" / "demo" / "manifest.yaml"
 DEFAULT_RANKERS = "tfidf,dph,bm25,bm25:stats=collection,dense,monot5,duot5,colbert"
-RESULT_MARK = "BENCH_RESULT "
-TINY_NOTE = "tiny random checkpoint: measures the code path, not a real model's speed"
-# Tiny checkpoints: T5 with T5's real input limit (512 positions: every input is as long as a
-# real monoT5's, the sentencepiece vocabulary being tiny), ColBERT at the most its 64 position
-# embeddings allow (ColBERTv2 reads 32 query and 180 document tokens).
-TINY_T5_POSITIONS = 512
-TINY_COLBERT_LIMITS = {"query_maxlen": 32, "doc_maxlen": 64}
-# (ranker, parameter) -> the tiny checkpoint that fills it when the spec does not give it
-TINY_KEYS = {
-    "monot5": {"model": "monot5"},
-    "duot5": {"model": "duot5", "mono_model": "monot5"},
-    "colbert": {"model": "colbert"},
-}
+SCRIPT = Path(__file__).resolve()
 
 
 # -- child processes ----------------------------------------------------------------------------
-def _run_child(mode: str, payload: dict, timeout: float | None = None) -> dict:
-    """Run this script in ``mode`` in a fresh interpreter; its last RESULT_MARK line, parsed."""
-    env = dict(os.environ)
-    env.setdefault("HF_HUB_OFFLINE", "1")
-    env.setdefault("TRANSFORMERS_OFFLINE", "1")
-    env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    out = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), mode, json.dumps(payload)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
-    lines = [line for line in out.stdout.splitlines() if line.startswith(RESULT_MARK)]
-    if out.returncode != 0 or not lines:
-        tail = (out.stderr.strip() or out.stdout.strip() or "no output").splitlines()[-1]
-        raise RuntimeError(f"exit {out.returncode}: {tail}")
-    return json.loads(lines[-1][len(RESULT_MARK) :])
-
-
-def _emit(result: dict) -> None:
-    print(RESULT_MARK + json.dumps(result), flush=True)
-
-
-def _peak_rss_mib() -> float:
-    """This process's RSS high-water mark: VmHWM (Linux), else ru_maxrss."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    import resource
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 2**20 if sys.platform == "darwin" else peak / 1024
-
-
 def _prepare(payload: dict) -> None:
     """Ingest the collection, build the tiny checkpoints the specs need, complete the specs."""
     from nrp import ingest
     from nrp.collection.collection import Collection
-    from nrp.rankers.registry import parse_spec, split_specs
 
     source = ""
     try:
@@ -116,47 +80,8 @@ def _prepare(payload: dict) -> None:
         frame = frame[frame["qid"].isin(set(qids[: payload["limit_queries"]]))]
 
     models = Path(payload["models"])
-    tiny_paths: dict[str, str] = {}
-
-    def tiny(kind: str) -> str:
-        if kind not in tiny_paths:
-            try:
-                tiny_paths[kind] = _build_tiny(kind, models)
-            except KeyboardInterrupt:
-                raise
-            except BaseException as error:  # pytest's Skipped (colbert absent) is one
-                raise RuntimeError(f"cannot build the tiny {kind} checkpoint: {error}") from None
-        return tiny_paths[kind]
-
-    specs = []
-    for shown in split_specs(payload["rankers"]):
-        entry = {"shown": shown, "spec": shown, "tiny": False, "error": ""}
-        try:
-            info, _ = parse_spec(shown)
-            rest = shown.partition(":")[2]
-            given = {item.partition("=")[0].strip() for item in rest.split(",") if item.strip()}
-            extra: dict[str, object] = {}
-            for key, kind in TINY_KEYS.get(info.name, {}).items():
-                if key not in given:
-                    extra[key] = tiny(kind)
-                    entry["tiny"] = True
-            if info.name == "colbert" and entry["tiny"]:
-                extra.update({k: v for k, v in TINY_COLBERT_LIMITS.items() if k not in given})
-            if "device" in info.params and "device" not in given:
-                extra["device"] = payload["device"]
-            if "batch" in info.params and payload["batch"] and "batch" not in given:
-                extra["batch"] = payload["batch"]
-            if "verbose" in info.params and "verbose" not in given:
-                extra["verbose"] = False
-            if extra:
-                items = [item for item in rest.split(",") if item.strip()]
-                items += [f"{k}={v}" for k, v in extra.items()]
-                entry["spec"] = f"{info.name}:{','.join(items)}"
-        except Exception as error:
-            entry["error"] = str(error).splitlines()[0] if str(error) else type(error).__name__
-        specs.append(entry)
-
-    _emit(
+    specs = complete_specs(payload["rankers"], models, payload["device"], payload["batch"])
+    emit(
         {
             "collection": result.name,
             "source": source,
@@ -169,49 +94,6 @@ def _prepare(payload: dict) -> None:
     )
 
 
-def _build_tiny(kind: str, models: Path) -> str:
-    """A tiny random checkpoint (``monot5``, ``duot5`` or ``colbert``) from the test suite's
-    builders; the two T5 ones share a tokenizer and differ by seed."""
-    tests = str(ROOT / "tests" / "rankers")
-    if tests not in sys.path:
-        sys.path.insert(0, tests)
-    folder = models / kind
-    if kind == "colbert":
-        from test_colbert import build_tiny_colbert
-
-        return str(build_tiny_colbert(folder))
-    from tiny_models import build_tiny_t5, build_tiny_t5_tokenizer
-
-    tokenizer = models / "t5-tokenizer"
-    if not tokenizer.is_dir():
-        build_tiny_t5_tokenizer(tokenizer)
-    seed = {"monot5": 0, "duot5": 1}[kind]
-    build_tiny_t5(folder, tokenizer, seed=seed, n_positions=TINY_T5_POSITIONS)
-    return str(folder)
-
-
-def _load_model(ranker: object) -> None:
-    """Load what the ranker loads lazily on first use, so that scoring times scoring only."""
-    from nrp.rankers import text_pipeline
-    from nrp.rankers.colbert import ColBERTRanker
-    from nrp.rankers.dense import DenseRanker
-    from nrp.rankers.lexical import LexicalRanker
-    from nrp.rankers.t5 import DuoT5Ranker, MonoT5Ranker
-
-    if isinstance(ranker, LexicalRanker):
-        text_pipeline.analyse("loading")  # imports NLTK's Porter stemmer (seconds)
-        _ = ranker.background  # stats=collection: the corpus statistics
-    elif isinstance(ranker, DuoT5Ranker):
-        ranker.mono.t5.load()
-        ranker.t5.load()
-    elif isinstance(ranker, MonoT5Ranker):
-        ranker.t5.load()
-    elif isinstance(ranker, DenseRanker):
-        _ = ranker.model
-    elif isinstance(ranker, ColBERTRanker):
-        _ = ranker.checkpoint
-
-
 def _measure(payload: dict) -> None:
     """One ranker: load, then score the frame ``repeat`` times; times, memory and a check."""
     import logging
@@ -219,8 +101,6 @@ def _measure(payload: dict) -> None:
     import numpy as np
 
     from nrp.collection.collection import Collection
-    from nrp.rankers.device import resolve_device
-    from nrp.rankers.registry import make_ranker
 
     # the tiny T5's sentencepiece splits real text into many pieces: every input is cut at the
     # input limit and each call would log it
@@ -231,21 +111,12 @@ def _measure(payload: dict) -> None:
         qids = frame["qid"].drop_duplicates()[: payload["limit_queries"]]
         frame = frame[frame["qid"].isin(set(qids))].reset_index(drop=True)
 
-    start = time.perf_counter()
-    ranker = make_ranker(payload["spec"])
-    ranker.bind_collection(collection)
-    _load_model(ranker)
-    device = "cpu"
-    if "device" in ranker.params:
-        device = resolve_device(str(ranker.params["device"]))
-    _sync(device)
-    load_s = time.perf_counter() - start
-
+    ranker, device, load_s = load_ranker(payload["spec"], collection)
     times = []
     for _ in range(payload["repeat"]):
         start = time.perf_counter()
         out = ranker.transform(frame)
-        _sync(device)
+        sync(device)
         times.append(time.perf_counter() - start)
     if len(out) != len(frame):
         raise RuntimeError(f"{len(out)} scored rows for {len(frame)} input rows")
@@ -266,30 +137,16 @@ def _measure(payload: dict) -> None:
         "load_s": load_s,
         "score_s": min(times),
         "first_score_s": times[0],
-        "peak_rss_mib": _peak_rss_mib(),
+        "peak_rss_mib": peak_rss_mib(),
         "device": device,
         "notes": notes,
     }
-    if "torch" in sys.modules:
-        import torch
-
-        result["torch_threads"] = torch.get_num_threads()
-        if device.startswith("cuda"):
-            result["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
-    _emit(result)
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize()
+    emit(result | torch_stats(device))
 
 
 # -- the parent: no heavy imports, so the children's memory is theirs alone -------------------
 def main() -> int:
-    if len(sys.argv) == 3 and sys.argv[1] in ("--_prepare", "--_measure"):
-        (_prepare if sys.argv[1] == "--_prepare" else _measure)(json.loads(sys.argv[2]))
+    if child_main({"--_prepare": _prepare, "--_measure": _measure}):
         return 0
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -314,7 +171,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="nrp-bench-rankers-") as tmp:
         indexes, models = Path(tmp) / "indexes", Path(tmp) / "models"
         models.mkdir()
-        prep = _run_child(
+        prep = run_child(
+            SCRIPT,
             "--_prepare",
             {
                 "manifest": str(args.manifest),
@@ -333,8 +191,7 @@ def main() -> int:
         if prep["source"]:
             print(f"NOTE: {prep['source']}")
         print(
-            f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
-            f"{platform.python_version()}; --device {args.device}"
+            f"machine: {machine()}; --device {args.device}"
             + (f", --batch {args.batch}" if args.batch else "")
             + (f", best of {args.repeat}" if args.repeat > 1 else ""),
             flush=True,
@@ -353,7 +210,7 @@ def main() -> int:
                 "repeat": args.repeat,
             }
             try:
-                result = _run_child("--_measure", payload, timeout=args.timeout)
+                result = run_child(SCRIPT, "--_measure", payload, timeout=args.timeout)
             except subprocess.TimeoutExpired:
                 result = {"error": f"timed out after {args.timeout:.0f} s"}
             except RuntimeError as error:
@@ -367,7 +224,7 @@ def main() -> int:
 
 def print_table(rows: list[tuple[str, dict]], any_tiny: bool, repeat: int) -> None:
     done = [r for _, r in rows if "error" not in r]
-    fastest = max((r["docs"] / max(r["score_s"], 1e-9) for r in done), default=0.0)
+    fastest = max((ratio(r["docs"], r["score_s"]) for r in done), default=0.0)
     gpu = any("peak_gpu_mib" in r for r in done)
     width = max([len(label) for label, _ in rows] + [24])
     header = (
@@ -384,7 +241,7 @@ def print_table(rows: list[tuple[str, dict]], any_tiny: bool, repeat: int) -> No
         if "error" in r:
             print(f"{label:<{width}} failed: {r['error'][:160]}")
             continue
-        rate = r["docs"] / max(r["score_s"], 1e-9)
+        rate = ratio(r["docs"], r["score_s"])
         slower = fastest / rate if rate else float("inf")
         line = (
             f"{label:<{width}} {r['device']:>6} {r['docs']:>6,} {r['load_s']:>7.2f} "
@@ -413,7 +270,7 @@ def print_table(rows: list[tuple[str, dict]], any_tiny: bool, repeat: int) -> No
         "  peak RSS: the process's high-water mark over load and scoring, one process per ranker"
         + (f"; torch threads: {', '.join(map(str, sorted(threads)))}" if threads else "")
     )
-    print(f"(measured {time.strftime('%Y-%m-%d %H:%M')})")
+    print(measured())
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ Data: MEDIQA 2019 (manifests/mediqa-2019.yaml, ../shared/data beside the repo: 1
 1,107 judged answers as D_q), ingested into a temporary indexes folder. Answers: MEDIQA has no
 generated answers, so each topic gets the first ``--per-query`` documents of the next topic (cut
 to 1,500 characters) and one short text of our own; ``--answers FILE`` ranks any answer file
-``nrp.nrp.answers.read_answers`` reads instead.
+``nrp.answers.read_answers`` reads instead.
 
     .venv/bin/python scripts/bench_ray.py
     .venv/bin/python scripts/bench_ray.py --rankers dense --limit-queries 30
@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -61,9 +60,12 @@ import pandas as pd
 
 from nrp import Collection, ingest
 from nrp.executors import LocalExecutor, RayExecutor
-from nrp.nrp.scoring import score_answers
+from nrp.positioning.scoring import score_answers
 
-ROOT = Path(__file__).resolve().parents[1]
+# the measuring code shared by the benchmarks (scripts/benchkit.py)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchkit import ROOT, machine, ratio
+
 MANIFEST = ROOT / "manifests" / "mediqa-2019.yaml"
 MODES = ("local", "local executor", "ray")
 
@@ -143,7 +145,7 @@ def bench_generation(collection: Collection, ray_executor, args, work: Path) -> 
         same = "-" if mode == "local" else ("yes" if texts[mode] == texts["local"] else "NO")
         stats = executor.stats if executor is not None else None
         parts = stats.partitions if stats is not None else "-"
-        print(f"{mode:<10} {same:<5} {wall:>7.2f} {answers / wall:>10,.2f} {parts!s:>5}  "
+        print(f"{mode:<10} {same:<5} {wall:>7.2f} {ratio(answers, wall):>10,.2f} {parts!s:>5}  "
               f"{workers_line(stats)}")  # fmt: skip
     print()
 
@@ -172,7 +174,7 @@ def main() -> int:
         ingest(MANIFEST, indexes_dir=work / "indexes")
         collection = Collection.load("mediqa-2019", work / "indexes")
         if args.answers:
-            from nrp.nrp.answers import read_answers
+            from nrp.answers import read_answers
 
             answers = read_answers(args.answers, collection).answers
         else:
@@ -186,8 +188,7 @@ def main() -> int:
         ray_executor = RayExecutor(args.ray_address, actors=args.ray_cpus)
         workers = ray_executor.start()
         ray_start = time.perf_counter() - started
-        print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
-              f"{platform.python_version()}; {ray_executor.describe()}: {len(workers)} "
+        print(f"machine: {machine()}; {ray_executor.describe()}: {len(workers)} "
               f"actor(s) ready in {ray_start:.1f} s (Ray start + actor start)")  # fmt: skip
         print(f"input: MEDIQA 2019, {len(answers):,} answers over "
               f"{answers['qid'].nunique()} queries; partitions of up to {args.chunk_size} "
@@ -218,7 +219,7 @@ def main() -> int:
                 same = "-" if mode == "local" else compare(table, tables["local"])
                 stats = executor.stats if executor is not None else None
                 parts = stats.partitions if stats is not None else "-"
-                rate = len(answers) / wall
+                rate = ratio(len(answers), wall)
                 print(f"{spec:<10} {mode:<15} {same:<5} {wall:>7.2f} {rate:>10,.0f} "
                       f"{parts!s:>5}  {workers_line(stats)}")  # fmt: skip
             print()

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -135,84 +136,127 @@ def _texts(collection: str, indexes: Path | None, queries: int, seed: int) -> di
     }
 
 
+@dataclass(frozen=True)
+class Target:
+    """The server under test and the collection its requests name."""
+
+    url: str
+    token: str
+    collection: str
+
+
+@dataclass(frozen=True)
+class Load:
+    """One phase's load: ``clients`` sending requests of ``answers`` answers back to back for
+    ``duration`` seconds or until ``max_requests`` in all; ``seed`` draws the answers."""
+
+    clients: int
+    duration: float
+    max_requests: int
+    answers: int
+    seed: int
+
+
 async def _phase(
-    url: str,
-    token: str,
-    collection: str,
-    ranker: str,
-    texts: dict[str, list[str]],
-    clients: int,
-    duration: float,
-    max_requests: int,
-    answers: int,
-    seed: int,
+    target: Target, ranker: str, texts: dict[str, list[str]], load: Load
 ) -> dict[str, object]:
-    headers = {"Authorization": f"Bearer {token}"}
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    headers = {"Authorization": f"Bearer {target.token}"}
+    limits = httpx.Limits(max_connections=load.clients, max_keepalive_connections=load.clients)
+    async with httpx.AsyncClient(
+        base_url=target.url, headers=headers, timeout=120, limits=limits
+    ) as http:
+        await _warm_up(http, target.collection, ranker, texts)
+        clients = _Clients(http, target.collection, ranker, texts, load)
+        started = time.perf_counter()
+        await asyncio.gather(*(clients.run(n) for n in range(load.clients)))
+        elapsed = time.perf_counter() - started
+    return _report(ranker, load, clients, elapsed)
+
+
+async def _warm_up(
+    http: httpx.AsyncClient, collection: str, ranker: str, texts: dict[str, list[str]]
+) -> None:
+    """Every query once (model load, D_q scores into the score cache)."""
     qids = sorted(texts)
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120, limits=limits) as http:
-        # warm-up: every query once (model load, D_q scores into the score cache)
-        for start in range(0, len(qids), 32):
-            chunk = qids[start : start + 32]
+    for start in range(0, len(qids), 32):
+        chunk = qids[start : start + 32]
+        body = {
+            "collection": collection,
+            "rankers": ranker,
+            "answers": [
+                {"answer_id": f"w{n}", "qid": q, "text": texts[q][0]} for n, q in enumerate(chunk)
+            ],
+        }
+        response = await http.post("/v1/score", json=body)
+        if response.status_code != 200:
+            raise SystemExit(f"warm-up failed: {response.status_code} {response.text[:300]}")
+
+
+class _Clients:
+    """The clients of one phase and what they measured: latencies of the answered requests (s),
+    errors by status, requests sent."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        collection: str,
+        ranker: str,
+        texts: dict[str, list[str]],
+        load: Load,
+    ):
+        self.http, self.collection, self.ranker = http, collection, ranker
+        self.texts, self.load, self.qids = texts, load, sorted(texts)
+        self.latencies: list[float] = []
+        self.errors: dict[str, int] = {}
+        self.sent = 0
+        self.deadline = time.monotonic() + load.duration
+
+    async def run(self, number: int) -> None:
+        """Client ``number``: requests back to back until the deadline or the request limit."""
+        load = self.load
+        rng = random.Random(load.seed * 1000 + number)
+        while time.monotonic() < self.deadline and self.sent < load.max_requests:
+            self.sent += 1
+            sent = self.sent
+            chosen = [rng.choice(self.qids) for _ in range(load.answers)]
             body = {
-                "collection": collection,
-                "rankers": ranker,
+                "collection": self.collection,
+                "rankers": self.ranker,
                 "answers": [
-                    {"answer_id": f"w{n}", "qid": q, "text": texts[q][0]}
-                    for n, q in enumerate(chunk)
+                    {
+                        "answer_id": f"c{number}-{sent}-{k}",
+                        "qid": q,
+                        "text": f"{rng.choice(self.texts[q])} {number}-{sent}-{k}",
+                    }
+                    for k, q in enumerate(chosen)
                 ],
             }
-            response = await http.post("/v1/score", json=body)
-            if response.status_code != 200:
-                raise SystemExit(f"warm-up failed: {response.status_code} {response.text[:300]}")
-        latencies: list[float] = []
-        errors: dict[str, int] = {}
-        sent = 0
-        deadline = time.monotonic() + duration
+            began = time.perf_counter()
+            try:
+                response = await self.http.post("/v1/score", json=body)
+                status = str(response.status_code)
+            except httpx.HTTPError as err:
+                status = type(err).__name__
+            if status == "200":
+                self.latencies.append(time.perf_counter() - began)
+            else:
+                self.errors[status] = self.errors.get(status, 0) + 1
 
-        async def client(number: int) -> None:
-            nonlocal sent
-            rng = random.Random(seed * 1000 + number)
-            while time.monotonic() < deadline and sent < max_requests:
-                sent += 1
-                chosen = [rng.choice(qids) for _ in range(answers)]
-                body = {
-                    "collection": collection,
-                    "rankers": ranker,
-                    "answers": [
-                        {
-                            "answer_id": f"c{number}-{sent}-{k}",
-                            "qid": q,
-                            "text": f"{rng.choice(texts[q])} {number}-{sent}-{k}",
-                        }
-                        for k, q in enumerate(chosen)
-                    ],
-                }
-                began = time.perf_counter()
-                try:
-                    response = await http.post("/v1/score", json=body)
-                    status = str(response.status_code)
-                except httpx.HTTPError as err:
-                    status = type(err).__name__
-                if status == "200":
-                    latencies.append(time.perf_counter() - began)
-                else:
-                    errors[status] = errors.get(status, 0) + 1
 
-        started = time.perf_counter()
-        await asyncio.gather(*(client(n) for n in range(clients)))
-        elapsed = time.perf_counter() - started
+def _report(ranker: str, load: Load, clients: _Clients, elapsed: float) -> dict[str, object]:
+    """Throughput and latency percentiles (ms, client side) of one phase."""
+    latencies = clients.latencies
     ms = np.array(latencies) * 1000
     pct = (lambda q: round(float(np.percentile(ms, q)), 2)) if len(ms) else (lambda q: None)
     return {
         "ranker": ranker,
-        "clients": clients,
-        "answers_per_request": answers,
+        "clients": load.clients,
+        "answers_per_request": load.answers,
         "seconds": round(elapsed, 2),
         "requests": len(latencies),
-        "errors": errors,
+        "errors": clients.errors,
         "requests_per_s": round(len(latencies) / elapsed, 1),
-        "answers_per_s": round(len(latencies) * answers / elapsed, 1),
+        "answers_per_s": round(len(latencies) * load.answers / elapsed, 1),
         "p50_ms": pct(50),
         "p95_ms": pct(95),
         "p99_ms": pct(99),
@@ -274,8 +318,8 @@ def main() -> int:
         for ranker in rankers:
             print(f"{ranker}: warm-up, then {args.clients} clients x {args.duration} s ...",
                   file=sys.stderr)  # fmt: skip
-            options = (args.clients, args.duration, args.max_requests, args.answers, args.seed)
-            phase = _phase(url, token, collection, ranker, texts, *options)
+            load = Load(args.clients, args.duration, args.max_requests, args.answers, args.seed)
+            phase = _phase(Target(url, token, collection), ranker, texts, load)
             results.append(asyncio.run(phase))
     finally:
         if server is not None:

@@ -38,7 +38,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 REPO = Path(__file__).resolve().parents[1]
@@ -393,14 +393,73 @@ def main(argv: list[str] | None = None) -> int:
         if args.commoncrawl
         else local_fetcher(args.warc_root)
     )
+    tally = Tally()
+    write_restored(todo, fetch, args, done_rows, tally)
+    tally.print(args, len(done_rows))
+    if tally.interrupted:
+        print("interrupted: rerun with --resume to continue", file=sys.stderr)
+        return 130
+    return 1 if tally.failures else 0
 
-    counts: Counter[str] = Counter()
-    not_html: Counter[str] = Counter()
-    failures: list[str] = []
+
+@dataclass
+class Tally:
+    """What a run did with its pointers: counts by outcome, not-HTML reasons, failures."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    not_html: Counter[str] = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)
+    interrupted: bool = False
+
+    def add(self, outcome: Outcome, pointers: Path) -> str | None:
+        """Count one outcome; the text to write, if any."""
+        self.counts["record id differs from docno"] += outcome.record_id_differs
+        if outcome.text is not None:
+            self.counts["restored"] += 1
+            return outcome.text
+        if outcome.dropped_short:
+            self.counts["dropped short"] += 1
+        elif outcome.not_html is not None:
+            self.not_html[outcome.not_html] += 1
+        else:
+            p = outcome.pointer
+            self.failures.append(f"{p.docno} ({pointers}:{p.line}): {outcome.failure}")
+        return None
+
+    def print(self, args: argparse.Namespace, kept: int) -> None:
+        counts, not_html, failures = self.counts, self.not_html, self.failures
+        differs = counts["record id differs from docno"]
+        fetched = (
+            counts["restored"] + counts["dropped short"] + sum(not_html.values()) + len(failures)
+        )
+        print(f"fetched this run: {fetched}")
+        print(f"restored: {counts['restored']}")
+        print(f"dropped short (text under {args.min_length} characters): {counts['dropped short']}")
+        print(f"skipped, not an HTML page: {sum(not_html.values())}")
+        for reason, n in sorted(not_html.items()):
+            print(f"  {reason}: {n}")
+        if differs:
+            print(f"WARC-Record-ID differs from docno (text kept under the docno): {differs}")
+        print(f"failed: {len(failures)}")
+        for failure in failures[:MAX_FAILURES_SHOWN]:
+            print(f"  failed: {failure}")
+        if len(failures) > MAX_FAILURES_SHOWN:
+            print(f"  ... and {len(failures) - MAX_FAILURES_SHOWN} more")
+        print(f"wrote {args.output} ({kept + counts['restored']} documents)")
+
+
+def write_restored(
+    todo: list[Pointer],
+    fetch: Callable[[Pointer], bytes],
+    args: argparse.Namespace,
+    done_rows: list[list[str]],
+    tally: Tally,
+) -> None:
+    """Fetch and extract ``todo`` into ``args.output`` (after the rows kept by --resume),
+    written aside and renamed, so an interrupted run leaves a complete file of what it did."""
     output: Path = args.output
     output.parent.mkdir(parents=True, exist_ok=True)
     partial = output.with_name(f".{output.name}.partial-{os.getpid()}")
-    interrupted = False
     try:
         with partial.open("w", encoding="utf-8", newline="") as stream:
             writer = csv.writer(stream, delimiter="\t", lineterminator="\n")
@@ -408,46 +467,17 @@ def main(argv: list[str] | None = None) -> int:
             writer.writerows(done_rows)
             try:
                 for outcome in run_all(todo, fetch, args.workers, args.min_length):
-                    counts["record id differs from docno"] += outcome.record_id_differs
-                    if outcome.text is not None:
-                        writer.writerow([outcome.pointer.docno, outcome.text])
-                        counts["restored"] += 1
-                    elif outcome.dropped_short:
-                        counts["dropped short"] += 1
-                    elif outcome.not_html is not None:
-                        not_html[outcome.not_html] += 1
-                    else:
-                        p = outcome.pointer
-                        failures.append(f"{p.docno} ({args.pointers}:{p.line}): {outcome.failure}")
+                    text = tally.add(outcome, args.pointers)
+                    if text is not None:
+                        writer.writerow([outcome.pointer.docno, text])
             except KeyboardInterrupt:
-                interrupted = True
+                tally.interrupted = True
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(partial, output)
     finally:
         with contextlib.suppress(FileNotFoundError):
             partial.unlink()
-
-    differs = counts["record id differs from docno"]
-    fetched = counts["restored"] + counts["dropped short"] + sum(not_html.values()) + len(failures)
-    print(f"fetched this run: {fetched}")
-    print(f"restored: {counts['restored']}")
-    print(f"dropped short (text under {args.min_length} characters): {counts['dropped short']}")
-    print(f"skipped, not an HTML page: {sum(not_html.values())}")
-    for reason, n in sorted(not_html.items()):
-        print(f"  {reason}: {n}")
-    if differs:
-        print(f"WARC-Record-ID differs from docno (text kept under the docno): {differs}")
-    print(f"failed: {len(failures)}")
-    for failure in failures[:MAX_FAILURES_SHOWN]:
-        print(f"  failed: {failure}")
-    if len(failures) > MAX_FAILURES_SHOWN:
-        print(f"  ... and {len(failures) - MAX_FAILURES_SHOWN} more")
-    print(f"wrote {output} ({len(done_rows) + counts['restored']} documents)")
-    if interrupted:
-        print("interrupted: rerun with --resume to continue", file=sys.stderr)
-        return 130
-    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -18,6 +18,11 @@ from nrp.collection.formats import get_format
 from nrp.collection.labels import LabelScale
 from nrp.errors import ConfigError, InputError
 
+# The name of the rows holding an answer's weighted sum over dimensions in NRP results. Not
+# "combined": that is a real ArgQuality quality dimension. A collection may not declare a
+# dimension of this name.
+COMBINED = "weighted"
+
 REPEATED_JUDGMENT_POLICIES = ("error", "max", "min", "mean", "first", "last")
 _TOP_LEVEL_KEYS = {
     "name",
@@ -73,8 +78,6 @@ class Manifest:
         dimensions = raw.get("dimensions")
         if not isinstance(dimensions, Mapping) or not dimensions:
             raise ConfigError(f"{where}: `dimensions` must declare at least one quality dimension")
-        from nrp.nrp import COMBINED
-
         if COMBINED in dimensions:
             raise ConfigError(
                 f"{where}: a dimension may not be named {COMBINED!r}: NRP results use that name "

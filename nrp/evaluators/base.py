@@ -1,11 +1,15 @@
 """The evaluator interface and its registry.
 
 An evaluator takes items (one row per answer: ``ITEM_COLUMNS``) and returns named per-answer
-scores. Like the rankers (``nrp.rankers.registry``), each evaluator module declares
-``EVALUATORS = [EvaluatorInfo(...)]`` with typed parameters, so ``nrp evaluators`` lists them and a
-spec such as ``rouge:stemmer=false`` or ``judge:mode=rubric,samples=3`` is parsed in one place
-(``nrp.spec``). Modules must not import heavy libraries at import time (torch, transformers,
-spaCy): ``available`` and ``build`` import them when called.
+scores. Like the rankers (``nrp.rankers.registry``), each evaluator module declares its
+evaluators with one ``register(EvaluatorInfo(...))`` call each, with typed parameters, so
+``nrp evaluators`` lists them and a spec such as ``rouge:stemmer=false`` or
+``judge:mode=rubric,samples=3`` is parsed in one place (``nrp.spec``). nrp's own modules are named
+in ``BUILTIN_MODULES``; another package adds evaluators by naming its module under the
+entry-point group ``nrp.evaluators`` (docs/extending.md). Modules must not import heavy libraries
+at import time (torch, transformers, spaCy): ``available`` and ``build`` import them when called.
+Parameters, fingerprint and spec string are those of every component
+(``nrp.components.Component``, shared with the rankers).
 
 Contract of ``Evaluator.evaluate(items) -> DataFrame``:
 
@@ -25,17 +29,13 @@ then written as ``LABEL.column``, so one run can hold two configurations of one 
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import json
-import pkgutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from functools import cache
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import pandas as pd
 
+from nrp.components import Component, Registry
 from nrp.errors import ConfigError
 from nrp.spec import Param, parse_params, split_specs
 
@@ -47,7 +47,9 @@ __all__ = [
     "all_evaluators",
     "make_evaluator",
     "make_evaluators",
+    "register",
     "split_specs",
+    "unregister",
 ]
 
 #: what an evaluator reads per answer. ``references`` and ``contexts`` are tuples of strings
@@ -67,13 +69,14 @@ ITEM_COLUMNS = (
 LABEL_PARAM = Param(str, "", "name prefixed to this evaluator's columns (LABEL.column)")
 
 
-class Evaluator:
+class Evaluator(Component):
     """Base class. Subclasses set ``name`` and implement ``score_columns`` and ``evaluate``."""
 
     name: ClassVar[str] = "evaluator"
     #: bump when the scoring code changes what it returns: part of the cache key
     version: ClassVar[str] = "1"
-    #: parameters that do not change the scores (left out of the fingerprint)
+    #: parameters that do not change the scores (left out of the fingerprint; the spec shows
+    #: them, since ``label`` names the columns)
     SCORE_NEUTRAL_PARAMS: ClassVar[frozenset[str]] = frozenset(
         {"batch", "device", "verbose", "label", "concurrency", "timeout", "retries"}
     )
@@ -84,44 +87,17 @@ class Evaluator:
     #: items per ``evaluate`` call when the parameters have no ``batch``
     default_batch: ClassVar[int] = 64
 
-    def __init__(self, params: Mapping[str, Any] | None = None):
-        self.params: dict[str, Any] = dict(params or {})
-
     # -- identity ---------------------------------------------------------------------------
-    def model_checksum(self) -> str:
-        """Checksum of model files the scores depend on ('' for evaluators without a model)."""
-        return ""
+    def fingerprint_params(self, params: Mapping[str, Any]) -> Any:
+        return {k: str(v) for k, v in params.items()}
 
-    def fingerprint(self) -> str:
-        params = {k: v for k, v in self.params.items() if k not in self.SCORE_NEUTRAL_PARAMS}
-        payload = json.dumps(
-            {
-                "name": self.name,
-                "version": self.version,
-                "params": {k: str(v) for k, v in params.items()},
-                "model": self.model_checksum(),
-            },
-            sort_keys=True,
-        )
-        return hashlib.sha256(payload.encode()).hexdigest()[:20]
+    def identity(self) -> dict[str, Any]:
+        """The component's identity and ``version``: new scoring code, new cache key."""
+        return {**super().identity(), "version": self.version}
 
-    def spec(self) -> str:
-        """The spec that rebuilds this evaluator: its name and non-default parameters."""
+    def declared_params(self) -> Mapping[str, Param] | None:
         info = all_evaluators().get(self.name)
-        defaults = {k: p.default for k, p in info.params.items()} if info else {}
-        shown = {
-            k: v
-            for k, v in sorted(self.params.items())
-            if v is not None and (k not in defaults or defaults[k] != v)
-        }
-        params = ",".join(f"{k}={v}" for k, v in shown.items())
-        return f"{self.name}:{params}" if params else self.name
-
-    def __str__(self) -> str:
-        return self.spec()
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.spec()}>"
+        return info.params if info is not None else None
 
     # -- what it writes ---------------------------------------------------------------------
     def score_columns(self) -> list[str]:
@@ -162,32 +138,43 @@ class EvaluatorInfo:
     family: str = "reference-free"
 
 
-_NOT_EVALUATOR_MODULES = {"base", "items", "cache", "run"}
+#: nrp's own evaluator modules, imported on the first listing (no package scan)
+BUILTIN_MODULES = (
+    "nrp.evaluators.reference_based",
+    "nrp.evaluators.heuristics",
+    "nrp.evaluators.judge",
+    "nrp.evaluators.nrp_scores",
+)
+ENTRY_POINT_GROUP = "nrp.evaluators"
 
 
-@cache
+def _with_label(info: EvaluatorInfo) -> EvaluatorInfo:
+    """The declaration as stored: its parameters and the common ``label``."""
+    if "label" in info.params:
+        raise RuntimeError(f"evaluator {info.name!r} declares the common 'label' param")
+    return replace(info, params={**info.params, "label": LABEL_PARAM})
+
+
+EVALUATOR_REGISTRY: Registry[EvaluatorInfo] = Registry(
+    "evaluator", EvaluatorInfo, BUILTIN_MODULES, ENTRY_POINT_GROUP, prepare=_with_label
+)
+
+
+def register(*evaluators: EvaluatorInfo) -> None:
+    """Declare evaluators: ``nrp evaluators`` lists them, ``make_evaluator`` builds them."""
+    for info in evaluators:
+        EVALUATOR_REGISTRY.register(info)
+
+
+def unregister(name: str) -> EvaluatorInfo:
+    """Remove an evaluator's declaration (a notebook redefining it, a test's own evaluator)."""
+    return EVALUATOR_REGISTRY.unregister(name)
+
+
 def all_evaluators() -> dict[str, EvaluatorInfo]:
-    import nrp.evaluators as package
-
-    found: dict[str, EvaluatorInfo] = {}
-    for module_info in pkgutil.iter_modules(package.__path__):
-        if module_info.name.startswith("_") or module_info.name in _NOT_EVALUATOR_MODULES:
-            continue
-        module = importlib.import_module(f"nrp.evaluators.{module_info.name}")
-        for info in getattr(module, "EVALUATORS", ()):
-            if info.name in found:
-                raise RuntimeError(f"evaluator {info.name!r} registered twice")
-            if "label" in info.params:
-                raise RuntimeError(f"evaluator {info.name!r} declares the common 'label' param")
-            found[info.name] = EvaluatorInfo(
-                info.name,
-                info.description,
-                info.build,
-                {**info.params, "label": LABEL_PARAM},
-                info.available,
-                info.family,
-            )
-    return dict(sorted(found.items()))
+    """Every declared evaluator by name, sorted (built-ins and installed plug-ins), each with
+    the common ``label`` parameter."""
+    return EVALUATOR_REGISTRY.entries()
 
 
 def make_evaluator(spec: str) -> Evaluator:

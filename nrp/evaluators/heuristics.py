@@ -105,7 +105,7 @@ import numpy as np
 import pandas as pd
 
 from nrp.errors import ConfigError
-from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param
+from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param, register
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from spacy.language import Language
@@ -694,7 +694,7 @@ PARAMS: dict[str, Param] = {
     "batch": Param(int, 64, "items per evaluate call and docs per nlp.pipe batch"),
 }
 
-EVALUATORS = [
+register(
     EvaluatorInfo(
         NAME,
         "reference-free spaCy heuristics: question overlap, content / subject-verb support in "
@@ -704,4 +704,4 @@ EVALUATORS = [
         _available,
         "reference-free",
     )
-]
+)

@@ -83,7 +83,7 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from nrp.errors import ConfigError, InputError
-from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param
+from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param, register
 
 FAMILY = "judge"
 MODES = ("rubric", "tfn")
@@ -321,7 +321,7 @@ class Judge(Evaluator):
     def backend(self) -> Any:
         """The chat backend (built on first use)."""
         if self._backend is None:
-            from nrp.llm.backends import make_backend
+            from nrp.llm.factory import make_backend
 
             p = self.params
             self._backend = make_backend(
@@ -721,7 +721,7 @@ def _available() -> tuple[bool, str]:
     return True, ""
 
 
-EVALUATORS = [
+register(
     EvaluatorInfo(
         "judge",
         "LLM-as-judge: rubric 1-5 per criterion (G-Eval weighted or Prometheus) or "
@@ -731,6 +731,6 @@ EVALUATORS = [
         _available,
         FAMILY,
     )
-]
+)
 
-__all__ = ["EVALUATORS", "JUDGE_PARAMS", "Judge", "criterion_values", "parse_criteria"]
+__all__ = ["JUDGE_PARAMS", "Judge", "criterion_values", "parse_criteria"]

@@ -1,8 +1,10 @@
-"""NRP as an evaluator: ``nrp.nrp.scoring.score_answers`` behind the evaluator interface, so one
+"""NRP as an evaluator: ``nrp.positioning.scoring.score_answers`` behind the evaluator interface,
+so one
 ``nrp evaluate`` table holds NRP beside BLEU, ROUGE, BERTScore and the judges.
 
 Columns: ``nrp.<dimension>`` for every scored dimension of the bound collection and
-``nrp.weighted``, the combined NRP (``nrp.nrp.COMBINED``: the weighted mean over the dimensions).
+``nrp.weighted``, the combined NRP (``nrp.collection.manifest.COMBINED``: the weighted mean over
+the dimensions).
 An answer whose query has no judged documents with text cannot be ranked: NaN.
 
 Choices, and why:
@@ -34,10 +36,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, NrpError
-from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param
-from nrp.nrp import COMBINED
-from nrp.nrp.ties import TIE_MODES
+from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param, register
+from nrp.positioning.ties import TIE_MODES
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +182,7 @@ class NrpEvaluator(Evaluator):
     def _resolved_rankers(self) -> dict[str, Any]:
         """dimension -> Ranker, built and bound once per collection (models load once)."""
         if self._rankers is None:
-            from nrp.nrp.scoring import resolve_rankers
+            from nrp.positioning.scoring import resolve_rankers
 
             choice: Any = self.choice
             if choice == VALIDATION or (isinstance(choice, str) and choice.endswith(".json")):
@@ -197,7 +199,7 @@ class NrpEvaluator(Evaluator):
                 "evaluator 'nrp' needs the collection the answers belong to: use "
                 "evaluate_answers / `nrp evaluate`, or evaluate(..., collection=...)"
             )
-        from nrp.nrp.scoring import score_answers
+        from nrp.positioning.scoring import score_answers
 
         columns = ["answer_id", "qid", "text", *(c for c in PASSED_THROUGH if c in items)]
         answers = items[columns].reset_index(drop=True)
@@ -227,7 +229,7 @@ class NrpEvaluator(Evaluator):
         return out[names]
 
 
-EVALUATORS = [
+register(
     EvaluatorInfo(
         name="nrp",
         description="Normalized Rank Position per dimension and weighted, with the validated "
@@ -236,4 +238,4 @@ EVALUATORS = [
         params=NRP_PARAMS,
         family="nrp",
     )
-]
+)

@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from nrp.errors import ConfigError
-from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param
+from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param, register
 
 FAMILY = "reference-based"
 #: sacrebleu tokenizers that work offline without extra packages (ja-mecab, ko-mecab need
@@ -244,7 +244,7 @@ class BertScore(Evaluator):
     # -- identity ---------------------------------------------------------------------------
     @property
     def model_path(self) -> str:
-        from nrp.rankers.dense import resolve_model
+        from nrp.models.folders import resolve_model
 
         return resolve_model(str(self.params["model"]))
 
@@ -260,7 +260,7 @@ class BertScore(Evaluator):
         """The encoder folder's checksum (a hub id as given) and the layer read, the baseline
         file's checksum when rescaling, and with idf the collection the weights come from."""
         if self._model_checksum is None:
-            from nrp.rankers.base import checksum_path
+            from nrp.models.checksums import checksum_path
 
             checksum = f"{checksum_path(self.model_path)}:layer={self.layer}"
             if self._baseline is not None:
@@ -316,7 +316,7 @@ class BertScore(Evaluator):
             pairs.extend((i, str(text), str(ref)) for ref in refs)
         if not pairs:
             return out
-        from nrp.rankers.device import resolve_device
+        from nrp.models.device import resolve_device
 
         scorer = _bert_scorer(
             self.model_path, self.layer, resolve_device(str(self.params["device"]))
@@ -393,7 +393,7 @@ def _bertscore_available() -> tuple[bool, str]:
     return True, ""
 
 
-EVALUATORS = [
+register(
     EvaluatorInfo(
         name="bleu",
         description="sacrebleu sentence BLEU (0-100) against all references (multi-reference)",
@@ -401,7 +401,10 @@ EVALUATORS = [
         params=BLEU_PARAMS,
         available=lambda: _needs("sacrebleu", "sacrebleu"),
         family=FAMILY,
-    ),
+    )
+)
+
+register(
     EvaluatorInfo(
         name="rouge",
         description="rouge-score ROUGE-1/2/L against the best-matching reference (F1 default)",
@@ -409,7 +412,10 @@ EVALUATORS = [
         params=ROUGE_PARAMS,
         available=lambda: _needs("rouge_score", "rouge-score"),
         family=FAMILY,
-    ),
+    )
+)
+
+register(
     EvaluatorInfo(
         name="bertscore",
         description="bert-score P/R/F1 of token embeddings against the best (max-F1) "
@@ -418,5 +424,5 @@ EVALUATORS = [
         params=BERTSCORE_PARAMS,
         available=_bertscore_available,
         family=FAMILY,
-    ),
-]
+    )
+)

@@ -15,6 +15,7 @@ each evaluator's spec to what was computed and served.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from nrp.evaluators.base import ITEM_COLUMNS, Evaluator, make_evaluators
 from nrp.evaluators.cache import EVALUATION_CACHE_FILE, EvaluationCache, item_key
 from nrp.evaluators.items import ReferenceSource, build_items
 from nrp.executors.base import Executor, active_executor, using_executor
+from nrp.settings import settings_with
 
 Progress = Callable[[str], None]
 IDENTITY_COLUMNS = ("answer_id", "llm", "prompt", "qid", "sample")
@@ -99,7 +101,7 @@ def _run_one(
     fresh: dict[int, dict[str, Any]] = {}
     size = max(1, evaluator.batch_size)
     if executor is not None and evaluator.cacheable and todo:  # partitions computed elsewhere
-        from nrp.executors.evaluation import evaluate_with_executor
+        from nrp.evaluators.partitions import evaluate_with_executor
 
         use = cache if use_cache else None
         fresh = evaluate_with_executor(
@@ -152,20 +154,38 @@ def _run_one(
     return values, counts
 
 
+@dataclass(frozen=True)
+class EvaluationSettings:
+    """How answers become items (``nrp.evaluators.items.build_items``): where their references
+    come from (``references``: auto, collection, pseudo or none; pseudo-references are the
+    ``pseudo_k`` best-graded documents of ``pseudo_dimension``), and whether results are kept
+    in the evaluation cache beside the collection (``cache``)."""
+
+    references: ReferenceSource = "auto"
+    pseudo_dimension: str | None = None
+    pseudo_k: int = 3
+    cache: bool = True
+
+
 def evaluate_answers(
     collection: Collection | str,
     answers: pd.DataFrame,
     evaluators: str | Sequence[str | Evaluator],
-    references: ReferenceSource = "auto",
-    pseudo_dimension: str | None = None,
-    pseudo_k: int = 3,
-    cache: bool = True,
+    settings: EvaluationSettings | None = None,
+    *,
     progress: Progress | None = None,
     executor: Executor | None = None,
+    **overrides: Any,
 ) -> pd.DataFrame:
-    """Items from ``collection`` and ``answers``, evaluated (cache beside the collection)."""
+    """Items from ``collection`` and ``answers``, evaluated (cache beside the collection).
+    ``settings`` and ``overrides`` (its fields: ``references="pseudo"``, ``pseudo_k=1``,
+    ``cache=False``): see ``EvaluationSettings``."""
+    settings = settings_with(EvaluationSettings, settings, overrides)
     if isinstance(collection, str):
         collection = Collection.load(collection)
-    items = build_items(collection, answers, references, pseudo_dimension, pseudo_k)
+    items = build_items(
+        collection, answers, settings.references, settings.pseudo_dimension, settings.pseudo_k
+    )
+    cache = settings.cache
     store = EvaluationCache(collection.path / EVALUATION_CACHE_FILE) if cache else None
     return evaluate(items, evaluators, store, collection, progress, executor)

@@ -17,7 +17,7 @@ Choices, and why:
   share that disk (SQLite on a network filesystem is not safe for concurrent writers anyway).
   The driver is the single writer and stores each partition in ``on_result`` the moment it
   arrives, so a run killed at any point keeps every finished partition and a re-run sends only
-  the missing ones (``nrp.executors.scoring``, ``nrp.executors.evaluation``).
+  the missing ones (``nrp.positioning.partitions``, ``nrp.evaluators.partitions``).
 - **At least once, stored once.** A partition whose worker died is sent again; its results are
   keyed by answer (or item content) and stored with INSERT OR REPLACE, so a partition computed
   twice cannot leave two rows.
@@ -51,8 +51,6 @@ from nrp.errors import ConfigError
 
 Progress = Callable[[str], None]
 OnResult = Callable[[int, Any], None]
-
-EXECUTOR_KINDS = ("local", "ray")
 
 
 @runtime_checkable
@@ -215,11 +213,11 @@ class Executor:
         """How many partitions can run at once (a hint for partition sizes)."""
         return 1
 
-    def collection_ref(self, collection: Any) -> Any:
-        """How tasks of this executor carry ``collection`` (``shipping.CollectionRef``)."""
-        from nrp.executors.shipping import CollectionRef
-
-        return CollectionRef.of(collection)
+    def share(self, key: str, read: Callable[[], bytes]) -> Any:
+        """A handle through which workers can fetch large bytes (a collection's store file) once
+        per ``key`` instead of once per task; None when workers read the driver's files
+        directly (this process). ``read`` is called only when the bytes must be shipped."""
+        return None
 
     def close(self) -> None:
         """Release workers (and the Ray connection this executor opened)."""
@@ -319,23 +317,6 @@ def using_executor(executor: Executor | None) -> Iterator[Executor | None]:
         yield executor
     finally:
         _ACTIVE.reset(token)
-
-
-def make_executor(
-    kind: str = "local", address: str | None = None, **options: Any
-) -> Executor | None:
-    """``local``: None (the in-process path every command takes by default); ``ray``: a
-    ``RayExecutor`` connected to ``address`` (``$RAY_ADDRESS``, or a Ray instance started on
-    this machine when neither is given). ``options`` go to ``RayExecutor``."""
-    if kind == "local":
-        if address:
-            raise ConfigError("--ray-address needs --executor ray")
-        return None
-    if kind == "ray":
-        from nrp.executors.ray_executor import RayExecutor
-
-        return RayExecutor(address=address or os.environ.get("RAY_ADDRESS") or None, **options)
-    raise ConfigError(f"unknown executor {kind!r} (use one of {', '.join(EXECUTOR_KINDS)})")
 
 
 def remove_tree(path: str | os.PathLike[str] | None) -> None:

@@ -55,8 +55,8 @@ import socket
 import tempfile
 import time
 from collections import deque
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -119,46 +119,91 @@ class _Pool:
     replacements: int = 0
 
 
+@dataclass(frozen=True)
+class RaySettings:
+    """How a ``RayExecutor`` uses its cluster. ``actors``: actors per pool (default: the
+    cluster's CPUs / ``num_cpus``, or GPUs / ``num_gpus`` for GPU work). ``num_cpus``: CPUs per
+    actor. ``max_in_flight``: partitions queued per actor. ``max_attempts``: tries per
+    partition. ``start_timeout_s``: how long the driver waits for an actor when none is alive.
+    ``runtime_env``: Ray's (e.g. ``py_modules`` to ship nrp to nodes that lack it).
+    ``ship_collection``: put the collection store's bytes in the object store for nodes that
+    cannot read its path. ``log_to_driver``: show the workers' output here."""
+
+    actors: int | None = None
+    num_cpus: float = 1.0
+    max_in_flight: int = 2
+    max_attempts: int = 3
+    start_timeout_s: float = 300.0
+    runtime_env: dict[str, Any] | None = None
+    ship_collection: bool = True
+    log_to_driver: bool = False
+
+    def __post_init__(self) -> None:
+        if self.actors is not None and self.actors < 1:
+            raise ConfigError(f"actors must be at least 1, got {self.actors}")
+        if self.max_in_flight < 1 or self.max_attempts < 1:
+            raise ConfigError("max_in_flight and max_attempts must be at least 1")
+        # the numbers Ray is given are floats, whatever the caller wrote
+        object.__setattr__(self, "num_cpus", float(self.num_cpus))
+        object.__setattr__(self, "start_timeout_s", float(self.start_timeout_s))
+
+
+@dataclass
+class _Dispatch:
+    """The bookkeeping of one ``run_partitions`` call: which partitions wait (``queue``), which
+    are at which actor (``in_flight``: call ref -> (actor, partition index)), how often each was
+    sent, and the results in partition order."""
+
+    task: Task
+    partitions: Sequence[Any]
+    stats: RunStats
+    queue: deque[int] = field(default_factory=deque)
+    attempts: list[int] = field(default_factory=list)
+    results: list[Any] = field(default_factory=list)
+    in_flight: dict[Any, tuple[_Actor, int]] = field(default_factory=dict)
+    finished: int = 0
+
+    def __post_init__(self) -> None:
+        self.queue.extend(range(len(self.partitions)))
+        self.attempts = [0] * len(self.partitions)
+        self.results = [None] * len(self.partitions)
+
+    @property
+    def left(self) -> int:
+        return len(self.partitions) - self.finished
+
+
+def _lost_worker_errors() -> tuple[type[BaseException], ...]:
+    """Ray's errors that mean the worker (its process or node) is gone, not the task failed."""
+    from ray import exceptions as rex
+
+    return (
+        rex.RayActorError,
+        rex.WorkerCrashedError,
+        rex.NodeDiedError,
+        rex.ObjectLostError,
+        rex.OutOfMemoryError,
+        rex.LocalRayletDiedError,
+    )
+
+
 class RayExecutor(Executor):
     """Partitions on Ray actors; see the module docstring.
 
     ``address``: a Ray cluster (``host:port``, ``auto``, ``ray://...``), None to start Ray
-    here. ``actors``: actors per pool (default: the cluster's CPUs / ``num_cpus``, or GPUs /
-    ``num_gpus`` for GPU work). ``num_cpus``: CPUs per actor. ``max_in_flight``: partitions
-    queued per actor. ``max_attempts``: tries per partition. ``start_timeout_s``: how long the
-    driver waits for an actor when none is alive. ``runtime_env``: Ray's (e.g. ``py_modules``
-    to ship nrp to nodes that lack it). ``ship_collection``: put the collection store's bytes in
-    the object store for nodes that cannot read its path."""
+    here. ``settings`` and ``overrides`` (its fields: ``actors=4``, ``num_cpus=2``, ...): see
+    ``RaySettings``."""
 
     kind = "ray"
 
     def __init__(
-        self,
-        address: str | None = None,
-        *,
-        actors: int | None = None,
-        num_cpus: float = 1.0,
-        max_in_flight: int = 2,
-        max_attempts: int = 3,
-        start_timeout_s: float = 300.0,
-        runtime_env: dict[str, Any] | None = None,
-        ship_collection: bool = True,
-        log_to_driver: bool = False,
+        self, address: str | None = None, settings: RaySettings | None = None, **overrides: Any
     ):
         super().__init__()
-        if actors is not None and actors < 1:
-            raise ConfigError(f"actors must be at least 1, got {actors}")
-        if max_in_flight < 1 or max_attempts < 1:
-            raise ConfigError("max_in_flight and max_attempts must be at least 1")
+        # (dataclasses.replace refuses a keyword that is not a field of RaySettings, naming it;
+        # nrp.settings.settings_with is a layer this ground package does not import)
+        self.settings = replace(settings if settings is not None else RaySettings(), **overrides)
         self.address = address
-        self.actors = actors
-        self.num_cpus = float(num_cpus)
-        self.max_in_flight = max_in_flight
-        self.max_attempts = max_attempts
-        self.start_timeout_s = float(start_timeout_s)
-        self.runtime_env = runtime_env
-        self.ship_collection = ship_collection
-        self.log_to_driver = log_to_driver
         self._pools: dict[tuple[float, float], _Pool] = {}
         self._shipped: dict[str, Any] = {}  # collection fingerprint -> ObjectRef of its store
         self._connected_here = False
@@ -188,9 +233,9 @@ class RayExecutor(Executor):
                 os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
             _reread_ray_environment(ray)
             options: dict[str, Any] = {
-                "log_to_driver": self.log_to_driver,
+                "log_to_driver": self.settings.log_to_driver,
                 "logging_level": logging.WARNING,
-                "runtime_env": self.runtime_env,
+                "runtime_env": self.settings.runtime_env,
             }
             if self.address is None:
                 options["include_dashboard"] = False
@@ -217,9 +262,10 @@ class RayExecutor(Executor):
         return ray
 
     def parallelism(self) -> int:
-        if self.actors:
-            return self.actors
-        return max(1, int(self.cluster_resources().get("CPU", 1) // max(self.num_cpus, 1e-9)))
+        if self.settings.actors:
+            return self.settings.actors
+        cpus = self.cluster_resources().get("CPU", 1)
+        return max(1, int(cpus // max(self.settings.num_cpus, 1e-9)))
 
     def start(self, num_gpus: float = 0.0) -> list[str]:
         """Connect and start the pool for ``num_gpus`` per actor now (instead of on the first
@@ -230,35 +276,33 @@ class RayExecutor(Executor):
         return dict(self._ray().cluster_resources())
 
     # -- shipping ----------------------------------------------------------------------------
-    def collection_ref(self, collection: Any) -> Any:
-        from nrp.collection.store import store_path
-        from nrp.executors.shipping import CollectionRef
-
-        fingerprint = str(collection.meta.get("fingerprint"))
-        if self.ship_collection and fingerprint not in self._shipped:
-            self._shipped[fingerprint] = self._ray().put(store_path(collection.path).read_bytes())
-        return CollectionRef.of(collection, self._shipped.get(fingerprint))
+    def share(self, key: str, read: Callable[[], bytes]) -> Any:
+        """The bytes in Ray's object store (put once per ``key``), so a node that cannot read
+        the driver's disk fetches them from there; None when ``ship_collection`` is off."""
+        if self.settings.ship_collection and key not in self._shipped:
+            self._shipped[key] = self._ray().put(read())
+        return self._shipped.get(key)
 
     # -- actors ------------------------------------------------------------------------------
     def _pool(self, num_gpus: float) -> _Pool:
-        key = (self.num_cpus, num_gpus)
+        key = (self.settings.num_cpus, num_gpus)
         if key not in self._pools:
             resources = self.cluster_resources()
             if num_gpus > 0:
-                size = self.actors or int(resources.get("GPU", 0) // num_gpus)
+                size = self.settings.actors or int(resources.get("GPU", 0) // num_gpus)
                 if size < 1:
                     raise NrpError("the task needs a GPU and the Ray cluster has none")
             else:
-                size = self.actors or max(
-                    1, int(resources.get("CPU", 1) // max(self.num_cpus, 1e-9))
+                size = self.settings.actors or max(
+                    1, int(resources.get("CPU", 1) // max(self.settings.num_cpus, 1e-9))
                 )
-            pool = _Pool(self.num_cpus, num_gpus, size)
+            pool = _Pool(self.settings.num_cpus, num_gpus, size)
             for _ in range(size):
                 self._start_actor(pool)
             self._pools[key] = pool
             # the actors start together: wait (up to a minute) for all of them, so the first one
             # up does not take every partition of a short run; late ones join while it runs
-            self._collect_started(pool, min(self.start_timeout_s, 60.0), wait_for_all=True)
+            self._collect_started(pool, min(self.settings.start_timeout_s, 60.0), wait_for_all=True)
         return self._pools[key]
 
     def _collect_started(self, pool: _Pool, timeout: float, wait_for_all: bool = False) -> None:
@@ -301,7 +345,7 @@ class RayExecutor(Executor):
             pool.ready.remove(actor)
         with contextlib.suppress(Exception):  # already gone with its node
             self._ray().kill(actor.handle, no_restart=True)
-        if pool.replacements < pool.size * self.max_attempts:
+        if pool.replacements < pool.size * self.settings.max_attempts:
             pool.replacements += 1
             self._start_actor(pool)
 
@@ -314,98 +358,104 @@ class RayExecutor(Executor):
         progress: Progress | None = None,
     ) -> list[Any]:
         ray = self._ray()
-        from ray import exceptions as rex
-
-        lost_worker = (
-            rex.RayActorError,
-            rex.WorkerCrashedError,
-            rex.NodeDiedError,
-            rex.ObjectLostError,
-            rex.OutOfMemoryError,
-            rex.LocalRayletDiedError,
-        )
-        stats = RunStats(self.kind, task.describe())
+        run = _Dispatch(task, partitions, RunStats(self.kind, task.describe()))
         started = time.perf_counter()
-        results: list[Any] = [None] * len(partitions)
-        in_flight: dict[Any, tuple[_Actor, int]] = {}
         try:
             if not partitions:
                 return []
             has_gpus = self.cluster_resources().get("GPU", 0) > 0
             pool = self._pool(task.num_gpus(has_gpus))
             task_ref = ray.put(task)  # once per run, not once per call
-            queue = deque(range(len(partitions)))
-            attempts = [0] * len(partitions)
-            finished = 0
-            while finished < len(partitions):
-                for actor in list(pool.ready):
-                    while queue and actor.alive and actor.in_flight < self.max_in_flight:
-                        index = queue.popleft()
-                        attempts[index] += 1
-                        ref = actor.handle.run.remote(task_ref, partitions[index])
-                        in_flight[ref] = (actor, index)
-                        actor.in_flight += 1
-                waiting = list(in_flight) + list(pool.starting)
-                if not waiting:
-                    raise NrpError(
-                        f"{task.describe()}: no Ray worker is left and none can be started; "
-                        f"{len(partitions) - finished} partition(s) not computed"
-                    )
-                timeout = None if in_flight else self.start_timeout_s
-                done, _ = ray.wait(waiting, num_returns=1, timeout=timeout)
-                if not done:
-                    raise NrpError(
-                        f"{task.describe()}: no Ray worker started within "
-                        f"{self.start_timeout_s:g} s (does the cluster have "
-                        f"{pool.num_cpus:g} CPU and {pool.num_gpus:g} GPU free for one?); "
-                        f"{len(partitions) - finished} partition(s) not computed"
-                    )
-                ref = done[0]
+            while run.left:
+                self._send(pool, run, task_ref)
+                ref = self._next_done(pool, run)
                 if ref in pool.starting:
                     self._collect_started(pool, 0)
                     continue
-                actor, index = in_flight.pop(ref)
-                actor.in_flight -= 1
-                try:
-                    outcome: PartitionOutcome = ray.get(ref)
-                except lost_worker as err:
-                    self._retire(pool, actor, stats)
-                    if attempts[index] >= self.max_attempts:
-                        raise NrpError(
-                            f"{task.describe()}: partition {index + 1} "
-                            f"({task.size(partitions[index])} items) was lost with its worker "
-                            f"{attempts[index]} times; last: {type(err).__name__}: {err}"
-                        ) from err
-                    stats.resubmitted += 1
-                    queue.appendleft(index)
-                    if progress is not None:
-                        progress(
-                            f"{task.describe()}: worker {actor.name} lost "
-                            f"({type(err).__name__}); partition {index + 1} sent again"
-                        )
-                    continue
-                except rex.RayTaskError as err:
-                    cause = getattr(err, "cause", None)
-                    if isinstance(cause, NrpError):  # the task's own error: one clear line
-                        raise cause from err
-                    raise RuntimeError(
-                        f"{task.describe()}: partition {index + 1} failed on {actor.name}: {err}"
-                    ) from err
-                stats.record(outcome, task.size(partitions[index]))
-                results[index] = outcome.result
-                finished += 1
-                if on_result is not None:
-                    on_result(index, outcome.result)
+                index, result = self._receive(pool, run, ref, progress)
+                if index is not None and on_result is not None:
+                    on_result(index, result)
         finally:
             # an interrupted run (an error, Ctrl-C, a failing on_result): calls still queued at
             # the actors are cancelled; what they were computing is simply not stored
-            for ref, (actor, _) in in_flight.items():
+            for ref, (actor, _) in run.in_flight.items():
                 actor.in_flight -= 1
                 with contextlib.suppress(Exception):
                     ray.cancel(ref)
-            stats.wall_seconds = time.perf_counter() - started
-            self._finish(stats)
-        return results
+            run.stats.wall_seconds = time.perf_counter() - started
+            self._finish(run.stats)
+        return run.results
+
+    def _send(self, pool: _Pool, run: _Dispatch, task_ref: Any) -> None:
+        """Queue waiting partitions at the ready actors, up to ``max_in_flight`` each."""
+        for actor in list(pool.ready):
+            while run.queue and actor.alive and actor.in_flight < self.settings.max_in_flight:
+                index = run.queue.popleft()
+                run.attempts[index] += 1
+                ref = actor.handle.run.remote(task_ref, run.partitions[index])
+                run.in_flight[ref] = (actor, index)
+                actor.in_flight += 1
+
+    def _next_done(self, pool: _Pool, run: _Dispatch) -> Any:
+        """The next call (or actor start) that finished; an error when nothing is left to wait
+        for, or no actor started in time while none is working."""
+        waiting = list(run.in_flight) + list(pool.starting)
+        description = run.task.describe()
+        if not waiting:
+            raise NrpError(
+                f"{description}: no Ray worker is left and none can be started; "
+                f"{run.left} partition(s) not computed"
+            )
+        timeout = None if run.in_flight else self.settings.start_timeout_s
+        done, _ = self._ray().wait(waiting, num_returns=1, timeout=timeout)
+        if not done:
+            raise NrpError(
+                f"{description}: no Ray worker started within "
+                f"{self.settings.start_timeout_s:g} s (does the cluster have "
+                f"{pool.num_cpus:g} CPU and {pool.num_gpus:g} GPU free for one?); "
+                f"{run.left} partition(s) not computed"
+            )
+        return done[0]
+
+    def _receive(
+        self, pool: _Pool, run: _Dispatch, ref: Any, progress: Progress | None
+    ) -> tuple[int | None, Any]:
+        """The finished call ``ref``: (partition index, result), or (None, None) when its worker
+        was lost and the partition went back to the queue."""
+        from ray import exceptions as rex
+
+        actor, index = run.in_flight.pop(ref)
+        actor.in_flight -= 1
+        task = run.task
+        try:
+            outcome: PartitionOutcome = self._ray().get(ref)
+        except _lost_worker_errors() as err:
+            self._retire(pool, actor, run.stats)
+            if run.attempts[index] >= self.settings.max_attempts:
+                raise NrpError(
+                    f"{task.describe()}: partition {index + 1} "
+                    f"({task.size(run.partitions[index])} items) was lost with its worker "
+                    f"{run.attempts[index]} times; last: {type(err).__name__}: {err}"
+                ) from err
+            run.stats.resubmitted += 1
+            run.queue.appendleft(index)
+            if progress is not None:
+                progress(
+                    f"{task.describe()}: worker {actor.name} lost "
+                    f"({type(err).__name__}); partition {index + 1} sent again"
+                )
+            return None, None
+        except rex.RayTaskError as err:
+            cause = getattr(err, "cause", None)
+            if isinstance(cause, NrpError):  # the task's own error: one clear line
+                raise cause from err
+            raise RuntimeError(
+                f"{task.describe()}: partition {index + 1} failed on {actor.name}: {err}"
+            ) from err
+        run.stats.record(outcome, task.size(run.partitions[index]))
+        run.results[index] = outcome.result
+        run.finished += 1
+        return index, outcome.result
 
     def close(self) -> None:
         if self._ray_module is None:

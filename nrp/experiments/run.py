@@ -34,17 +34,25 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from nrp.analysis.summary import summarize
+from nrp.collection.build import ingest
+from nrp.collection.collection import Collection
 from nrp.errors import NrpError
+from nrp.evaluators.run import evaluate_answers
 from nrp.executors.base import Executor, active_executor, using_executor
 from nrp.experiments.schema import Experiment, load_experiment
 from nrp.generation.generate import ANSWER_COLUMNS, generate_answers, write_answers
-from nrp.nrp.report_tables import write_aside, write_text
+from nrp.positioning.scoring import score_answers
+from nrp.reports.build import build_report
+from nrp.tables import write_aside, write_text
+from nrp.validation.validate import validate
 
 Progress = Callable[[str], None]
 RUN_FILE = "run.json"
@@ -61,10 +69,7 @@ def _sha(*parts: Any) -> str:
     return digest.hexdigest()
 
 
-def _collection(experiment: Experiment, progress: Progress | None):
-    from nrp.collection.build import ingest
-    from nrp.collection.collection import Collection
-
+def _collection(experiment: Experiment, progress: Progress | None) -> Collection:
     if experiment.manifest is not None:
         result = ingest(experiment.manifest, experiment.collection or None, experiment.indexes)
         if progress:
@@ -86,128 +91,164 @@ def run_experiment(
 
 def _run(path: str | Path, progress: Progress | None) -> Path:
     experiment = load_experiment(path)
-    out = experiment.out
-    out.mkdir(parents=True, exist_ok=True)
+    experiment.out.mkdir(parents=True, exist_ok=True)
+    old_keys = _previous_keys(experiment.out)
+    collection = _collection(experiment, progress)
+    run = _Run(experiment, collection, progress, old_keys)
+    answers = run.generate()
+    rankers = run.validate()
+    results = run.score(answers, rankers)
+    run.evaluate(answers)
+    run.summarize(results)
+    run.report()
+    run.finish()
+    return experiment.out
+
+
+def _previous_keys(out: Path) -> dict[str, str]:
+    """The step keys of the last run into ``out`` (none when it has no readable run.json)."""
     previous: dict[str, Any] = {}
     if (out / RUN_FILE).is_file():
         try:
             previous = json.loads((out / RUN_FILE).read_text(encoding="utf-8"))
         except json.JSONDecodeError:
             previous = {}
-    old_keys: dict[str, str] = previous.get("keys", {})
-    keys: dict[str, str] = {}
-    counts: dict[str, Any] = {}
+    return previous.get("keys", {})
 
-    def say(line: str) -> None:
-        if progress:
-            progress(line)
 
-    collection = _collection(experiment, progress)
-    fingerprint = collection.meta.get("fingerprint")
+@dataclass
+class _Run:
+    """One run of an experiment file, step by step (module docstring). ``keys``: this run's
+    step keys; ``counts``: what each step computed or took from a cache (both go to run.json,
+    in step order)."""
 
-    # -- generate ---------------------------------------------------------------------------
-    frames = []
-    counts["generate"] = {}
-    for llm in experiment.llms:
-        say(f"generate: {llm.label}")
-        answers = generate_answers(
-            collection, llm, experiment.prompts, experiment.samples, experiment.options,
-            out / "answers" / f"{llm.label}.jsonl", limit_queries=experiment.limit_queries,
-            progress=progress,
-        )  # fmt: skip
-        counts["generate"][llm.label] = answers.attrs["counts"]
-        frames.append(answers)
-    answers = pd.concat(frames, ignore_index=True)
-    if answers.empty:
-        raise NrpError(f"{experiment.path}: every generated answer is empty; nothing to score")
-    write_answers(answers, out / "answers.parquet")
-    ranked = answers[ANSWER_COLUMNS]
+    experiment: Experiment
+    collection: Collection
+    progress: Progress | None
+    old_keys: dict[str, str]
+    keys: dict[str, str] = field(default_factory=dict)
+    counts: dict[str, Any] = field(default_factory=dict)
 
-    # -- validate ---------------------------------------------------------------------------
-    if experiment.validate_rankers:
-        from nrp.validation import validate
+    @property
+    def out(self) -> Path:
+        return self.experiment.out
 
-        validation = out / "validation.json"
-        keys["validate"] = _sha(fingerprint, experiment.validate_rankers)
-        if keys["validate"] == old_keys.get("validate") and validation.is_file():
-            counts["validate"] = "cached"
+    def say(self, line: str) -> None:
+        if self.progress:
+            self.progress(line)
+
+    def unchanged(self, step: str, key: str, output: Path) -> bool:
+        """Record ``step``'s key; True when the last run had the same and ``output`` is there."""
+        self.keys[step] = key
+        return key == self.old_keys.get(step) and output.is_file()
+
+    def generate(self) -> pd.DataFrame:
+        """Every LLM's answers (their resumable stores beside answers/LLM.jsonl), written
+        together to answers.parquet; the answer columns that the later steps read."""
+        experiment = self.experiment
+        frames = []
+        self.counts["generate"] = {}
+        for llm in experiment.llms:
+            self.say(f"generate: {llm.label}")
+            answers = generate_answers(
+                self.collection, llm, experiment.prompts, experiment.samples, experiment.options,
+                self.out / "answers" / f"{llm.label}.jsonl",
+                limit_queries=experiment.limit_queries, progress=self.progress,
+            )  # fmt: skip
+            self.counts["generate"][llm.label] = answers.attrs["counts"]
+            frames.append(answers)
+        answers = pd.concat(frames, ignore_index=True)
+        if answers.empty:
+            raise NrpError(f"{experiment.path}: every generated answer is empty; nothing to score")
+        write_answers(answers, self.out / "answers.parquet")
+        return answers[ANSWER_COLUMNS]
+
+    def validate(self) -> Any:
+        """The rankers to score with: validation.json (validated again only when the collection
+        or the candidate rankers changed), or the experiment's fixed rankers."""
+        experiment = self.experiment
+        validation = self.out / "validation.json"
+        if not experiment.validate_rankers:
+            validation.unlink(missing_ok=True)
+            return experiment.fixed_rankers
+        key = _sha(self.collection.meta.get("fingerprint"), experiment.validate_rankers)
+        if self.unchanged("validate", key, validation):
+            self.counts["validate"] = "cached"
         else:
-            say(f"validate: {', '.join(experiment.validate_rankers)}")
-            result = validate(collection, experiment.validate_rankers, progress=progress)
+            self.say(f"validate: {', '.join(experiment.validate_rankers)}")
+            result = validate(self.collection, experiment.validate_rankers, progress=self.progress)
             result.to_json(validation)
-            counts["validate"] = "computed"
-        rankers: Any = str(validation)
-    else:
-        rankers = experiment.fixed_rankers
-        (out / "validation.json").unlink(missing_ok=True)
+            self.counts["validate"] = "computed"
+        return str(validation)
 
-    # -- score ------------------------------------------------------------------------------
-    from nrp.nrp.scoring import score_answers
-
-    say(f"score: {len(ranked):,} answers")
-    results = score_answers(collection, ranked, rankers, ties=experiment.ties, progress=progress)
-    write_aside(out / "results.parquet", lambda p: results.to_parquet(p, index=False))
-    write_aside(out / "results.csv", lambda p: results.to_csv(p, index=False))
-    score_counts = results.attrs.get("counts", {})
-    counts["score"] = {
-        "answers": score_counts.get("answers", 0),
-        "answers_positioned": score_counts.get("answers_scored", 0),
-        "answers_from_cache": score_counts.get("answers_from_results_cache", 0),
-    }
-
-    # -- evaluate ---------------------------------------------------------------------------
-    if experiment.evaluators:
-        from nrp.evaluators.run import evaluate_answers
-
-        say(f"evaluate: {', '.join(experiment.evaluators)}")
-        table = evaluate_answers(collection, ranked, experiment.evaluators, progress=progress)
-        write_aside(out / "evaluations.parquet", lambda p: table.to_parquet(p, index=False))
-        write_aside(out / "evaluations.csv", lambda p: table.to_csv(p, index=False))
-        counts["evaluate"] = table.attrs.get("evaluators", {})
-    else:
-        (out / "evaluations.parquet").unlink(missing_ok=True)
-        (out / "evaluations.csv").unlink(missing_ok=True)
-
-    # -- summary ----------------------------------------------------------------------------
-    from nrp.nrp.summary import summarize
-
-    # the CSVs: the Parquet files' metadata holds this run's cache counts, which change
-    keys["summary"] = _sha(out / "results.csv")
-    if keys["summary"] == old_keys.get("summary") and (out / "summary.json").is_file():
-        counts["summary"] = "cached"
-    else:
-        say("summary")
-        summary = summarize(results)
-        summary.to_json(out / "summary.json")
-        summary.to_csv(out)
-        counts["summary"] = "computed"
-
-    # -- report -----------------------------------------------------------------------------
-    report = out / "report"
-    if experiment.report:
-        from nrp.reports import build_report
-
-        keys["report"] = _sha(
-            experiment.name,
-            out / "results.csv",
-            out / "validation.json",
-            out / "evaluations.csv",
+    def score(self, answers: pd.DataFrame, rankers: Any) -> pd.DataFrame:
+        """NRP of every answer (positions from the results cache beside the collection)."""
+        self.say(f"score: {len(answers):,} answers")
+        results = score_answers(
+            self.collection, answers, rankers, ties=self.experiment.ties, progress=self.progress
         )
-        if keys["report"] == old_keys.get("report") and (report / "index.html").is_file():
-            counts["report"] = "cached"
-        else:
-            say("report")
-            build_report(out, report, title=f"NRP report: {experiment.name}", progress=progress)
-            counts["report"] = "computed"
+        write_aside(self.out / "results.parquet", lambda p: results.to_parquet(p, index=False))
+        write_aside(self.out / "results.csv", lambda p: results.to_csv(p, index=False))
+        score_counts = results.attrs.get("counts", {})
+        self.counts["score"] = {
+            "answers": score_counts.get("answers", 0),
+            "answers_positioned": score_counts.get("answers_scored", 0),
+            "answers_from_cache": score_counts.get("answers_from_results_cache", 0),
+        }
+        return results
 
-    run = {
-        "experiment": str(experiment.path),
-        "name": experiment.name,
-        "collection": collection.name,
-        "collection_fingerprint": fingerprint,
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "counts": counts,
-        "keys": keys,
-    }
-    write_text(out / RUN_FILE, json.dumps(run, indent=2) + "\n")
-    return out
+    def evaluate(self, answers: pd.DataFrame) -> None:
+        """The experiment's other evaluators (per-item cache beside the collection)."""
+        evaluators = self.experiment.evaluators
+        if not evaluators:
+            (self.out / "evaluations.parquet").unlink(missing_ok=True)
+            (self.out / "evaluations.csv").unlink(missing_ok=True)
+            return
+        self.say(f"evaluate: {', '.join(evaluators)}")
+        table = evaluate_answers(self.collection, answers, evaluators, progress=self.progress)
+        write_aside(self.out / "evaluations.parquet", lambda p: table.to_parquet(p, index=False))
+        write_aside(self.out / "evaluations.csv", lambda p: table.to_csv(p, index=False))
+        self.counts["evaluate"] = table.attrs.get("evaluators", {})
+
+    def summarize(self, results: pd.DataFrame) -> None:
+        # the CSVs: the Parquet files' metadata holds this run's cache counts, which change
+        key = _sha(self.out / "results.csv")
+        if self.unchanged("summary", key, self.out / "summary.json"):
+            self.counts["summary"] = "cached"
+            return
+        self.say("summary")
+        summary = summarize(results)
+        summary.to_json(self.out / "summary.json")
+        summary.to_csv(self.out)
+        self.counts["summary"] = "computed"
+
+    def report(self) -> None:
+        if not self.experiment.report:
+            return
+        report = self.out / "report"
+        key = _sha(
+            self.experiment.name,
+            self.out / "results.csv",
+            self.out / "validation.json",
+            self.out / "evaluations.csv",
+        )
+        if self.unchanged("report", key, report / "index.html"):
+            self.counts["report"] = "cached"
+            return
+        self.say("report")
+        title = f"NRP report: {self.experiment.name}"
+        build_report(self.out, report, title=title, progress=self.progress)
+        self.counts["report"] = "computed"
+
+    def finish(self) -> None:
+        """run.json: what this run computed and its step keys."""
+        run = {
+            "experiment": str(self.experiment.path),
+            "name": self.experiment.name,
+            "collection": self.collection.name,
+            "collection_fingerprint": self.collection.meta.get("fingerprint"),
+            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "counts": self.counts,
+            "keys": self.keys,
+        }
+        write_text(self.out / RUN_FILE, json.dumps(run, indent=2) + "\n")

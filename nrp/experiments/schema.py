@@ -88,94 +88,18 @@ def _int(value: Any, key: str, path: Path, minimum: int = 1) -> int:
 def load_experiment(path: str | Path) -> Experiment:
     """Read and check an experiment file (errors name the file and the key)."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(path, None, "experiment file not found") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        line = getattr(getattr(exc, "problem_mark", None), "line", None)
-        raise InputError(path, None if line is None else line + 1, f"not YAML: {exc}") from None
-    if not isinstance(data, Mapping):
-        raise InputError(path, None, "an experiment file is a YAML mapping")
-    unknown = sorted(set(data) - set(KEYS))
-    if unknown:
-        raise InputError(
-            path, None, f"unknown key(s) {', '.join(unknown)} (known: {', '.join(KEYS)})"
-        )
+    data = _read(path)
     name = str(data.get("name") or path.stem)
     if "/" in name:
         raise InputError(path, None, f"name {name!r} may not contain '/'")
-
-    collection = data.get("collection")
-    manifest: Path | None = None
-    if isinstance(collection, Mapping):
-        extra = sorted(set(collection) - {"manifest", "name"})
-        if extra:
-            raise InputError(path, None, f"collection: unknown key(s) {', '.join(extra)}")
-        if collection.get("manifest"):
-            manifest = (path.parent / str(collection["manifest"])).resolve()
-            if not manifest.is_file():
-                raise InputError(path, None, f"collection.manifest {manifest} not found")
-        collection_name = str(collection.get("name") or "")
-        if not collection_name and manifest is None:
-            raise InputError(path, None, "collection needs a name or a manifest")
-    elif isinstance(collection, str) and collection.strip():
-        collection_name = collection.strip()
-    else:
-        raise InputError(path, None, "collection: a collection name or {manifest, name}")
-
-    llms_value = data.get("llms")
-    if not isinstance(llms_value, list) or not llms_value:
-        raise InputError(path, None, "llms: a list of LLMs ({name, backend, model, ...})")
-    try:
-        llms = [parse_llm(item if isinstance(item, Mapping) else str(item)) for item in llms_value]
-    except ConfigError as exc:
-        raise InputError(path, None, f"llms: {exc}") from None
-    labels = [llm.label for llm in llms]
-    duplicates = sorted({label for label in labels if labels.count(label) > 1})
-    if duplicates:
-        raise InputError(path, None, f"llms: name used twice: {', '.join(duplicates)}")
-
+    collection_name, manifest = _collection(data.get("collection"), path)
+    llms = _llms(data.get("llms"), path)
     prompts = _names(data.get("prompts", "none,short-qa,long-qa,multimedqa"), "prompts", path)
     samples = _int(data.get("samples", STUDY_SAMPLES), "samples", path)
     limit = data.get("limit_queries")
     limit = None if limit is None else _int(limit, "limit_queries", path)
-
-    generation = data.get("generation") or {}
-    if not isinstance(generation, Mapping):
-        raise InputError(path, None, "generation: a mapping of decoding options")
-    unknown = sorted(set(generation) - set(GENERATION_KEYS))
-    if unknown:
-        raise InputError(
-            path, None, f"generation: unknown key(s) {', '.join(unknown)} "
-            f"(known: {', '.join(GENERATION_KEYS)})",
-        )  # fmt: skip
-    types = {f.name: f.type for f in fields(GenerationOptions)}
-    try:
-        options = replace(
-            STUDY_OPTIONS,
-            **{k: (float if types[k] == "float" else int)(v) for k, v in generation.items()},
-        ).check()
-    except (TypeError, ValueError, ConfigError) as exc:
-        raise InputError(path, None, f"generation: {exc}") from None
-
-    rankers = data.get("rankers")
-    validate_rankers: list[str] = []
-    fixed: dict[str, str] | str | None = None
-    if isinstance(rankers, str):
-        fixed = rankers
-    elif isinstance(rankers, Mapping) and set(rankers) <= {"validate", "fixed"} and rankers:
-        validate_rankers = _names(rankers.get("validate"), "rankers.validate", path)
-        value = rankers.get("fixed")
-        if isinstance(value, Mapping):
-            fixed = {str(k): str(v) for k, v in value.items()}
-        elif value is not None:
-            fixed = str(value)
-        if bool(validate_rankers) == (fixed is not None):
-            raise InputError(path, None, "rankers: give either validate or fixed")
-    else:
-        raise InputError(path, None, "rankers: {validate: [SPECS]} or {fixed: SPEC | {DIM: SPEC}}")
-
+    options = _options(data.get("generation") or {}, path)
+    validate_rankers, fixed = _rankers(data.get("rankers"), path)
     out = Path(str(data.get("out") or Path("runs") / name))
     indexes = Path(str(data["indexes"])) if data.get("indexes") else None
     return Experiment(
@@ -196,3 +120,97 @@ def load_experiment(path: str | Path) -> Experiment:
         evaluators=_names(data.get("evaluators"), "evaluators", path),
         report=bool(data.get("report", True)),
     )
+
+
+def _read(path: Path) -> Mapping[str, Any]:
+    """The file's YAML mapping, its keys checked against ``KEYS``."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(path, None, "experiment file not found") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        raise InputError(path, None if line is None else line + 1, f"not YAML: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise InputError(path, None, "an experiment file is a YAML mapping")
+    unknown = sorted(set(data) - set(KEYS))
+    if unknown:
+        raise InputError(
+            path, None, f"unknown key(s) {', '.join(unknown)} (known: {', '.join(KEYS)})"
+        )
+    return data
+
+
+def _collection(collection: Any, path: Path) -> tuple[str, Path | None]:
+    """``collection:``: a built collection's name, or a manifest (relative to the file) and
+    the name to store it under."""
+    if isinstance(collection, str) and collection.strip():
+        return collection.strip(), None
+    if not isinstance(collection, Mapping):
+        raise InputError(path, None, "collection: a collection name or {manifest, name}")
+    extra = sorted(set(collection) - {"manifest", "name"})
+    if extra:
+        raise InputError(path, None, f"collection: unknown key(s) {', '.join(extra)}")
+    manifest: Path | None = None
+    if collection.get("manifest"):
+        manifest = (path.parent / str(collection["manifest"])).resolve()
+        if not manifest.is_file():
+            raise InputError(path, None, f"collection.manifest {manifest} not found")
+    collection_name = str(collection.get("name") or "")
+    if not collection_name and manifest is None:
+        raise InputError(path, None, "collection needs a name or a manifest")
+    return collection_name, manifest
+
+
+def _llms(value: Any, path: Path) -> list[LlmSpec]:
+    """``llms:``: each parsed (``parse_llm``); their labels distinct."""
+    if not isinstance(value, list) or not value:
+        raise InputError(path, None, "llms: a list of LLMs ({name, backend, model, ...})")
+    try:
+        llms = [parse_llm(item if isinstance(item, Mapping) else str(item)) for item in value]
+    except ConfigError as exc:
+        raise InputError(path, None, f"llms: {exc}") from None
+    labels = [llm.label for llm in llms]
+    duplicates = sorted({label for label in labels if labels.count(label) > 1})
+    if duplicates:
+        raise InputError(path, None, f"llms: name used twice: {', '.join(duplicates)}")
+    return llms
+
+
+def _options(generation: Any, path: Path) -> GenerationOptions:
+    """``generation:``: decoding options; any omitted is the source study's value."""
+    if not isinstance(generation, Mapping):
+        raise InputError(path, None, "generation: a mapping of decoding options")
+    unknown = sorted(set(generation) - set(GENERATION_KEYS))
+    if unknown:
+        raise InputError(
+            path, None, f"generation: unknown key(s) {', '.join(unknown)} "
+            f"(known: {', '.join(GENERATION_KEYS)})",
+        )  # fmt: skip
+    types = {f.name: f.type for f in fields(GenerationOptions)}
+    try:
+        return replace(
+            STUDY_OPTIONS,
+            **{k: (float if types[k] == "float" else int)(v) for k, v in generation.items()},
+        ).check()
+    except (TypeError, ValueError, ConfigError) as exc:
+        raise InputError(path, None, f"generation: {exc}") from None
+
+
+def _rankers(rankers: Any, path: Path) -> tuple[list[str], dict[str, str] | str | None]:
+    """``rankers:``: the specs to validate, or the fixed ranker(s) (one for every dimension,
+    or one per dimension); exactly one of the two."""
+    if isinstance(rankers, str):
+        return [], rankers
+    if not (isinstance(rankers, Mapping) and set(rankers) <= {"validate", "fixed"} and rankers):
+        raise InputError(path, None, "rankers: {validate: [SPECS]} or {fixed: SPEC | {DIM: SPEC}}")
+    validate_rankers = _names(rankers.get("validate"), "rankers.validate", path)
+    value = rankers.get("fixed")
+    fixed: dict[str, str] | str | None = None
+    if isinstance(value, Mapping):
+        fixed = {str(k): str(v) for k, v in value.items()}
+    elif value is not None:
+        fixed = str(value)
+    if bool(validate_rankers) == (fixed is not None):
+        raise InputError(path, None, "rankers: give either validate or fixed")
+    return validate_rankers, fixed

@@ -6,9 +6,9 @@ from nrp.generation.generate import (
     derive_seed,
     generate_answers,
     parse_llm,
-    strip_echo,
 )
 from nrp.generation.prompts import STUDY_PROMPTS, load_prompt, load_prompts
+from nrp.generation.records import strip_echo
 
 __all__ = [
     "STUDY_OPTIONS",

@@ -45,19 +45,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from nrp.errors import ConfigError, InputError, NrpError
+from nrp.errors import ConfigError, InputError
 from nrp.executors.base import Executor, active_executor
+from nrp.generation.partitions import GenerationTask, generate_with_executor
 from nrp.generation.prompts import PromptStrategy, load_prompts
-from nrp.llm.backends import ChatBackend, Completion, GenerationOptions
+from nrp.generation.records import AnswerRow, batch_order, batch_rows
+from nrp.llm.backends import ChatBackend, GenerationOptions
+from nrp.settings import settings_with
 from nrp.spec import Param, parse_params
 
 Progress = Callable[[str], None]
@@ -111,7 +112,7 @@ class LlmSpec:
     label: str
 
     def build(self) -> ChatBackend:
-        from nrp.llm.backends import make_backend
+        from nrp.llm.factory import make_backend
 
         p = self.params
         if self.backend == "local":
@@ -163,34 +164,11 @@ def parse_llm(spec: str | Mapping[str, Any]) -> LlmSpec:
     return LlmSpec(backend, params, label)
 
 
-# -- seeds, echoes -----------------------------------------------------------------------------
+# -- seeds ------------------------------------------------------------------------------------
 def derive_seed(base_seed: int, qid: str, prompt: str, sample: int) -> int:
     """The seed of one answer: a 31-bit hash of (base seed, qid, prompt label, sample)."""
     key = f"{int(base_seed)}\x1f{qid}\x1f{prompt}\x1f{int(sample)}".encode()
     return int.from_bytes(hashlib.sha256(key).digest()[:4], "big") & 0x7FFFFFFF
-
-
-def strip_echo(text: str, prompt: str) -> str:
-    """``text`` without a leading copy of ``prompt`` (compared with whitespace collapsed), and
-    without the whitespace the model put before its answer."""
-    stripped = text.lstrip()
-    target = " ".join(prompt.split())
-    if target:
-        # walk text and prompt together, skipping whitespace runs on both sides
-        i = j = 0
-        while i < len(stripped) and j < len(target):
-            if stripped[i].isspace() and target[j] == " ":
-                while i < len(stripped) and stripped[i].isspace():
-                    i += 1
-                j += 1
-            elif stripped[i] == target[j]:
-                i += 1
-                j += 1
-            else:
-                break
-        if j == len(target):
-            stripped = stripped[i:]
-    return stripped.strip()
 
 
 # -- the store ---------------------------------------------------------------------------------
@@ -247,16 +225,18 @@ def store_path(out: str | Path) -> Path:
 
 # -- generation --------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class _Task:
-    qid: str
-    query: str
-    strategy: PromptStrategy
-    sample: int
-    seed: int
-    text: str  # the rendered prompt
+class GenerationSettings:
+    """How a generation run goes, beside what it generates. ``limit_queries``: only the first N
+    queries. ``indexes``: where a collection named by ``topics`` lives. ``backend``: an already
+    built backend for the LLM (tests, or sharing one). ``executor``: where the missing answers
+    are generated (``nrp.executors``; default: the active executor, else this process).
+    ``progress``: called with a line per batch (or partition)."""
 
-    def answer_id(self, llm: str) -> str:
-        return f"{llm}/{self.strategy.label}/{self.qid}/{self.sample}"
+    limit_queries: int | None = None
+    indexes: str | Path | None = None
+    backend: ChatBackend | None = None
+    executor: Executor | None = None
+    progress: Progress | None = None
 
 
 def _topics(topics: Any, indexes: str | Path | None) -> pd.DataFrame:
@@ -269,43 +249,6 @@ def _topics(topics: Any, indexes: str | Path | None) -> pd.DataFrame:
         raise ConfigError("topics need columns qid and query")
     frame = frame[["qid", "query"]].astype(str)
     return frame[frame["query"].str.strip() != ""].reset_index(drop=True)
-
-
-def _local_rows(backend: Any, tasks: list[_Task], options: GenerationOptions) -> list[Completion]:
-    """One batch of a local model: completion-mode prompts tokenised as plain text, chat-mode
-    ones through the chat template (``LocalBackend.encode``); one seed per row. Uses the
-    backend's batched ``_generate`` (per-row seeded sampling) directly, since ``complete``
-    takes one seed per call."""
-    loaded = backend.load()
-    encoded = []
-    for task in tasks:
-        if task.strategy.chat:
-            ids = backend.encode([{"role": "user", "content": task.text}])
-        else:
-            ids = [int(i) for i in loaded.tokenizer(task.text)["input_ids"]]
-        if loaded.max_positions and len(ids) + options.max_new_tokens > loaded.max_positions:
-            raise NrpError(
-                f"prompt of {task.qid} ({task.strategy.label}) has {len(ids)} tokens; with "
-                f"max_new_tokens={options.max_new_tokens} it exceeds {backend.model_name}'s "
-                f"{loaded.max_positions} positions"
-            )
-        encoded.append(ids)
-    return backend._generate(loaded, encoded, [t.seed for t in tasks], options)
-
-
-def _remote_rows(
-    backend: ChatBackend, tasks: list[_Task], options: GenerationOptions
-) -> list[Completion]:
-    """One request per answer, with its own seed (chat messages: the only form a chat
-    endpoint takes)."""
-
-    def one(task: _Task) -> Completion:
-        kwargs = asdict(replace(options, seed=task.seed, n=1))
-        return backend.complete([task.text], **kwargs)[0][0]
-
-    workers = max(1, int(getattr(backend, "concurrency", 4)))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(one, tasks))
 
 
 def _params(
@@ -325,67 +268,6 @@ def _params(
     return json.dumps(params, sort_keys=True)
 
 
-def batch_order(tasks: Sequence[_Task], is_local: bool) -> list[_Task]:
-    """The order rows are batched in: a local model's by prompt length, longest first (stable,
-    so equal lengths keep their order); a remote endpoint's as given."""
-    return sorted(tasks, key=lambda t: -len(t.text)) if is_local else list(tasks)
-
-
-def batch_rows(backend: ChatBackend) -> int:
-    """Rows per batch: a local model's ``batch_size``, a remote endpoint's ``concurrency``."""
-    from nrp.llm.local import LocalBackend
-
-    if isinstance(backend, LocalBackend):
-        return backend.batch_size
-    return max(1, int(getattr(backend, "concurrency", 4)))
-
-
-def generate_records(
-    backend: ChatBackend,
-    label: str,
-    tasks: Sequence[_Task],
-    options: GenerationOptions,
-    model: str,
-    checksum: str,
-    params: Mapping[str, str],
-) -> Iterator[list[dict[str, Any]]]:
-    """The answer records of ``tasks``, one list per batch: a local model's batches of
-    ``batch_size`` rows (sorted by prompt length, so similar lengths share a batch), a remote
-    endpoint's ``concurrency`` requests at a time. What both the in-process path and an
-    executor's workers (``nrp.executors.generation``) run."""
-    from nrp.llm.local import LocalBackend
-
-    is_local = isinstance(backend, LocalBackend)
-    todo = batch_order(tasks, is_local)
-    batch = batch_rows(backend)
-    for start in range(0, len(todo), batch):
-        chunk = todo[start : start + batch]
-        if is_local:
-            completions = _local_rows(backend, chunk, options)
-        else:
-            completions = _remote_rows(backend, chunk, options)
-        now = datetime.now(UTC).isoformat(timespec="seconds")
-        yield [
-            {
-                "answer_id": task.answer_id(label),
-                "llm": label,
-                "prompt": task.strategy.label,
-                "qid": task.qid,
-                "sample": task.sample,
-                "text": strip_echo(completion.text, task.text),
-                "model": model,
-                "checksum": checksum,
-                "params": params[task.strategy.label],
-                "seed": task.seed,
-                "created_at": now,
-                "prompt_tokens": int(completion.prompt_tokens),
-                "completion_tokens": int(completion.completion_tokens),
-                "finish_reason": completion.finish_reason,
-            }
-            for task, completion in zip(chunk, completions, strict=True)
-        ]
-
-
 def generate_answers(
     topics: Any,
     llm: str | Mapping[str, Any] | LlmSpec,
@@ -393,124 +275,182 @@ def generate_answers(
     samples: int = STUDY_SAMPLES,
     options: GenerationOptions | None = None,
     out: str | Path | None = None,
-    *,
-    limit_queries: int | None = None,
-    indexes: str | Path | None = None,
-    backend: ChatBackend | None = None,
-    progress: Progress | None = None,
-    executor: Executor | None = None,
+    settings: GenerationSettings | None = None,
+    **overrides: Any,
 ) -> pd.DataFrame:
     """Answers of ``llm`` to every query of ``topics`` (a Collection, its name, or a frame
     with qid and query) under each prompt strategy, ``samples`` each (see the module
     docstring). ``options``: decoding (default ``STUDY_OPTIONS``; ``n`` is ignored, seeds
     are per answer). ``out``: .jsonl, .parquet or .csv, with a resumable store beside it
-    (without ``out`` nothing is stored and everything is generated). ``backend``: an already
-    built backend for ``llm`` (tests, or sharing one). ``executor``: where the missing answers
-    are generated (``nrp.executors``; default: the active executor, else this process), in
-    partitions of whole batches of the in-process run, each stored here as it arrives.
+    (without ``out`` nothing is stored and everything is generated). ``settings`` and
+    ``overrides`` (its fields: ``limit_queries``, ``indexes``, ``backend``, ``executor``,
+    ``progress``): see ``GenerationSettings``; on an executor the missing answers are generated
+    in partitions of whole batches of the in-process run, each stored here as it arrives.
     ``attrs["counts"]``: generated, from store, empty."""
+    run = settings_with(GenerationSettings, settings, overrides)
     options = replace(options or STUDY_OPTIONS, n=1, logprobs=False, top_logprobs=0).check()
     if samples < 1:
         raise ConfigError(f"samples must be at least 1, got {samples}")
-    if limit_queries is not None and limit_queries < 1:
-        raise ConfigError(f"limit_queries must be at least 1, got {limit_queries}")
+    if run.limit_queries is not None and run.limit_queries < 1:
+        raise ConfigError(f"limit_queries must be at least 1, got {run.limit_queries}")
     spec = llm if isinstance(llm, LlmSpec) else parse_llm(llm)
     strategies = load_prompts(list(prompts) if not isinstance(prompts, str) else prompts)
-    frame = _topics(topics, indexes)
-    if limit_queries is not None:
-        frame = frame.head(limit_queries)
+    frame = _topics(topics, run.indexes)
+    if run.limit_queries is not None:
+        frame = frame.head(run.limit_queries)
+    store = _open_store(out)
+    backend = run.backend or spec.build()
+    task = _generation_task(spec, backend, strategies, options)
+    rows = _answer_rows(frame, strategies, samples, options.seed)
+    answer_ids = [row.answer_id(spec.label) for row in rows]
+    missing = _missing(rows, answer_ids, store, task)
+    generated = _generate(backend, task, missing, store, run)
+    records = [
+        generated.get(a) or (store.rows[a] if store is not None else None) for a in answer_ids
+    ]
+    result = _answer_frame(records, task, len(missing))
     if out is not None:
-        out = Path(out)
-        if out.suffix not in OUTPUT_SUFFIXES:
-            raise ConfigError(f"--out {out}: use one of {', '.join(OUTPUT_SUFFIXES)}")
-    store = AnswerStore(store_path(out)) if out is not None else None
+        write_answers(result, out)
+    return result
 
+
+def _open_store(out: str | Path | None) -> AnswerStore | None:
+    """The resumable store beside ``out`` (None without an output); ``out``'s format checked."""
+    if out is None:
+        return None
+    out = Path(out)
+    if out.suffix not in OUTPUT_SUFFIXES:
+        raise ConfigError(f"--out {out}: use one of {', '.join(OUTPUT_SUFFIXES)}")
+    return AnswerStore(store_path(out))
+
+
+def _generation_task(
+    spec: LlmSpec,
+    backend: ChatBackend,
+    strategies: Sequence[PromptStrategy],
+    options: GenerationOptions,
+) -> GenerationTask:
+    """What every answer of this run records of how it was made (the same object an executor's
+    workers get)."""
     from nrp.llm.local import LocalBackend
 
-    backend = backend or spec.build()
     is_local = isinstance(backend, LocalBackend)
     checksum = backend.checksum()
-    model = backend.model_name
     params = {s.label: _params(spec, s, options, is_local) for s in strategies}
+    return GenerationTask(
+        spec, options, checksum, backend.model_name, tuple(sorted(params.items()))
+    )
 
-    tasks: list[_Task] = []
-    for qid, query in zip(frame["qid"], frame["query"], strict=True):
-        for strategy in strategies:
-            for sample in range(samples):
-                seed = derive_seed(options.seed, qid, strategy.label, sample)
-                tasks.append(_Task(qid, query, strategy, sample, seed, strategy.render(query)))
-    answer_ids = [t.answer_id(spec.label) for t in tasks]
 
-    missing: list[_Task] = []
-    for task, answer_id in zip(tasks, answer_ids, strict=True):
+def _answer_rows(
+    frame: pd.DataFrame, strategies: Sequence[PromptStrategy], samples: int, base_seed: int
+) -> list[AnswerRow]:
+    """Every (query, strategy, sample) of the run, in the output's order, with its seed."""
+    return [
+        AnswerRow(
+            qid,
+            query,
+            strategy,
+            sample,
+            derive_seed(base_seed, qid, strategy.label, sample),
+            strategy.render(query),
+        )
+        for qid, query in zip(frame["qid"], frame["query"], strict=True)
+        for strategy in strategies
+        for sample in range(samples)
+    ]
+
+
+def _missing(
+    rows: Sequence[AnswerRow],
+    answer_ids: Sequence[str],
+    store: AnswerStore | None,
+    task: GenerationTask,
+) -> list[AnswerRow]:
+    """The rows the store lacks; a stored answer made with other settings is an error."""
+    params = dict(task.params)
+    missing: list[AnswerRow] = []
+    for row, answer_id in zip(rows, answer_ids, strict=True):
         stored = store.rows.get(answer_id) if store is not None else None
         if stored is None:
-            missing.append(task)
+            missing.append(row)
         elif (
-            stored.get("checksum") != checksum
-            or stored.get("params") != params[task.strategy.label]
+            stored.get("checksum") != task.checksum
+            or stored.get("params") != params[row.strategy.label]
         ):
             raise ConfigError(
                 f"{store.path}:{store.lines.get(answer_id, '?')}: answer {answer_id} was "
                 f"generated with other settings (model checksum, template or decoding options); "
                 f"write to another output or delete {store.path}"
             )
+    return missing
+
+
+def _generate(
+    backend: ChatBackend,
+    task: GenerationTask,
+    missing: list[AnswerRow],
+    store: AnswerStore | None,
+    run: GenerationSettings,
+) -> dict[str, dict[str, Any]]:
+    """The records of the ``missing`` rows (answer_id -> record), each batch (or partition)
+    appended to the store the moment it exists."""
+    from nrp.llm.local import LocalBackend
 
     generated: dict[str, dict[str, Any]] = {}
 
     def keep(records: list[dict[str, Any]]) -> None:
-        """A batch's (or partition's) answers, stored the moment they exist."""
         if store is not None:
             store.append(records)
         generated.update((r["answer_id"], r) for r in records)
 
-    if missing:
-        executor = executor if executor is not None else active_executor()
-        if executor is not None:  # partitions generated elsewhere, stored here as they arrive
-            from nrp.executors.generation import generate_with_executor
+    if not missing:
+        return generated
+    is_local = isinstance(backend, LocalBackend)
+    executor = run.executor if run.executor is not None else active_executor()
+    if executor is not None:  # partitions generated elsewhere, stored here as they arrive
+        order = batch_order(missing, is_local)
+        generate_with_executor(executor, task, order, batch_rows(backend), keep, run.progress)
+        return generated
+    if is_local:
+        backend.load()  # load once, before timing batches
+    for records in task.records(backend, missing):
+        keep(records)
+        if run.progress:
+            run.progress(f"{task.llm.label}: generated {len(generated)}/{len(missing)} answers")
+    return generated
 
-            generate_with_executor(
-                executor, spec, batch_order(missing, is_local), batch_rows(backend), options,
-                checksum, model, params, keep, progress,
-            )  # fmt: skip
-        else:
-            if is_local:
-                backend.load()  # load once, before timing batches
-            for records in generate_records(
-                backend, spec.label, missing, options, model, checksum, params
-            ):
-                keep(records)
-                if progress:
-                    progress(f"{spec.label}: generated {len(generated)}/{len(missing)} answers")
 
-    rows = [generated.get(a) or (store.rows[a] if store is not None else None) for a in answer_ids]
-    result = pd.DataFrame(rows, columns=ANSWER_COLUMNS + META_COLUMNS)
+def _answer_frame(
+    records: list[dict[str, Any] | None], task: GenerationTask, generated: int
+) -> pd.DataFrame:
+    """The answer set of ``records`` (one per answer id, in order), empty answers left out
+    and listed in ``attrs``."""
+    result = pd.DataFrame(records, columns=ANSWER_COLUMNS + META_COLUMNS)
     result["sample"] = result["sample"].astype(int)
     empty_mask = result["text"].fillna("").str.strip() == ""
     empty = result.loc[empty_mask, "answer_id"].tolist()
     result = result[~empty_mask].reset_index(drop=True)
     result.attrs.update(
         {
-            "llm": spec.label,
-            "model": model,
-            "checksum": checksum,
+            "llm": task.llm.label,
+            "model": task.model,
+            "checksum": task.checksum,
             "counts": {
-                "answers": len(answer_ids),
-                "generated": len(missing),
-                "from_store": len(answer_ids) - len(missing),
+                "answers": len(records),
+                "generated": generated,
+                "from_store": len(records) - generated,
                 "empty": len(empty),
             },
             "empty": empty,
         }
     )
-    if out is not None:
-        write_answers(result, out)
     return result
 
 
 def write_answers(answers: pd.DataFrame, out: str | Path) -> Path:
     """An answer frame as .jsonl, .parquet or .csv, written aside and renamed."""
-    from nrp.nrp.report_tables import write_aside
+    from nrp.tables import write_aside
 
     out = Path(out)
     frame = answers.reset_index(drop=True)

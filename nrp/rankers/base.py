@@ -3,15 +3,25 @@
 A ranker re-ranks a given candidate set (D_q): ``transform`` takes a result frame with query and
 text and returns it with ``score`` and ``rank``. Rankers are built from a spec string through the
 registry (``nrp.rankers.registry``); their ``fingerprint`` (name, parameters, model checksum) keys
-the score cache, so a second run computes nothing.
+the score cache, so a second run computes nothing. Parameters, fingerprint and spec string are
+those of every component (``nrp.components.Component``, shared with the evaluators).
+
+Each ranker declares how an answer is injected among D_q (``injection``), so that the positioning
+code (``nrp.positioning.injection``) never asks which class a ranker is:
+
+- ``"pointwise"``: a row's score does not depend on the other rows (dense, monoT5, ColBERT,
+  random). D_q's cached scores stand; an answer is one more row. A ranker that declares it but
+  sets ``depends_on_candidate_set`` is re-ranked in full for every answer (exact, slower).
+- ``"statistics"``: scores use statistics of the rows ranked together (lexical models: N, avgdl,
+  df over D_q with ``stats=query``, or over a corpus with ``stats=collection``). The ranker's
+  ``stats`` and ``backend`` parameters say whether an answer's statistics are recomputed
+  incrementally, frozen, or the set re-ranked in full.
+- ``"pairwise"``: a pointwise first stage, then pairs of its top k compared (duoT5).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -19,76 +29,57 @@ import pandas as pd
 import pyterrier as pt
 from pyterrier.model import add_ranks
 
+from nrp.components import Component
+from nrp.spec import Param
+
 REQUIRED_COLUMNS = ("qid", "query", "docno", "text")
+#: how a ranker's answers are injected among D_q (see the module docstring)
+INJECTION_KINDS = ("pointwise", "statistics", "pairwise")
 
 
-class Ranker(pt.Transformer):
+class Ranker(Component, pt.Transformer):
     """Base class. Subclasses implement ``score_frame`` (scores in row order).
 
     ``depends_on_candidate_set``: True when a document's score depends on the other documents of
     its query (lexical models with statistics over D_q); the cache then computes whole queries.
+    ``injection``: one of ``INJECTION_KINDS``, checked when the class is defined.
     """
 
     name: ClassVar[str] = "ranker"
-    depends_on_candidate_set: bool = (
-        False  # an instance may set it (lexical stats=query|collection)
-    )
+    injection: ClassVar[str] = "pointwise"
+    depends_on_candidate_set: bool = False  # an instance may set it (lexical stats=query)
     # parameters that change how scores are computed, not what they are: left out of the
-    # fingerprint, so a new batch size or a quieter run still finds its cached scores
+    # fingerprint and of the spec, so a new batch size or a quieter run still finds its cached
+    # scores and shows the same name in result tables
     SCORE_NEUTRAL_PARAMS: ClassVar[frozenset[str]] = frozenset(
         {"batch", "device", "verbose", "workers", "progress"}
     )
+    SHORT_SPEC_OMITS: ClassVar[frozenset[str]] = SCORE_NEUTRAL_PARAMS
 
-    def __init__(self, params: Mapping[str, Any] | None = None):
-        self.params: dict[str, Any] = dict(params or {})
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.injection not in INJECTION_KINDS:
+            raise TypeError(
+                f"{cls.__name__}.injection is {cls.injection!r}; "
+                f"declare one of {', '.join(INJECTION_KINDS)}"
+            )
 
-    # -- identity -----------------------------------------------------------------------------
-    def model_checksum(self) -> str:
-        """Checksum of the model files the scores depend on ('' for models without files)."""
-        return ""
-
-    def fingerprint(self) -> str:
-        params = {k: v for k, v in self.params.items() if k not in self.SCORE_NEUTRAL_PARAMS}
-        payload = json.dumps(
-            {"name": self.name, "params": _jsonable(params), "model": self.model_checksum()},
-            sort_keys=True,
-        )
-        return hashlib.sha256(payload.encode()).hexdigest()[:20]
-
-    def spec(self) -> str:
-        """The spec string that rebuilds this ranker: its name and the parameters that differ
-        from the registry's defaults (all parameters for a ranker the registry does not know),
-        leaving out those that do not change scores (batch, device, ...)."""
+    def declared_params(self) -> Mapping[str, Param] | None:
         from nrp.rankers.registry import all_rankers
 
         info = all_rankers().get(self.name)
-        defaults = {k: p.default for k, p in info.params.items()} if info else {}
-        shown = {
-            k: v
-            for k, v in sorted(self.params.items())
-            if v is not None
-            and k not in self.SCORE_NEUTRAL_PARAMS
-            and (k not in defaults or defaults[k] != v)
-        }
-        params = ",".join(f"{k}={v}" for k, v in shown.items())
-        return f"{self.name}:{params}" if params else self.name
-
-    def __str__(self) -> str:
-        return self.spec()
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.spec()}>"
+        return info.params if info is not None else None
 
     @property
     def score_tolerance(self) -> float:
         """Relative tolerance under which two of this ranker's scores count as tied
-        (``nrp.nrp.ties``). 0, exact, for rankers without a floating-point model; a ranker that
-        runs one declares a ``dtype`` parameter and gets that precision's tolerance
-        (``nrp.rankers.device.SCORE_TOLERANCE``), because its scores move with the batch."""
+        (``nrp.positioning.ties``). 0, exact, for rankers without a floating-point model; a
+        ranker that runs one declares a ``dtype`` parameter and gets that precision's tolerance
+        (``nrp.models.device.SCORE_TOLERANCE``), because its scores move with the batch."""
         dtype = self.params.get("dtype")
         if dtype is None:
             return 0.0
-        from nrp.rankers.device import SCORE_TOLERANCE
+        from nrp.models.device import SCORE_TOLERANCE
 
         return SCORE_TOLERANCE.get(str(dtype).lower(), SCORE_TOLERANCE["fp32"])
 
@@ -112,46 +103,3 @@ class Ranker(pt.Transformer):
         scores = np.asarray(self.score_frame(frame), dtype=float)
         out = frame.drop(columns=["score", "rank"], errors="ignore").assign(score=scores)
         return add_ranks(out)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value
-
-
-def checksum_path(
-    path: str | Path,
-    patterns: tuple[str, ...] = (
-        "*.json",
-        "*.safetensors",
-        "*.bin",
-        "*.model",
-        "*.txt",
-        "*.pt",
-        "*.gguf",
-    ),
-) -> str:
-    """SHA-256 over a model folder's (or file's) weight and config files, names included.
-
-    Hub ids (not a local path) are returned as given: their revision is what identifies them.
-    """
-    path = Path(path)
-    if not path.exists():
-        return f"hub:{path}"
-    files = (
-        [path]
-        if path.is_file()
-        else sorted({f for pattern in patterns for f in path.rglob(pattern) if f.is_file()})
-    )
-    digest = hashlib.sha256()
-    for file in files:
-        digest.update(str(file.relative_to(path) if path.is_dir() else file.name).encode())
-        with open(file, "rb") as handle:
-            for block in iter(lambda h=handle: h.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()[:20]

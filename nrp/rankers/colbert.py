@@ -32,16 +32,11 @@ import pandas as pd
 import pyterrier as pt
 
 from nrp.errors import ConfigError
-from nrp.rankers.base import Ranker, checksum_path
-from nrp.rankers.device import (
-    neural_params,
-    passage_params,
-    resolve_device,
-    resolve_dtype,
-    run_length_sorted,
-    score_with_passages,
-)
-from nrp.rankers.registry import Param, RankerInfo
+from nrp.models.checksums import checksum_path
+from nrp.models.device import resolve_device, resolve_dtype, run_length_sorted
+from nrp.rankers.base import Ranker
+from nrp.rankers.passages import neural_params, passage_params, score_with_passages
+from nrp.rankers.registry import Param, RankerInfo, register
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
@@ -137,6 +132,7 @@ class ColBERTRanker(Ranker):
     length-sorted batches (colbert pads a batch to its longest text)."""
 
     name: ClassVar[str] = "colbert"
+    injection: ClassVar[str] = "pointwise"
 
     def __init__(self, params: Mapping[str, Any] | None = None):
         super().__init__({**{k: p.default for k, p in PARAMS.items()}, **dict(params or {})})
@@ -337,7 +333,7 @@ def _available() -> tuple[bool, str]:
     return True, ""
 
 
-RANKERS = [
+register(
     RankerInfo(
         name="colbert",
         description="ColBERT late interaction: MaxSim of query and document token embeddings "
@@ -347,4 +343,4 @@ RANKERS = [
         params=PARAMS,
         available=_available,
     )
-]
+)

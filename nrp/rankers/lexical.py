@@ -65,7 +65,7 @@ import pandas as pd
 from nrp.errors import ConfigError
 from nrp.rankers import text_pipeline
 from nrp.rankers.base import Ranker
-from nrp.rankers.registry import Param, RankerInfo
+from nrp.rankers.registry import Param, RankerInfo, register
 
 #: ``WeightingModelLibrary.LOG_2_OF_E``: Terrier's log is ``Math.log(d) * LOG_2_OF_E``.
 LOG_2_OF_E = 1.0 / math.log(2.0)
@@ -452,6 +452,8 @@ class LexicalRanker(Ranker):
     """Re-ranks D_q with a Terrier weighting model. Subclasses fix the model."""
 
     name: ClassVar[str] = "lexical"
+    # an answer changes D_q's statistics (stats=query) or is scored against them (frozen)
+    injection: ClassVar[str] = "statistics"
     model_class: ClassVar[type] = TfIdf
     depends_on_candidate_set: bool = True
 
@@ -682,7 +684,7 @@ def _params_for(name: str) -> dict[str, Param]:
     return _PARAMS[name]
 
 
-RANKERS = [
+register(
     RankerInfo(
         name="tfidf",
         description="Terrier TF_IDF: Robertson tf x log2(N/df + 1), Terrier's English "
@@ -691,7 +693,10 @@ RANKERS = [
         backend="python (terrier optional)",
         build=lambda params: TfIdfRanker(params),
         params=_PARAMS["tfidf"],
-    ),
+    )
+)
+
+register(
     RankerInfo(
         name="bm25",
         description="Terrier BM25: log2((N-df+0.5)/(df+0.5)) x (k1+1)tf/(K+tf) x k3 query "
@@ -699,7 +704,10 @@ RANKERS = [
         backend="python (terrier, pisa optional)",
         build=lambda params: BM25Ranker(params),
         params=_PARAMS["bm25"],
-    ),
+    )
+)
+
+register(
     RankerInfo(
         name="dph",
         description="Terrier DPH: parameter-free hypergeometric DFR model, Terrier's text "
@@ -707,5 +715,5 @@ RANKERS = [
         backend="python (terrier, pisa optional)",
         build=lambda params: DPHRanker(params),
         params=_PARAMS["dph"],
-    ),
-]
+    )
+)

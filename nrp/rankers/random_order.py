@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from nrp.rankers.base import Ranker
-from nrp.rankers.registry import Param, RankerInfo
+from nrp.rankers.registry import Param, RankerInfo, register
 
 
 def random_score(seed: int, qid: str, docno: str) -> float:
@@ -30,6 +30,7 @@ class RandomOrder(Ranker):
     """Scores every document by ``random_score(seed, qid, docno)``; ignores query and text."""
 
     name: ClassVar[str] = "random"
+    injection: ClassVar[str] = "pointwise"
 
     def __init__(self, params: Mapping[str, Any] | None = None):
         params = {"seed": 0, **dict(params or {})}
@@ -47,7 +48,7 @@ class RandomOrder(Ranker):
         )
 
 
-RANKERS = [
+register(
     RankerInfo(
         name="random",
         description="random order of D_q (chance baseline): score = hash of (seed, qid, docno)",
@@ -55,4 +56,4 @@ RANKERS = [
         build=lambda params: RandomOrder(params),
         params={"seed": Param(int, 0, "seed of the hash; another seed gives another order")},
     )
-]
+)

@@ -1,24 +1,43 @@
 """Registry of rankers and the one parser of ranker specs (``monot5:model=/m,batch=64``).
 
-Like ir_measures' measures: each ranker module declares ``RANKERS = [RankerInfo(...)]`` with its
-parameters (type, default, description), so ``nrp rankers`` lists them and a spec is parsed and
-checked in one place. Modules must not import heavy libraries at import time (torch, faiss):
-``available`` and ``build`` import them when called.
+Like ir_measures' measures: each ranker module declares its rankers with one
+``register(RankerInfo(...))`` call each, with their parameters (type, default, description), so
+``nrp rankers`` lists them and a spec is parsed and checked in one place. nrp's own modules are
+named in ``BUILTIN_MODULES``; another package adds rankers by naming its module under the
+entry-point group ``nrp.rankers`` (docs/extending.md). Modules must not import heavy libraries
+at import time (torch, faiss): ``available`` and ``build`` import them when called.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
+from nrp.components import Registry
 from nrp.errors import ConfigError
 from nrp.spec import Param, parse_params, split_specs
 
-__all__ = ["Param", "RankerInfo", "all_rankers", "make_ranker", "parse_spec", "split_specs"]
+__all__ = [
+    "Param",
+    "RankerInfo",
+    "all_rankers",
+    "make_ranker",
+    "parse_spec",
+    "register",
+    "split_specs",
+    "unregister",
+]
+
+#: nrp's own ranker modules, imported on the first listing (no package scan)
+BUILTIN_MODULES = (
+    "nrp.rankers.lexical",
+    "nrp.rankers.dense",
+    "nrp.rankers.colbert",
+    "nrp.rankers.t5",
+    "nrp.rankers.random_order",
+)
+ENTRY_POINT_GROUP = "nrp.rankers"
 
 
 @dataclass(frozen=True)
@@ -31,20 +50,25 @@ class RankerInfo:
     available: Callable[[], tuple[bool, str]] = lambda: (True, "")
 
 
-@cache
-def all_rankers() -> dict[str, RankerInfo]:
-    import nrp.rankers as package
+RANKER_REGISTRY: Registry[RankerInfo] = Registry(
+    "ranker", RankerInfo, BUILTIN_MODULES, ENTRY_POINT_GROUP
+)
 
-    found: dict[str, RankerInfo] = {}
-    for module_info in pkgutil.iter_modules(package.__path__):
-        if module_info.name.startswith("_") or module_info.name in ("base", "registry", "cache"):
-            continue
-        module = importlib.import_module(f"nrp.rankers.{module_info.name}")
-        for info in getattr(module, "RANKERS", ()):
-            if info.name in found:
-                raise RuntimeError(f"ranker {info.name!r} registered twice")
-            found[info.name] = info
-    return dict(sorted(found.items()))
+
+def register(*rankers: RankerInfo) -> None:
+    """Declare rankers: ``nrp rankers`` lists them and ``make_ranker`` builds them from a spec."""
+    for info in rankers:
+        RANKER_REGISTRY.register(info)
+
+
+def unregister(name: str) -> RankerInfo:
+    """Remove a ranker's declaration (a notebook redefining it, a test's own ranker)."""
+    return RANKER_REGISTRY.unregister(name)
+
+
+def all_rankers() -> dict[str, RankerInfo]:
+    """Every declared ranker by name, sorted (built-ins and installed plug-ins)."""
+    return RANKER_REGISTRY.entries()
 
 
 def parse_spec(spec: str) -> tuple[RankerInfo, dict[str, Any]]:

@@ -30,7 +30,7 @@ Why we do not call pyterrier-t5 but run the same scoring in our own loop:
   therefore decided with the dtype's tolerance (``Ranker.score_tolerance``).
 - it truncates silently; here every cut document is counted, logged and marked (``truncated``
   column), and ``passages=N`` scores long documents passage by passage (MaxP / FirstP).
-- batch size 4, no dtype, no length sorting; here ``nrp.rankers.device`` does these the way all
+- batch size 4, no dtype, no length sorting; here ``nrp.models.device`` does these the way all
   neural rankers do.
 - its duoT5 aggregate adds a log-probability for one side and one minus that log-probability for
   the other (``scores[i] += log p; scores[j] += 1 - log p``), mixing two scales. The default here
@@ -55,17 +55,11 @@ import numpy as np
 import pandas as pd
 
 from nrp.errors import ConfigError
-from nrp.rankers.base import Ranker, checksum_path
-from nrp.rankers.device import (
-    aggregate_passages,
-    explode_passages,
-    neural_params,
-    passage_params,
-    resolve_device,
-    resolve_dtype,
-    run_length_sorted,
-)
-from nrp.rankers.registry import Param, RankerInfo
+from nrp.models.checksums import checksum_path
+from nrp.models.device import resolve_device, resolve_dtype, run_length_sorted
+from nrp.rankers.base import Ranker
+from nrp.rankers.passages import aggregate_passages, explode_passages, neural_params, passage_params
+from nrp.rankers.registry import Param, RankerInfo, register
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
@@ -326,6 +320,7 @@ class MonoT5Ranker(Ranker):
     """
 
     name: ClassVar[str] = "monot5"
+    injection: ClassVar[str] = "pointwise"
 
     def __init__(self, params: Mapping[str, Any] | None = None):
         super().__init__(_complete(params, MONOT5_PARAMS, self.name))
@@ -538,6 +533,8 @@ class DuoT5Ranker(Ranker):
     """
 
     name: ClassVar[str] = "duot5"
+    # an answer is scored by monoT5, then compared with the top k when it enters them
+    injection: ClassVar[str] = "pairwise"
     depends_on_candidate_set: ClassVar[bool] = True
 
     def __init__(self, params: Mapping[str, Any] | None = None):
@@ -647,7 +644,7 @@ def _available() -> tuple[bool, str]:
     return (False, f"needs {', '.join(missing)}") if missing else (True, "")
 
 
-RANKERS = [
+register(
     RankerInfo(
         name="monot5",
         description=(
@@ -658,7 +655,10 @@ RANKERS = [
         build=lambda params: MonoT5Ranker(params),
         params=MONOT5_PARAMS,
         available=_available,
-    ),
+    )
+)
+
+register(
     RankerInfo(
         name="duot5",
         description=(
@@ -669,5 +669,5 @@ RANKERS = [
         build=lambda params: DuoT5Ranker(params),
         params=DUOT5_PARAMS,
         available=_available,
-    ),
-]
+    )
+)

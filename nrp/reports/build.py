@@ -20,16 +20,17 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from nrp import __version__
+from nrp import __version__, statistics
+from nrp.analysis.summary import ALL_PROMPTS, summarize
+from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError
-from nrp.nrp import COMBINED
-from nrp.nrp.summary import ALL_PROMPTS, summarize
 from nrp.reports import figures, tables
 from nrp.reports.html import (
     FigureBlock,
@@ -49,41 +50,57 @@ from nrp.reports.inputs import (
     evaluation_score_columns,
     load_inputs,
 )
-from nrp.validation import statistics
+from nrp.settings import settings_with
 
 REPORT_KIND = "nrp-report"
 MANIFEST = "report.json"
 Progress = Callable[[str], None]
 
 
+@dataclass(frozen=True)
+class ReportSettings:
+    """What a report reads beside its results, and how it is drawn. ``validation``,
+    ``agreement``, ``evaluations``, ``meta``, ``sizes``: paths that override what the results
+    folder holds (see ``nrp.reports.inputs``). ``title``: the page's (default: from the
+    collection). ``seed`` seeds the strip plot's jitter and the bootstrap; ``n_boot``: bootstrap
+    resamples of the intervals."""
+
+    validation: str | Path | None = None
+    agreement: str | Path | None = None
+    evaluations: str | Path | None = None
+    meta: str | Path | None = None
+    sizes: str | Path | None = None
+    title: str | None = None
+    seed: int = statistics.DEFAULT_SEED
+    n_boot: int = statistics.DEFAULT_RESAMPLES
+
+
 def build_report(
     results: str | Path,
     out: str | Path,
+    settings: ReportSettings | None = None,
     *,
-    validation: str | Path | None = None,
-    agreement: str | Path | None = None,
-    evaluations: str | Path | None = None,
-    meta: str | Path | None = None,
-    sizes: str | Path | None = None,
-    title: str | None = None,
-    seed: int = statistics.DEFAULT_SEED,
-    n_boot: int = statistics.DEFAULT_RESAMPLES,
     progress: Progress | None = None,
+    **overrides: Any,
 ) -> Path:
     """Build the report of a run into folder ``out``; returns the path of its ``index.html``.
 
     ``results``: a RESULTS folder (results.parquet or results.csv, and any of validation.json,
-    agreement.json, evaluations.parquet, sizes.csv/.yaml, meta/) or a results file. The other
-    paths override what the folder holds (see ``nrp.reports.inputs``). ``seed`` seeds the
-    strip plot's jitter and the bootstrap; ``n_boot``: bootstrap resamples of the intervals."""
-    inputs = load_inputs(results, validation, agreement, evaluations, meta, sizes)
+    agreement.json, evaluations.parquet, sizes.csv/.yaml, meta/) or a results file.
+    ``settings`` and ``overrides`` (its fields: ``validation=PATH``, ``title=...``,
+    ``seed=...``): see ``ReportSettings``."""
+    settings = settings_with(ReportSettings, settings, overrides)
+    inputs = load_inputs(
+        results, settings.validation, settings.agreement, settings.evaluations, settings.meta,
+        settings.sizes,
+    )  # fmt: skip
     check_results(inputs.results)
     out = Path(out)
     _check_target(out, inputs)
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     try:
-        _write(work, inputs, title, seed, n_boot, progress)
+        _write(work, inputs, settings, progress)
         _publish(work, out)
     finally:
         if work.exists():
@@ -147,26 +164,60 @@ def _results_frame(results: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+@dataclass
+class _Content:
+    """What the sections of one report read and add to: the results (text columns cleaned),
+    their attrs, the NRP summary and measures; ``made``: the tables written to tables/."""
+
+    results: pd.DataFrame
+    attrs: dict[str, Any]
+    summary: Any
+    measures: list[tables.NrpMeasure]
+    figure_dir: Path
+    seed: int
+    made: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
 def _write(
-    work: Path,
-    inputs: ReportInputs,
-    title: str | None,
-    seed: int,
-    n_boot: int,
-    progress: Progress | None,
+    work: Path, inputs: ReportInputs, settings: ReportSettings, progress: Progress | None
 ) -> None:
     say = progress or (lambda line: None)
     results = _results_frame(inputs.results)
-    attrs = dict(inputs.results.attrs)
-    figure_dir, table_dir = work / "figures", work / "tables"
     say(f"summarizing {results['answer_id'].nunique():,} answers")
-    summary = summarize(results, n_boot=n_boot, seed=seed)
-    measures = tables.nrp_measures(results)
-    made: dict[str, pd.DataFrame] = {}
-    sections: list[Section] = []
+    summary = summarize(results, n_boot=settings.n_boot, seed=settings.seed)
+    content = _Content(
+        results, dict(inputs.results.attrs), summary, tables.nrp_measures(results),
+        work / "figures", settings.seed,
+    )  # fmt: skip
     absent = {_TITLES[k]: why for k, why in describe_missing(inputs).items()}
-    notes = list(inputs.notes) + list(summary.warnings) + list(attrs.get("warnings", []))
+    notes = list(inputs.notes) + list(summary.warnings) + list(content.attrs.get("warnings", []))
+    sections = _sections(inputs, content, absent, say)
+    written = tables.write_tables(content.made, work / "tables")
+    collection = content.attrs.get("collection") or (
+        inputs.validation.collection if inputs.validation is not None else None
+    )
+    if not collection and inputs.agreement is not None:
+        collection = inputs.agreement.get("collection")
+    page = Page(
+        title=settings.title or f"NRP report: {collection or 'results'}",
+        meta=_header(results, content.attrs, collection, inputs),
+        sections=sections,
+        absent=absent,
+        notes=notes,
+        footer=f"Generated by nrp {__version__} (nrp report). Figures: figures/ (PNG, SVG); "
+        "tables: tables/ (CSV); inputs and settings: report.json.",
+    )
+    (work / "index.html").write_text(render_page(page), encoding="utf-8")
+    manifest = _manifest(page, collection, inputs, settings, content.figure_dir, written)
+    (work / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
 
+
+def _sections(
+    inputs: ReportInputs, content: _Content, absent: dict[str, str], say: Progress
+) -> list[Section]:
+    """The sections the inputs allow, in page order; why one is left out goes to ``absent``."""
+    made, figure_dir, results = content.made, content.figure_dir, content.results
+    sections: list[Section] = []
     if inputs.validation is not None:
         say("validation")
         section = _validation_section(inputs.validation, made, figure_dir)
@@ -175,9 +226,11 @@ def _write(
         else:
             sections.append(section)
     say("NRP per LLM and prompt")
-    sections.append(_nrp_section(results, summary, measures, attrs, made, figure_dir, seed))
+    sections.append(_nrp_section(content))
     if inputs.sizes is not None:
-        section = _size_section(inputs.sizes, summary, measures, results, made, figure_dir)
+        section = _size_section(
+            inputs.sizes, content.summary, content.measures, results, made, figure_dir
+        )
         if section is None:
             absent[_TITLES["sizes"]] = (
                 f"none of the LLMs has a size in {inputs.sources['sizes']} "
@@ -192,47 +245,41 @@ def _write(
             sections.append(section)
     if inputs.evaluations is not None:
         say("evaluators")
-        section = _evaluator_section(inputs.evaluations, results, measures, made, figure_dir)
+        section = _evaluator_section(inputs.evaluations, content)
         if section is None:
             absent[_TITLES["evaluators"]] = "the evaluations table has no numeric score column"
         else:
             sections.append(section)
     say("rank distributions")
-    section = _rank_section(results, measures, made, figure_dir)
+    section = _rank_section(results, content.measures, made, figure_dir)
     if section is not None:
         sections.append(section)
+    return sections
 
-    written = tables.write_tables(made, table_dir)
-    collection = attrs.get("collection") or (
-        inputs.validation.collection if inputs.validation is not None else None
-    )
-    if not collection and inputs.agreement is not None:
-        collection = inputs.agreement.get("collection")
-    page = Page(
-        title=title or f"NRP report: {collection or 'results'}",
-        meta=_header(results, attrs, collection, inputs),
-        sections=sections,
-        absent=absent,
-        notes=notes,
-        footer=f"Generated by nrp {__version__} (nrp report). Figures: figures/ (PNG, SVG); "
-        "tables: tables/ (CSV); inputs and settings: report.json.",
-    )
-    (work / "index.html").write_text(render_page(page), encoding="utf-8")
-    manifest = {
+
+def _manifest(
+    page: Page,
+    collection: str | None,
+    inputs: ReportInputs,
+    settings: ReportSettings,
+    figure_dir: Path,
+    written: dict[str, Path],
+) -> dict[str, Any]:
+    """report.json: what was read, what was written, the settings."""
+    return {
         "kind": REPORT_KIND,
         "nrp_version": __version__,
         "created": _now(),
         "title": page.title,
         "collection": collection,
         "inputs": inputs.sources,
-        "seed": seed,
-        "n_boot": n_boot,
-        "sections": [s.id for s in sections],
-        "absent": absent,
+        "seed": settings.seed,
+        "n_boot": settings.n_boot,
+        "sections": [s.id for s in page.sections],
+        "absent": page.absent,
         "figures": sorted(p.name for p in figure_dir.glob("*")) if figure_dir.exists() else [],
         "tables": sorted(p.name for p in written.values()),
     }
-    (work / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
 
 
 _TITLES = {
@@ -347,53 +394,13 @@ def _validation_section(
     return Section("validation", _TITLES["validation"], how, blocks)
 
 
-def _nrp_section(
-    results: pd.DataFrame,
-    summary: Any,
-    measures: list[tables.NrpMeasure],
-    attrs: dict[str, Any],
-    made: dict[str, pd.DataFrame],
-    figure_dir: Path,
-    seed: int,
-) -> Section:
-    made["nrp_means"] = summary.means
-    made["nrp_comparisons"] = summary.comparisons
-    points = results[results["nrp"].notna()]
-    figure = figures.nrp_strip_figure(points, summary.means, measures, figure_dir, seed=seed)
-    ties = attrs.get("ties")
-    how = (
-        "Each point is one generated answer, placed by its NRP = 1 - r/|D_q|: r is the number "
-        "of judged documents of its query that the ranker put above it"
-        + (f" (documents tied with it counted by the '{ties}' rule)" if ties else "")
-        + ", |D_q| the number of judged documents. NRP 1: the answer outranked every judged "
-        "document; 0: every document was ranked above it. Within an LLM the prompts sit side by "
-        "side in their colours; points are spread sideways at random (seeded) only so that they "
-        "can be seen. The black diamond is the mean over queries (a query's samples averaged "
-        "first) and its bar the 95% percentile bootstrap interval over queries. Compare LLMs by "
-        "the diamonds and bars; 'share NRP=1' is saturation: when most answers reach 1, NRP no "
-        "longer separates those LLMs."
-    )
-    if len(measures) == 1 and len(measures[0].covers) > 1:
-        how += (
-            f" Every dimension ({join(list(measures[0].covers))}) gives every answer the same "
-            "NRP, so one panel stands for all of them."
-        )
-    shown = pd.concat([tables.measure_rows(summary.means, m) for m in measures])
-    display = pd.DataFrame(
-        {
-            "dimension": [
-                _measure_label(measures, d, r)
-                for d, r in zip(shown["dimension"], shown["ranker"], strict=True)
-            ],
-            "llm": shown["llm"],
-            "prompt": shown["prompt"],
-            "mean NRP": shown["mean_nrp"],
-            "95% CI": _intervals(shown["ci_low"], shown["ci_high"]),
-            "share NRP=1": shown["share_nrp_1"],
-            "share NRP=0": shown["share_nrp_0"],
-            "queries": shown["n_queries"],
-            "answers": shown["n_answers"],
-        }
+def _nrp_section(content: _Content) -> Section:
+    summary, measures, attrs = content.summary, content.measures, content.attrs
+    content.made["nrp_means"] = summary.means
+    content.made["nrp_comparisons"] = summary.comparisons
+    points = content.results[content.results["nrp"].notna()]
+    figure = figures.nrp_strip_figure(
+        points, summary.means, measures, content.figure_dir, seed=content.seed
     )
     blocks: list[Any] = []
     if attrs.get("note"):
@@ -408,7 +415,7 @@ def _nrp_section(
     )
     blocks.append(
         TableBlock(
-            display,
+            _nrp_means_display(summary, measures),
             "nrp_means.csv",
             caption=f"Mean NRP per LLM x prompt, and per LLM over its prompts (prompt "
             f"'{ALL_PROMPTS}': a query's per-prompt means averaged first).",
@@ -428,7 +435,48 @@ def _nrp_section(
                 formats={"p": p_value, "p_corrected": p_value, "n_queries": integer},
             )
         )
-    return Section("nrp", _TITLES["nrp"], how, blocks)
+    return Section("nrp", _TITLES["nrp"], _nrp_how(measures, attrs.get("ties")), blocks)
+
+
+def _nrp_how(measures: list[tables.NrpMeasure], ties: Any) -> str:
+    how = (
+        "Each point is one generated answer, placed by its NRP = 1 - r/|D_q|: r is the number "
+        "of judged documents of its query that the ranker put above it"
+        + (f" (documents tied with it counted by the '{ties}' rule)" if ties else "")
+        + ", |D_q| the number of judged documents. NRP 1: the answer outranked every judged "
+        "document; 0: every document was ranked above it. Within an LLM the prompts sit side by "
+        "side in their colours; points are spread sideways at random (seeded) only so that they "
+        "can be seen. The black diamond is the mean over queries (a query's samples averaged "
+        "first) and its bar the 95% percentile bootstrap interval over queries. Compare LLMs by "
+        "the diamonds and bars; 'share NRP=1' is saturation: when most answers reach 1, NRP no "
+        "longer separates those LLMs."
+    )
+    if len(measures) == 1 and len(measures[0].covers) > 1:
+        how += (
+            f" Every dimension ({join(list(measures[0].covers))}) gives every answer the same "
+            "NRP, so one panel stands for all of them."
+        )
+    return how
+
+
+def _nrp_means_display(summary: Any, measures: list[tables.NrpMeasure]) -> pd.DataFrame:
+    shown = pd.concat([tables.measure_rows(summary.means, m) for m in measures])
+    return pd.DataFrame(
+        {
+            "dimension": [
+                _measure_label(measures, d, r)
+                for d, r in zip(shown["dimension"], shown["ranker"], strict=True)
+            ],
+            "llm": shown["llm"],
+            "prompt": shown["prompt"],
+            "mean NRP": shown["mean_nrp"],
+            "95% CI": _intervals(shown["ci_low"], shown["ci_high"]),
+            "share NRP=1": shown["share_nrp_1"],
+            "share NRP=0": shown["share_nrp_0"],
+            "queries": shown["n_queries"],
+            "answers": shown["n_answers"],
+        }
+    )
 
 
 def _measure_label(measures: list[tables.NrpMeasure], dimension: str, ranker: str) -> str:
@@ -604,25 +652,20 @@ def _categorical_blocks(
     return blocks
 
 
-def _evaluator_section(
-    evaluations: pd.DataFrame,
-    results: pd.DataFrame,
-    measures: list[tables.NrpMeasure],
-    made: dict[str, pd.DataFrame],
-    figure_dir: Path,
-) -> Section | None:
+def _evaluator_section(evaluations: pd.DataFrame, content: _Content) -> Section | None:
     columns = evaluation_score_columns(evaluations)
     if not columns:
         return None
+    results = content.results
     evaluations = evaluations.copy()
     identity = results.drop_duplicates("answer_id").set_index("answer_id")
     for column in ("llm", "prompt", "qid"):
         if column not in evaluations:
             evaluations[column] = evaluations["answer_id"].map(identity[column]).fillna("")
     means = tables.evaluator_means_table(evaluations, columns)
-    versus = tables.evaluator_nrp_table(evaluations, results, columns, measures)
-    made["evaluator_means"] = means
-    made["evaluator_nrp"] = versus
+    versus = tables.evaluator_nrp_table(evaluations, results, columns, content.measures)
+    content.made["evaluator_means"] = means
+    content.made["evaluator_nrp"] = versus
     blocks: list[Any] = []
     unmatched = int((~evaluations["answer_id"].isin(identity.index)).sum())
     if unmatched:
@@ -630,6 +673,37 @@ def _evaluator_section(
             f"{unmatched:,} evaluated answers have no NRP result (left out of the comparison "
             "with NRP)."
         )
+    blocks += _evaluator_nrp_blocks(versus, content.figure_dir)
+    wide = means.pivot_table(
+        index=["llm", "prompt"], columns="evaluator", values="mean", sort=False
+    ).reset_index()
+    wide.columns.name = None
+    blocks.append(
+        TableBlock(
+            wide,
+            "evaluator_means.csv",
+            caption="Mean of each evaluator score per LLM x prompt and per LLM (prompt "
+            f"'{ALL_PROMPTS}'), over the answers with a score (counts of missing scores in "
+            "the CSV).",
+        )
+    )
+    return Section("evaluators", _TITLES["evaluators"], _EVALUATORS_HOW, blocks)
+
+
+_EVALUATORS_HOW = (
+    "Scores of the other evaluators (nrp evaluate) beside NRP. The figure tells how far "
+    "each score orders a query's answers as NRP does: Kendall tau-b between the score and "
+    "NRP over the answers of one query (0 when the score is constant there; queries where "
+    "NRP is constant are left out), averaged over queries with a 95% t-interval. A high "
+    "tau: the evaluator and NRP agree on which answers to a question are better; near 0: "
+    "they measure different things. The table below gives each score's mean per LLM and "
+    "prompt on its own scale (BLEU 0-100, ROUGE/BERTScore 0-1, judges 1-5)."
+)
+
+
+def _evaluator_nrp_blocks(versus: pd.DataFrame, figure_dir: Path) -> list[Any]:
+    """Each evaluator score against NRP: the dot plot (when a tau is defined) and the table."""
+    blocks: list[Any] = []
     drawn = versus[versus["tau"].notna()]
     if len(drawn):
         labels = [f"{r.evaluator} | {r.measure}" for r in drawn.itertuples()]
@@ -673,29 +747,7 @@ def _evaluator_section(
             formats={"queries": integer, "answers": integer},
         )
     )
-    wide = means.pivot_table(
-        index=["llm", "prompt"], columns="evaluator", values="mean", sort=False
-    ).reset_index()
-    wide.columns.name = None
-    blocks.append(
-        TableBlock(
-            wide,
-            "evaluator_means.csv",
-            caption="Mean of each evaluator score per LLM x prompt and per LLM (prompt "
-            f"'{ALL_PROMPTS}'), over the answers with a score (counts of missing scores in "
-            "the CSV).",
-        )
-    )
-    how = (
-        "Scores of the other evaluators (nrp evaluate) beside NRP. The figure tells how far "
-        "each score orders a query's answers as NRP does: Kendall tau-b between the score and "
-        "NRP over the answers of one query (0 when the score is constant there; queries where "
-        "NRP is constant are left out), averaged over queries with a 95% t-interval. A high "
-        "tau: the evaluator and NRP agree on which answers to a question are better; near 0: "
-        "they measure different things. The table below gives each score's mean per LLM and "
-        "prompt on its own scale (BLEU 0-100, ROUGE/BERTScore 0-1, judges 1-5)."
-    )
-    return Section("evaluators", _TITLES["evaluators"], how, blocks)
+    return blocks
 
 
 def _rank_title(measure: tables.NrpMeasure) -> str:

@@ -3,7 +3,7 @@
 ``load_inputs(results, ...)`` reads, from a RESULTS folder (or explicit paths, which win):
 
 - ``results.parquet`` (else ``results.csv``): required, the per-answer frame of ``nrp score``
-  (read with ``nrp.nrp.summary.read_results``; the Parquet file keeps the scoring settings in
+  (read with ``nrp.analysis.summary.read_results``; the Parquet file keeps the scoring settings in
   its attrs: collection, rankers, ties, weights, the single-ranker note);
 - ``validation.json`` (``nrp validate --out``): ranker validation per dimension;
 - ``agreement.json`` (``nrp agreement --out``): leave-one-out agreement of NRP with the grades;
@@ -49,8 +49,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from nrp.analysis.summary import read_results
 from nrp.errors import InputError, NrpError
-from nrp.nrp.summary import read_results
 
 VALIDATION_FILE = "validation.json"
 AGREEMENT_FILE = "agreement.json"

@@ -5,7 +5,7 @@ precision, so a reader can recompute or re-plot). Tables:
 
 - ``validation``: dimension, ranker, measure, mean, ci_low, ci_high, n_queries, chosen,
   p_vs_best (Holm-corrected p of the paired test against the chosen ranker; empty for it);
-- ``nrp_means`` / ``nrp_comparisons``: ``nrp.nrp.summary.summarize``'s means and paired tests
+- ``nrp_means`` / ``nrp_comparisons``: ``nrp.analysis.summary.summarize``'s means and paired tests
   as they are (query-level means, bootstrap intervals over queries);
 - ``nrp_sizes``: LLM, parameters (billions), mean NRP pooled over prompts with its interval;
 - ``rank_distribution``: dimension, ranker, llm, rank, answers: how many answers got each r;
@@ -34,11 +34,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nrp.nrp import COMBINED
-from nrp.nrp.agreement import correlations
-from nrp.nrp.report_tables import write_text
-from nrp.nrp.summary import ALL_PROMPTS, Summary
-from nrp.validation import statistics
+from nrp import statistics
+from nrp.analysis.agreement import correlations
+from nrp.analysis.summary import ALL_PROMPTS, Summary
+from nrp.collection.manifest import COMBINED
+from nrp.tables import write_text
 from nrp.validation.measures import display_name
 
 #: NRP values closer than this are the same NRP (they are r/|D_q| fractions)
@@ -288,7 +288,7 @@ def evaluator_nrp_table(
     confidence: float = 0.95,
 ) -> pd.DataFrame:
     """Per evaluator score and NRP measure: Kendall tau-b and Spearman between the score and
-    NRP over each query's answers (``nrp.nrp.agreement.correlations``: 0 when the score is
+    NRP over each query's answers (``nrp.analysis.agreement.correlations``: 0 when the score is
     constant, the query left out when NRP is), mean over queries with a t-interval; and the
     pooled coefficients over every answer. Answers are joined on answer_id."""
     rows = []

@@ -46,8 +46,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from nrp import api
 from nrp.errors import ConfigError
-from nrp.executors.base import EXECUTOR_KINDS
 
 SCOPES = ("admin", "read")
 DEFAULT_STORE_FILE = "service.sqlite"
@@ -180,9 +180,9 @@ class ServiceConfig:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
         executor = self.executor.strip().lower()
-        if executor not in EXECUTOR_KINDS:
+        if executor not in api.EXECUTOR_KINDS:
             raise ConfigError(
-                f"executor must be {' or '.join(EXECUTOR_KINDS)}, got {self.executor!r}"
+                f"executor must be {' or '.join(api.EXECUTOR_KINDS)}, got {self.executor!r}"
             )
         if self.ray_address.strip() and executor != "ray":
             raise ConfigError(

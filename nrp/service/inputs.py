@@ -8,7 +8,7 @@
 - **Specs** are parsed by the registries (``nrp.spec``) in the server, so a typo is a 422 at
   submission, not a failed job later. Rankers are written in their canonical form
   (``Ranker.spec()``), the name the results carry.
-- **Answers** sent inline go through the same reader as answer files (``nrp.nrp.answers``):
+- **Answers** sent inline go through the same reader as answer files (``nrp.answers``):
   the same derived ids, the same checks, the same one-line messages, with ``answers[i]`` as
   the location.
 - **Units** of a job: one per (ranker, query with judged documents) and per (evaluator,
@@ -27,10 +27,9 @@ from typing import Any
 
 import pandas as pd
 
-from nrp.collection.collection import Collection, list_collections
-from nrp.collection.store import STORE_FILE
+from nrp import api
 from nrp.errors import ConfigError, InputError, NrpError
-from nrp.spec import Param
+from nrp.spec import Param, parse_params
 
 RANK, EVALUATE = "rank", "evaluate"
 PATH_PARAM_NAMES = ("model", "tok_model", "mono_model", "mono_tok_model", "path", "file")
@@ -74,10 +73,8 @@ def inside_roots(path: Path, roots: Sequence[Path]) -> bool:
 
 def check_manifest(manifest_text: str, roots: Sequence[Path]) -> Path:
     """The manifest a request names, with every source it reads inside the data roots."""
-    from nrp.collection.manifest import Manifest
-
     path = resolve_in_roots(manifest_text, roots, "manifest")
-    manifest = Manifest.load(path)
+    manifest = api.Manifest.load(path)
     for source in manifest.sources:
         if not inside_roots(source.path, roots):
             raise RequestError(
@@ -89,7 +86,7 @@ def check_manifest(manifest_text: str, roots: Sequence[Path]) -> Path:
 
 
 def check_collection_name(name: str, indexes: Path) -> str:
-    if name not in list_collections(indexes):
+    if name not in api.list_collections(indexes):
         raise RequestError(404, f"unknown collection {name!r}")
     return name
 
@@ -144,20 +141,15 @@ def _spec_path(value: str, roots: Sequence[Path], what: str) -> str:
 
 
 def canonical_ranker(spec: str, roots: Sequence[Path], indexes: Path) -> str:
-    from nrp.rankers.registry import make_ranker, parse_spec
-
     if spec.strip().startswith("run:"):
         raise RequestError(422, f"{spec}: a run file cannot rank a new answer")
-    info, _ = parse_spec(spec)
+    info, _ = api.parse_spec(spec)
     checked = check_spec_paths(spec, info.params, roots, indexes, "ranker")
-    return make_ranker(checked).spec()
+    return api.make_ranker(checked).spec()
 
 
 def canonical_evaluator(spec: str, roots: Sequence[Path], indexes: Path) -> str:
-    from nrp.evaluators.base import all_evaluators
-    from nrp.spec import parse_params
-
-    known = all_evaluators()
+    known = api.all_evaluators()
     name, _ = parse_params(spec, "evaluator", {n: i.params for n, i in known.items()})
     ok, reason = known[name].available()
     if not ok:
@@ -170,7 +162,7 @@ def canonical_evaluator(spec: str, roots: Sequence[Path], indexes: Path) -> str:
 class CollectionView:
     """What request checks need of a collection, read once per build of it."""
 
-    collection: Collection
+    collection: api.Collection
     stamp: int
     qids: frozenset[str]
     dq_size: Mapping[str, int]
@@ -191,13 +183,13 @@ class Collections:
 
     def get(self, name: str) -> CollectionView:
         check_collection_name(name, self.indexes)
-        store = self.indexes / name / STORE_FILE
+        store = self.indexes / name / api.STORE_FILE
         stamp = store.stat().st_mtime_ns
         with self.lock:
             view = self.views.get(name)
             if view is not None and view.stamp == stamp:
                 return view
-        collection = Collection(self.indexes / name)
+        collection = api.Collection(self.indexes / name)
         candidates = collection.candidates()
         qid_column = candidates["qid"].astype(str)
         docnos = {
@@ -219,19 +211,17 @@ class Collections:
 def answers_from_records(
     records: Sequence[Mapping[str, Any]], qids: frozenset[str], skip_invalid: bool
 ) -> tuple[pd.DataFrame, list[str]]:
-    """Inline answers read as an answer file would be (``nrp.nrp.answers``); the frame and the
+    """Inline answers read as an answer file would be (``nrp.answers``); the frame and the
     reasons of answers skipped under ``skip_invalid``."""
-    from nrp.nrp.answers import _Reader, _Where
-
     where_file = Path("answers")
-    reader = _Reader(set(qids), skip_invalid)
+    reader = api.AnswerReader(set(qids), skip_invalid)
     for number, record in enumerate(records):
-        where = _Where(where_file, number, "row")
+        where = api.AnswerLocation(where_file, number, "row")
         missing = [k for k in ("llm", "prompt", "qid", "text") if k not in record]
         if missing:
             raise InputError(None, None, f"answers[{number}]: missing key(s) {', '.join(missing)}")
         try:
-            reader._long_row(where, dict(record))
+            reader.read_record(where, dict(record))
         except InputError as err:
             raise InputError(None, None, f"answers[{number}]: {_problem(err)}") from None
     if not reader.rows["answer_id"]:

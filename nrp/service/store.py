@@ -29,7 +29,7 @@ cancellations and a starting server.
 Why units rather than whole jobs: a restart loses at most the units in flight, progress is
 countable, work from several jobs fills one model call, and a unit is small enough to be shipped
 to another executor later. Re-doing a unit recomputes nothing already stored: positions and
-evaluations are kept in the collection's results caches (``nrp.nrp.results_cache``,
+evaluations are kept in the collection's results caches (``nrp.positioning.results_cache``,
 ``nrp.evaluators.cache``) as soon as a batch is done.
 """
 
@@ -85,7 +85,7 @@ def _now() -> float:
     return time.time()
 
 
-def _json_value(value: Any) -> Any:
+def json_value(value: Any) -> Any:
     """A cell as JSON: numpy scalars unwrapped; NaN, NA and None as null."""
     if value is None or value is pd.NA:
         return None
@@ -94,7 +94,7 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, tuple):
-        return [_json_value(v) for v in value]
+        return [json_value(v) for v in value]
     return value
 
 
@@ -493,7 +493,7 @@ class Store:
                 db.executemany(
                     "INSERT INTO job_results VALUES (?, ?, ?, ?)",
                     [
-                        (job_id, name, number, json.dumps([_json_value(v) for v in values]))
+                        (job_id, name, number, json.dumps([json_value(v) for v in values]))
                         for number, values in enumerate(frame.itertuples(index=False, name=None))
                     ],
                 )

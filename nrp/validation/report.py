@@ -3,13 +3,28 @@ the averaged queries, the test and correction, and the choice stated under the t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from nrp.validation.measures import display_name
 from nrp.validation.selection import rank_systems
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from nrp.validation.result import ValidationResult
+
+class ValidationResult(Protocol):
+    """What the tables read of a ``nrp.validation.result.ValidationResult`` (which calls them:
+    this module imports nothing of it)."""
+
+    collection: str
+    labels: str
+    qrels_scope: str
+    measures: list[str]
+    settings: dict[str, Any]
+    systems: list[Any]
+    dimensions: dict[str, Any]
+    warnings: list[str]
+
+    @property
+    def primary(self) -> str: ...
+
 
 TEST_NAMES = {"randomization": "paired randomization test", "t": "paired t-test"}
 CI_NAMES = {"t": "t-interval", "bootstrap": "percentile bootstrap"}

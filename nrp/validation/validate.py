@@ -12,31 +12,28 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
-from nrp.collection.collection import Collection, LabelMode
+from nrp import statistics
+from nrp.collection.collection import Collection
 from nrp.errors import ConfigError, InputError, NrpError
 from nrp.executors.base import Executor, active_executor
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
 from nrp.rankers.registry import make_ranker, split_specs
-from nrp.validation import statistics
+from nrp.settings import settings_with
 from nrp.validation.measures import (
-    DEFAULT_MEASURES,
     DimensionQrels,
     Evaluator,
-    QrelsScope,
-    QuerySet,
-    evaluator_version,
     load_qrels,
     parse_measures,
     run_from_frame,
 )
+from nrp.validation.partitions import rank_with_executor
 from nrp.validation.result import (
     DimensionResult,
     PairTest,
@@ -44,122 +41,50 @@ from nrp.validation.result import (
     SystemInfo,
     ValidationResult,
 )
-from nrp.validation.runs import RunFormat, read_run
+from nrp.validation.runs import RunFile, RunFormat, read_run
 from nrp.validation.selection import SELECTION_RULE, choose
+from nrp.validation.settings import ValidationSettings
 
 NO_RELEVANT = "without a relevant judgment"
 Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class _Settings:
-    labels: LabelMode
-    measures: list[str]
-    dimensions: list[str]
-    qrels_scope: QrelsScope
-    query_set: QuerySet
-    test: statistics.TestMethod
-    correction: statistics.Correction
-    ci: statistics.CiMethod
-    confidence: float
-    alpha: float
-    n_resamples: int
-    seed: int
-
-    def as_json(self) -> dict:
-        return {
-            "test": self.test,
-            "correction": self.correction,
-            "ci": self.ci,
-            "confidence": self.confidence,
-            "alpha": self.alpha,
-            "n_resamples": self.n_resamples,
-            "seed": self.seed,
-            "tested_measure": self.measures[0],
-            "relevant_label": ">= 1 (AP, bpref, and the query set)",
-            "tie_breaking": "by score descending, then docno descending (trec_eval); ranks unused",
-            "evaluator": evaluator_version(),
-        }
-
-
-def _settings(
-    collection: Collection,
-    labels: LabelMode,
-    measures: Sequence[str] | str,
-    dimensions: Sequence[str] | None,
-    qrels_scope: QrelsScope,
-    query_set: QuerySet,
-    test: statistics.TestMethod,
-    correction: statistics.Correction,
-    ci: statistics.CiMethod,
-    confidence: float,
-    alpha: float,
-    n_resamples: int,
-    seed: int,
-) -> _Settings:
-    """Check every option before any ranker runs (a typo must not cost an hour of monoT5)."""
-    if labels not in ("graded", "raw"):
-        raise ConfigError(f"labels must be 'graded' or 'raw', not {labels!r}")
-    if qrels_scope not in ("candidates", "all"):
-        raise ConfigError(f"qrels scope must be 'candidates' or 'all', not {qrels_scope!r}")
-    if query_set not in ("with_relevant", "judged"):
-        raise ConfigError(f"query set must be 'with_relevant' or 'judged', not {query_set!r}")
-    if test not in ("randomization", "t"):
-        raise ConfigError(f"paired test must be 'randomization' or 't', not {test!r}")
-    if correction not in ("holm", "bonferroni", "none"):
-        raise ConfigError(f"correction must be 'holm', 'bonferroni' or 'none', not {correction!r}")
-    if ci not in ("t", "bootstrap"):
-        raise ConfigError(f"confidence interval must be 't' or 'bootstrap', not {ci!r}")
-    if not 0 < confidence < 1 or not 0 < alpha < 1:
-        raise ConfigError("confidence and alpha must lie strictly between 0 and 1")
-    if n_resamples < 1:
-        raise ConfigError("n_resamples must be at least 1")
-    chosen = list(dimensions) if dimensions else list(collection.dimensions)
-    for dimension in chosen:
-        if dimension not in collection.dimensions:
-            raise ConfigError(
-                f"collection {collection.name!r} has no dimension {dimension!r} "
-                f"(it has: {', '.join(collection.dimensions)})"
-            )
-    names = [str(m) for m in parse_measures(measures)]
-    return _Settings(
-        labels, names, chosen, qrels_scope, query_set, test, correction, ci, confidence, alpha,
-        n_resamples, seed,
-    )  # fmt: skip
+#: a validated system: what the result says of it, and its run (qid -> docno -> score)
+System = tuple[SystemInfo, dict[str, dict[str, float]]]
 
 
 def validate(
     collection: Collection,
     ranker_specs: Sequence[str | Ranker] | str,
-    labels: LabelMode = "graded",
-    measures: Sequence[str] | str = DEFAULT_MEASURES,
-    cache: bool = True,
+    settings: ValidationSettings | None = None,
     *,
-    dimensions: Sequence[str] | None = None,
-    qrels_scope: QrelsScope = "candidates",
-    query_set: QuerySet = "with_relevant",
-    test: statistics.TestMethod = "randomization",
-    correction: statistics.Correction = "holm",
-    ci: statistics.CiMethod = "t",
-    confidence: float = 0.95,
-    alpha: float = 0.05,
-    n_resamples: int = statistics.DEFAULT_RESAMPLES,
-    seed: int = statistics.DEFAULT_SEED,
+    cache: bool = True,
     progress: Progress | None = None,
     executor: Executor | None = None,
+    **overrides: Any,
 ) -> ValidationResult:
     """Rank D_q with each ranker and choose the best ranker per dimension.
 
     ``ranker_specs``: spec strings (``"bm25"``, ``"monot5:batch=64"``, ``"random"``), a
-    comma-separated string of them, or ``Ranker`` objects. ``cache``: serve and store scores in
-    ``collection.path / "scores.sqlite"``. ``progress``: called with one line per ranker.
-    ``executor``: where the documents are scored (``nrp.executors``; default: the active
-    executor, else this process), in per-query partitions stored in the score cache as they
-    arrive; the measures are computed here either way."""
-    settings = _settings(
-        collection, labels, measures, dimensions, qrels_scope, query_set, test, correction, ci,
-        confidence, alpha, n_resamples, seed,
-    )  # fmt: skip
+    comma-separated string of them, or ``Ranker`` objects. ``settings`` and ``overrides`` (its
+    fields: ``labels="raw"``, ``dimensions=[...]``, ...): see ``ValidationSettings``.
+    ``cache``: serve and store scores in ``collection.path / "scores.sqlite"``. ``progress``:
+    called with one line per ranker. ``executor``: where the documents are scored
+    (``nrp.executors``; default: the active executor, else this process), in per-query
+    partitions stored in the score cache as they arrive; the measures are computed here either
+    way."""
+    checked = settings_with(ValidationSettings, settings, overrides).checked(collection)
+    rankers = _rankers(collection, ranker_specs)
+    executor = executor if executor is not None else active_executor()
+    candidates = collection.candidates()
+    score_cache = ScoreCache(collection.path / SCORE_CACHE_FILE) if cache else None
+    systems = [
+        _ranker_system(collection, ranker, candidates, score_cache, executor, progress)
+        for ranker in rankers
+    ]
+    return _evaluate(collection, checked, systems, candidates, warnings=[])
+
+
+def _rankers(collection: Collection, ranker_specs: Sequence[str | Ranker] | str) -> list[Ranker]:
+    """The rankers of ``ranker_specs``, bound to ``collection``, their specs unique."""
     if isinstance(ranker_specs, str):
         ranker_specs = split_specs(ranker_specs)
     if not ranker_specs:
@@ -168,112 +93,121 @@ def validate(
     for ranker in rankers:
         ranker.bind_collection(collection)
     _check_unique([r.spec() for r in rankers], "ranker spec")
+    return rankers
 
-    executor = executor if executor is not None else active_executor()
-    candidates = collection.candidates()
-    score_cache = ScoreCache(collection.path / SCORE_CACHE_FILE) if cache else None
-    systems: list[tuple[SystemInfo, dict[str, dict[str, float]]]] = []
-    for ranker in rankers:
-        if progress:
-            progress(f"ranking {len(candidates)} documents with {ranker.spec()}")
-        if executor is not None:
-            from nrp.executors.validation import rank_with_executor
 
-            ranked, computed = rank_with_executor(
-                executor, collection, ranker, candidates, score_cache, progress
-            )
-        elif score_cache is not None:
-            transformer = CachedRanker(ranker, score_cache, collection.meta["fingerprint"])
-            ranked = transformer.transform(candidates)
-            computed = transformer.computed
-        else:
-            ranked = ranker.transform(candidates)
-            computed = len(candidates)
-        scores = ranked["score"].to_numpy(dtype=float)
-        if len(ranked) != len(candidates) or not np.all(np.isfinite(scores)):
-            raise NrpError(
-                f"ranker {ranker.spec()} returned {len(ranked)} rows for {len(candidates)} "
-                "candidates, or scores that are not finite numbers"
-            )
-        info = SystemInfo(
-            name=ranker.spec(),
-            spec=ranker.spec(),
-            fingerprint=ranker.fingerprint(),
-            kind="ranker",
-            rows=len(ranked),
-            computed=computed,
+def _ranker_system(
+    collection: Collection,
+    ranker: Ranker,
+    candidates: pd.DataFrame,
+    score_cache: ScoreCache | None,
+    executor: Executor | None,
+    progress: Progress | None,
+) -> System:
+    """``ranker``'s ranking of D_q (from the score cache where it has the scores, else computed
+    here or on ``executor``) and what the result says of it."""
+    if progress:
+        progress(f"ranking {len(candidates)} documents with {ranker.spec()}")
+    if executor is not None:
+        ranked, computed = rank_with_executor(
+            executor, collection, ranker, candidates, score_cache, progress
         )
-        systems.append((info, run_from_frame(ranked)))
-    return _evaluate(collection, settings, systems, candidates, warnings=[])
+    elif score_cache is not None:
+        transformer = CachedRanker(ranker, score_cache, collection.meta["fingerprint"])
+        ranked = transformer.transform(candidates)
+        computed = transformer.computed
+    else:
+        ranked = ranker.transform(candidates)
+        computed = len(candidates)
+    scores = ranked["score"].to_numpy(dtype=float)
+    if len(ranked) != len(candidates) or not np.all(np.isfinite(scores)):
+        raise NrpError(
+            f"ranker {ranker.spec()} returned {len(ranked)} rows for {len(candidates)} "
+            "candidates, or scores that are not finite numbers"
+        )
+    info = SystemInfo(
+        name=ranker.spec(),
+        spec=ranker.spec(),
+        fingerprint=ranker.fingerprint(),
+        kind="ranker",
+        rows=len(ranked),
+        computed=computed,
+    )
+    return info, run_from_frame(ranked)
+
+
+#: ``validate_runs`` scores a run against every judgment by default, as trec_eval would
+RUN_SETTINGS = ValidationSettings(qrels_scope="all")
 
 
 def validate_runs(
     collection: Collection,
     run_paths: Sequence[str | Path],
-    labels: LabelMode = "graded",
-    measures: Sequence[str] | str = DEFAULT_MEASURES,
+    settings: ValidationSettings | None = None,
     *,
     names: Literal["stem", "tag"] = "stem",
     run_format: RunFormat | None = None,
-    dimensions: Sequence[str] | None = None,
-    qrels_scope: QrelsScope = "all",
-    query_set: QuerySet = "with_relevant",
-    test: statistics.TestMethod = "randomization",
-    correction: statistics.Correction = "holm",
-    ci: statistics.CiMethod = "t",
-    confidence: float = 0.95,
-    alpha: float = 0.05,
-    n_resamples: int = statistics.DEFAULT_RESAMPLES,
-    seed: int = statistics.DEFAULT_SEED,
+    **overrides: Any,
 ) -> ValidationResult:
     """Evaluate external run files (TREC or CSV/TSV) like rankers.
 
     Every row of a run is kept: its documents need no text in the store and need not be in D_q.
-    ``qrels_scope`` is ``"all"`` by default, so a run is scored against every judgment, as
-    trec_eval would score it (``"candidates"`` scores it exactly as ``validate`` scores rankers).
+    ``settings`` default to ``RUN_SETTINGS``: ``qrels_scope`` is ``"all"``, so a run is scored
+    against every judgment, as trec_eval would score it (``"candidates"`` scores it exactly as
+    ``validate`` scores rankers); ``overrides`` replace fields of the settings.
     ``names``: a run is named by its file stem, or by its run tag (a TREC file with one tag;
     CSV/TSV files, which have no tag, keep their stem)."""
-    settings = _settings(
-        collection, labels, measures, dimensions, qrels_scope, query_set, test, correction, ci,
-        confidence, alpha, n_resamples, seed,
-    )  # fmt: skip
+    base = settings if settings is not None else RUN_SETTINGS
+    checked = settings_with(ValidationSettings, base, overrides).checked(collection)
     if names not in ("stem", "tag"):
         raise ConfigError(f"run names must come from 'stem' or 'tag', not {names!r}")
     if not run_paths:
         raise ConfigError("no run files to validate")
     known_qids = set(collection.topics["qid"].astype(str))
     warnings: list[str] = []
-    systems: list[tuple[SystemInfo, dict[str, dict[str, float]]]] = []
-    for path in run_paths:
-        run = read_run(path, run_format)
-        warnings.extend(run.warnings)
-        name = run.stem
-        if names == "tag" and run.tags:
-            if len(run.tags) > 1:
-                raise InputError(
-                    run.path, None, f"has {len(run.tags)} run tags ({', '.join(run.tags[:5])}); "
-                    "name runs by file stem instead"
-                )  # fmt: skip
-            name = run.tags[0]
-        unknown = sorted(set(run.frame["qid"]) - known_qids)
-        if unknown:
-            warnings.append(
-                f"{run.path}: {len(unknown)} qid(s) not in collection {collection.name!r} "
-                f"ignored: {', '.join(unknown[:10])}" + (" ..." if len(unknown) > 10 else "")
-            )
-        info = SystemInfo(
-            name=name,
-            spec=f"run:{run.path}",
-            fingerprint=run.fingerprint,
-            kind="run",
-            rows=len(run.frame),
-            source=str(run.path),
-            tags=list(run.tags),
-        )
-        systems.append((info, run_from_frame(run.frame)))
+    systems = [
+        _run_system(read_run(path, run_format), names, known_qids, collection.name, warnings)
+        for path in run_paths
+    ]
     _check_unique([info.name for info, _ in systems], "run name")
-    candidates = collection.candidates() if qrels_scope == "candidates" else None
-    return _evaluate(collection, settings, systems, candidates, warnings)
+    candidates = collection.candidates() if checked.qrels_scope == "candidates" else None
+    return _evaluate(collection, checked, systems, candidates, warnings)
+
+
+def _run_system(
+    run: RunFile,
+    names: Literal["stem", "tag"],
+    known_qids: set[str],
+    collection_name: str,
+    warnings: list[str],
+) -> System:
+    """A run file as a system; its warnings (and qids unknown to the collection) added to
+    ``warnings``."""
+    warnings.extend(run.warnings)
+    name = run.stem
+    if names == "tag" and run.tags:
+        if len(run.tags) > 1:
+            raise InputError(
+                run.path, None, f"has {len(run.tags)} run tags ({', '.join(run.tags[:5])}); "
+                "name runs by file stem instead"
+            )  # fmt: skip
+        name = run.tags[0]
+    unknown = sorted(set(run.frame["qid"]) - known_qids)
+    if unknown:
+        warnings.append(
+            f"{run.path}: {len(unknown)} qid(s) not in collection {collection_name!r} "
+            f"ignored: {', '.join(unknown[:10])}" + (" ..." if len(unknown) > 10 else "")
+        )
+    info = SystemInfo(
+        name=name,
+        spec=f"run:{run.path}",
+        fingerprint=run.fingerprint,
+        kind="run",
+        rows=len(run.frame),
+        source=str(run.path),
+        tags=list(run.tags),
+    )
+    return info, run_from_frame(run.frame)
 
 
 def _check_unique(names: list[str], what: str) -> None:
@@ -286,8 +220,8 @@ def _check_unique(names: list[str], what: str) -> None:
 
 def _evaluate(
     collection: Collection,
-    settings: _Settings,
-    systems: list[tuple[SystemInfo, dict[str, dict[str, float]]]],
+    settings: ValidationSettings,
+    systems: list[System],
     candidates: pd.DataFrame | None,
     warnings: list[str],
 ) -> ValidationResult:
@@ -330,7 +264,7 @@ def _evaluate(
 def _dimension_result(
     qrels: DimensionQrels,
     per_query: dict[str, dict[str, dict[str, float]]],
-    settings: _Settings,
+    settings: ValidationSettings,
 ) -> DimensionResult:
     names = list(per_query)
     qids = qrels.evaluated_qids

@@ -259,7 +259,7 @@ def test_bertscore_loads_and_scores_without_any_network(minilm, monkeypatch):
 
 
 def test_bertscore_fingerprint_tracks_model_and_layer_not_batch(minilm):
-    from nrp.rankers.base import checksum_path
+    from nrp.models.checksums import checksum_path
 
     default = make_evaluator("bertscore")
     assert default.model_checksum() == f"{checksum_path(minilm[0])}:layer=6"

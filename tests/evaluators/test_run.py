@@ -20,7 +20,7 @@ from nrp.evaluators.items import PSEUDO_REFERENCE, REFERENCE, build_items
 from nrp.evaluators.nrp_scores import NrpEvaluator, parse_rankers, parse_weights
 from nrp.evaluators.reference_based import Rouge
 from nrp.evaluators.run import evaluate, evaluate_answers
-from nrp.nrp.scoring import score_answers
+from nrp.positioning.scoring import score_answers
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 

@@ -1,5 +1,5 @@
 """Inputs shared by the executor tests: MEDIQA 2019 ingested into a temporary indexes folder,
-answers built from its documents (``mediqa_answers`` of tests/nrp/test_injection.py), fresh
+answers built from its documents (``mediqa_answers`` of tests/positioning/test_injection.py), fresh
 copies with empty caches, and the counts of the caches beside a collection."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from nrp import Collection, ingest
 TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
-sys.path.insert(0, str(TESTS / "nrp"))
+sys.path.insert(0, str(TESTS / "positioning"))
 
 from test_injection import fresh_copy, mediqa_answers  # noqa: E402
 
@@ -43,7 +43,7 @@ def cache_rows(path: Path, table: str) -> int:
 def interrupted_bm25_run(collection: Collection, answers, executor, stored: int) -> None:
     """``score_answers`` with bm25 in partitions of 16 answers on ``executor``, stopped (a
     KeyboardInterrupt from its progress callback) once ``stored`` partitions were stored."""
-    from nrp.nrp.scoring import score_answers
+    from nrp.positioning.scoring import score_answers
 
     lines = []
 

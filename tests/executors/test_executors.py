@@ -20,6 +20,8 @@ from executor_data import (
     mediqa_answers,
 )
 
+from nrp.collection.shipping import CollectionRef
+from nrp.components import component_spec
 from nrp.errors import ConfigError, NrpError
 from nrp.evaluators.base import all_evaluators, make_evaluator
 from nrp.evaluators.cache import EVALUATION_CACHE_FILE
@@ -32,16 +34,15 @@ from nrp.executors import (
     partition_by_query,
     using_executor,
 )
-from nrp.executors.scoring import ScoringPartition, ranker_task
-from nrp.executors.shipping import CollectionRef, component_spec
-from nrp.executors.validation import DocumentScoringTask
-from nrp.nrp.injection import injection_mode
-from nrp.nrp.results_cache import RESULTS_FILE
-from nrp.nrp.scoring import score_answers
+from nrp.positioning.job import PositionJob
+from nrp.positioning.partitions import ScoringPartition, ranker_task
+from nrp.positioning.results_cache import RESULTS_FILE
+from nrp.positioning.scoring import score_answers
 from nrp.rankers.base import REQUIRED_COLUMNS
 from nrp.rankers.cache import SCORE_CACHE_FILE
 from nrp.rankers.random_order import RandomOrder
 from nrp.rankers.registry import all_rankers, make_ranker
+from nrp.validation.partitions import DocumentScoringTask
 
 
 # -- partitions and options --------------------------------------------------------------------
@@ -161,10 +162,7 @@ def test_interrupted_run_resumes_with_the_missing_partitions(mediqa, answers, tm
 def _task_and_partition(collection, answers, spec, executor):
     ranker = make_ranker(spec)
     ranker.bind_collection(collection)
-    fingerprint = ranker.fingerprint()
-    task = ranker_task(
-        executor, collection, ranker, fingerprint, injection_mode(ranker), False, False, False
-    )
+    task = ranker_task(executor, PositionJob.of(collection, ranker))
     part = ScoringPartition(answers[["answer_id", "qid", "text"]].reset_index(drop=True))
     return task, part
 

@@ -46,13 +46,13 @@ from tiny_llm import build_tiny_llama
 from nrp.cli import main
 from nrp.evaluators.run import evaluate_answers
 from nrp.executors import LocalExecutor, RayExecutor
-from nrp.executors.scoring import ScoringPartition, ranker_task
 from nrp.generation import generate_answers
 from nrp.generation.generate import store_path
 from nrp.llm.backends import GenerationOptions
-from nrp.nrp.injection import injection_mode
-from nrp.nrp.results_cache import RESULTS_FILE
-from nrp.nrp.scoring import score_answers
+from nrp.positioning.job import PositionJob
+from nrp.positioning.partitions import ScoringPartition, ranker_task
+from nrp.positioning.results_cache import RESULTS_FILE
+from nrp.positioning.scoring import score_answers
 from nrp.rankers.cache import SCORE_CACHE_FILE
 from nrp.rankers.registry import make_ranker
 from nrp.validation import validate
@@ -134,10 +134,7 @@ def test_an_interrupted_ray_run_resumes(mediqa, answers, tmp_path, executor):
 def test_the_collection_travels_through_the_object_store(mediqa, answers, executor):
     ranker = make_ranker("bm25")
     ranker.bind_collection(mediqa)
-    task = ranker_task(
-        executor, mediqa, ranker, ranker.fingerprint(), injection_mode(ranker), False, False,
-        False,
-    )  # fmt: skip
+    task = ranker_task(executor, PositionJob.of(mediqa, ranker))
     assert task.collection.store is not None  # an ObjectRef of collection.sqlite's bytes
     elsewhere = dataclasses.replace(
         task,

@@ -21,6 +21,7 @@ pytest.importorskip("transformers")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "llm"))
 from tiny_llm import build_tiny_llama
 
+from nrp.answers import read_answers
 from nrp.cli import main
 from nrp.errors import ConfigError, InputError, NrpError
 from nrp.generation import (
@@ -34,7 +35,6 @@ from nrp.generation import (
 )
 from nrp.generation.generate import store_path
 from nrp.llm.backends import GenerationOptions
-from nrp.nrp.answers import read_answers
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPICS = pd.DataFrame(
@@ -217,7 +217,7 @@ def test_an_executor_generates_what_the_plain_run_generates(tiny, tmp_path):
     they did not: the tiny model's flat distributions let padding flip sampled tokens), and an
     interrupted run resumes with the missing batches only."""
     from nrp.executors import LocalExecutor
-    from nrp.executors import generation as executor_generation
+    from nrp.generation import partitions as executor_generation
 
     plain = generate_answers(
         TOPICS, llm(tiny), "short-qa,long-qa", 2, OPTIONS, tmp_path / "p.jsonl"
@@ -264,7 +264,7 @@ def test_a_worker_with_another_model_file_refuses_to_generate(tiny, tmp_path):
     another (here: the driver's checksum is one the file does not have) refuses instead of
     writing answers that claim the driver's model."""
     from nrp.executors import LocalExecutor
-    from nrp.executors.generation import GenerationTask
+    from nrp.generation.partitions import GenerationTask
 
     spec = parse_llm(llm(tiny))
     task = GenerationTask(spec, OPTIONS, "sha256:" + "0" * 64, "tiny", ())

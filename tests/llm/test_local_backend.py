@@ -19,7 +19,8 @@ import torch
 from tiny_llm import SCRIPTED_REPLY, build_scripted_llama, build_tiny_llama
 
 from nrp.errors import ConfigError, NrpError
-from nrp.llm.backends import make_backend, sample_seed, to_messages
+from nrp.llm.backends import sample_seed, to_messages
+from nrp.llm.factory import make_backend
 from nrp.llm.local import LocalBackend, load_model, resolve_model, smollm2_gguf
 from nrp.llm.openai_compat import OpenAIBackend
 
@@ -101,6 +102,23 @@ def test_seeded_samples_do_not_depend_on_their_batch(tiny):
     # different seeds draw different samples (30 random tokens over ~400 agree by chance ~never)
     many = backend.complete([PROMPTS[0]], n=2, **{**options, "max_new_tokens": 30})[0]
     assert many[0].text != many[1].text
+
+
+def test_options_object_and_keywords_decode_alike(tiny):
+    """``complete`` takes the decoding as a ``GenerationOptions``, as its fields as keywords, or
+    both (keywords win); an unknown keyword is refused by name."""
+    from nrp.llm.backends import GenerationOptions
+
+    backend = LocalBackend(tiny, device="cpu", batch_size=2)
+    options = GenerationOptions(max_new_tokens=6, temperature=1.0, top_k=50, seed=3, n=2)
+    by_object = backend.complete(PROMPTS, options)
+    by_keywords = backend.complete(PROMPTS, max_new_tokens=6, temperature=1.0, top_k=50, seed=3,
+                                   n=2)  # fmt: skip
+    assert [[c.text for c in p] for p in by_object] == [[c.text for c in p] for p in by_keywords]
+    (mixed,) = backend.complete([PROMPTS[0]], options, n=1, top_logprobs=2)
+    assert len(mixed) == 1 and mixed[0].logprobs is not None  # top_logprobs implies logprobs
+    with pytest.raises(TypeError, match="'max_tokens'"):
+        backend.complete(PROMPTS, max_tokens=5)
 
 
 def test_choice_logprobs_by_hand_and_from_the_model(scripted, tiny):

@@ -11,19 +11,23 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
+from nrp.analysis import agreement
 from nrp.errors import ConfigError, NrpError
 from nrp.meta.correlation import (
     CONSTANT_HUMAN,
     FEW_ITEMS,
     _PooledBootstrap,
-    correlations,
-    kendall_tau_b,
     meta_evaluate,
     paired_preference,
+)
+from nrp.statistics import (
+    kendall_tau_b,
     resample_counts,
     spearman_rho,
 )
-from nrp.nrp import agreement
+from nrp.statistics import (
+    numpy_correlations as correlations,
+)
 
 # q1: score x = [1, 2, 2, 3], human y = [1, 1, 2, 2]. The 6 pairs:
 #   (1,2) x<, y= : tied in y only      (1,3) x<, y< : concordant

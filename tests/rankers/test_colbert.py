@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("colbert")
 
 from nrp.rankers.colbert import ColBERTIndex, ColBERTRanker
-from nrp.rankers.device import split_passages
+from nrp.rankers.passages import split_passages
 from nrp.rankers.registry import make_ranker
 
 WORDS = (

@@ -1,4 +1,4 @@
-"""The dense ranker and the shared neural helpers (nrp.rankers.device), on a tiny random
+"""The dense ranker and the shared neural helpers (nrp.models.device), on a tiny random
 sentence-transformers model built here (real loading and encoding code, no mocks) and on the
 packaged all-MiniLM-L6-v2."""
 
@@ -13,16 +13,15 @@ import pandas as pd
 import pytest
 
 from nrp.errors import ConfigError
-from nrp.rankers.dense import DenseRanker, DenseRetriever, unpack_split_zip
-from nrp.rankers.device import (
-    aggregate_passages,
-    explode_passages,
+from nrp.models.device import (
     length_sorted_batches,
     resolve_device,
     resolve_dtype,
     run_length_sorted,
-    split_passages,
 )
+from nrp.models.folders import unpack_split_zip
+from nrp.rankers.dense import DenseRanker, DenseRetriever
+from nrp.rankers.passages import aggregate_passages, explode_passages, split_passages
 from nrp.rankers.registry import make_ranker, parse_spec
 
 WORDS = (
@@ -232,7 +231,7 @@ def test_unpack_split_zip_joins_parts(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "models").iterdir()] == ["mpnet"]  # no temp left
 
 
-# -- shared helpers (nrp.rankers.device) --------------------------------------------------------
+# -- shared helpers (nrp.models.device) --------------------------------------------------------
 def test_split_passages_windows() -> None:
     text = " ".join(str(i) for i in range(10))
     assert split_passages(text, 4, 3) == ["0 1 2 3", "3 4 5 6", "6 7 8 9"]

@@ -46,6 +46,24 @@ def test_bad_specs_are_config_errors(spec, message):
         parse_spec(spec)
 
 
+@pytest.mark.parametrize(
+    ("spec", "injection"),
+    [
+        ("tfidf", "statistics"),
+        ("bm25:stats=collection,collection=c", "statistics"),
+        ("dph", "statistics"),
+        ("duot5:model=/m,mono_model=/m", "pairwise"),
+        ("monot5:model=/m", "pointwise"),
+        ("dense", "pointwise"),
+        ("colbert", "pointwise"),
+        ("random", "pointwise"),
+    ],
+)
+def test_each_ranker_declares_how_it_is_injected(spec, injection):
+    info, params = parse_spec(spec)
+    assert info.build(params).injection == injection
+
+
 class WordOverlap(Ranker):
     """Score = query words in the text, divided by |D_q| when ``per_set`` (a set-dependent
     score), counting every row it scores."""

@@ -20,13 +20,13 @@ from headless import find_chromium, inspect_page, screenshot
 from scipy import stats
 
 from nrp import Collection, __version__, ingest
+from nrp.analysis.agreement import agreement
 from nrp.cli import main
+from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, InputError
 from nrp.evaluators.run import evaluate_answers
 from nrp.meta.report import meta_from_files, write_meta
-from nrp.nrp import COMBINED
-from nrp.nrp.agreement import agreement
-from nrp.nrp.scoring import score_answers
+from nrp.positioning.scoring import score_answers
 from nrp.reports import build_report
 from nrp.reports.tables import LEAVE_ONE_OUT
 from nrp.validation.measures import display_name

@@ -9,8 +9,8 @@ import math
 import pandas as pd
 import pytest
 
+from nrp.collection.manifest import COMBINED
 from nrp.errors import InputError
-from nrp.nrp import COMBINED
 from nrp.reports.figures import nrp_strip_figure
 from nrp.reports.html import TableBlock, render_table
 from nrp.reports.inputs import read_meta, read_sizes

@@ -34,13 +34,13 @@ from service_helpers import (
 )
 
 from nrp import Collection, ingest
+from nrp.analysis.summary import summarize
+from nrp.answers import read_answers
 from nrp.cli import main as cli_main
-from nrp.nrp import COMBINED
-from nrp.nrp.answers import read_answers
-from nrp.nrp.report_tables import records
-from nrp.nrp.scoring import RESULT_COLUMNS, score_answers
-from nrp.nrp.summary import summarize
-from nrp.service.store import _json_value
+from nrp.collection.manifest import COMBINED
+from nrp.positioning.scoring import RESULT_COLUMNS, score_answers
+from nrp.service.store import json_value
+from nrp.tables import records
 
 pytestmark = pytest.mark.slow  # one server start for the module: several seconds
 
@@ -74,7 +74,7 @@ def collection(env) -> Collection:
 def expected_rows(frame: pd.DataFrame) -> list[dict]:
     """Rows of a results frame as the service sends them (NaN / NA as null)."""
     return [
-        dict(zip(frame.columns, [_json_value(v) for v in row], strict=True))
+        dict(zip(frame.columns, [json_value(v) for v in row], strict=True))
         for row in frame.itertuples(index=False, name=None)
     ]
 

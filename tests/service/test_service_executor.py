@@ -35,18 +35,19 @@ from service_helpers import (
 )
 
 from nrp import Collection, ingest
+from nrp.answers import read_answers
 from nrp.cli import main as cli_main
 from nrp.errors import ConfigError
 from nrp.evaluators.cache import EVALUATION_CACHE_FILE
 from nrp.evaluators.run import evaluate_answers
 from nrp.executors import LocalExecutor
-from nrp.nrp.answers import read_answers
-from nrp.nrp.results_cache import RESULTS_FILE
-from nrp.nrp.scoring import score_answers
+from nrp.positioning.results_cache import RESULTS_FILE
+from nrp.positioning.scoring import score_answers
+from nrp.service.compute import run_evaluate_units, run_rank_units
 from nrp.service.config import ServiceConfig, load_config
 from nrp.service.inputs import EVALUATE, RANK, batch_key
-from nrp.service.store import _json_value
-from nrp.service.worker import ModelPool, run_evaluate_units, run_rank_units
+from nrp.service.pool import ModelPool
+from nrp.service.store import json_value
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "executors"))
 from executor_data import cache_rows, ingest_mediqa, mediqa_answers
@@ -271,6 +272,6 @@ def test_a_job_on_a_ray_cluster_equals_the_in_process_run(tmp_path, cluster):
 def _records(frame: pd.DataFrame) -> list[dict]:
     """Rows of a results frame as the service sends them (NaN / NA as null)."""
     return [
-        dict(zip(frame.columns, [_json_value(v) for v in row], strict=True))
+        dict(zip(frame.columns, [json_value(v) for v in row], strict=True))
         for row in frame.itertuples(index=False, name=None)
     ]

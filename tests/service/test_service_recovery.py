@@ -28,11 +28,11 @@ from service_helpers import (
 )
 
 from nrp import Collection, ingest
+from nrp.answers import read_answers
 from nrp.evaluators.run import evaluate_answers
-from nrp.nrp.answers import read_answers
-from nrp.nrp.results_cache import RESULTS_FILE, ResultsCache
-from nrp.nrp.scoring import score_answers
-from nrp.service.store import _json_value
+from nrp.positioning.results_cache import RESULTS_FILE, ResultsCache
+from nrp.positioning.scoring import score_answers
+from nrp.service.store import json_value
 
 pytestmark = pytest.mark.slow
 
@@ -86,7 +86,7 @@ def test_kill_9_mid_job_then_restart_completes_without_duplicates_or_losses(tmp_
     answers = read_answers(tmp_path / "data" / "answers.jsonl", collection).answers
     expected = score_answers(collection, answers, "bm25", cache=False)
     assert rows == [
-        dict(zip(expected.columns, [_json_value(v) for v in row], strict=True))
+        dict(zip(expected.columns, [json_value(v) for v in row], strict=True))
         for row in expected.itertuples(index=False, name=None)
     ]
     # one stored position per ranked answer, whatever ran twice
@@ -120,7 +120,7 @@ def test_evaluator_units_fill_the_evaluations_table(tmp_path):
     answers = read_answers(tmp_path / "data" / "answers.jsonl", collection).answers
     expected = evaluate_answers(collection, answers, "bleu,rouge", references="pseudo", cache=False)
     assert rows == [
-        dict(zip(expected.columns, [_json_value(v) for v in row], strict=True))
+        dict(zip(expected.columns, [json_value(v) for v in row], strict=True))
         for row in expected.itertuples(index=False, name=None)
     ]
     assert done["info"]["evaluators"]["bleu"]["computed"] == 0  # all served by the units' cache

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from nrp.validation.statistics import (
+from nrp.statistics import (
     bonferroni,
     bootstrap_interval,
     correct,

@@ -229,6 +229,25 @@ def test_cache_off_and_bad_options(tiny):
         validate(tiny, ["random"], labels="binary")
 
 
+def test_settings_object_and_keywords_are_the_same_call(tiny):
+    """``ValidationSettings`` carries the options together; its fields as keywords override it,
+    and a keyword that is not a field is refused by name."""
+    from nrp.validation.settings import ValidationSettings
+
+    settings = ValidationSettings(dimensions=["relevance"], test="t", ci="bootstrap")
+    by_object = validate(tiny, ["random"], settings, cache=False)
+    by_keywords = validate(tiny, ["random"], cache=False, dimensions=["relevance"], test="t",
+                           ci="bootstrap")  # fmt: skip
+    assert by_object.to_dict() == by_keywords.to_dict()
+    assert by_object.settings["test"] == "t" and list(by_object.dimensions) == ["relevance"]
+    overridden = validate(tiny, ["random"], settings, cache=False, test="randomization")
+    assert overridden.settings["test"] == "randomization"
+    with pytest.raises(TypeError, match="'labelz'"):
+        validate(tiny, ["random"], labelz="raw")
+    with pytest.raises(ConfigError, match="labels must be"):
+        validate(tiny, ["random"], ValidationSettings(labels="binary"))
+
+
 # -- external runs --------------------------------------------------------------------------------
 def test_validate_runs_keeps_documents_without_text_and_warns_about_unknown_qids(tiny, tmp_path):
     run = tmp_path / "mine.run"

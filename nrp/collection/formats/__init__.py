@@ -1,37 +1,63 @@
-"""Registry of input formats: every module of this package that defines ``FORMAT``."""
+"""Registry of input formats: each format module declares its formats with ``register(...)``.
+
+nrp's own format modules are named in ``BUILTIN_MODULES`` and imported on the first listing;
+another package adds formats by naming its module under the entry-point group ``nrp.formats``
+(docs/extending.md), so a manifest can use them like the built-in ones.
+"""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from functools import cache
-
 from nrp.collection.formats.base import Format, Option, ReadReport
+from nrp.components import Registry
 from nrp.errors import ConfigError
 
-__all__ = ["Format", "Option", "ReadReport", "all_formats", "get_format", "read_format"]
+__all__ = [
+    "Format",
+    "Option",
+    "ReadReport",
+    "all_formats",
+    "get_format",
+    "read_format",
+    "register",
+    "unregister",
+]
+
+#: nrp's own format modules (no package scan)
+BUILTIN_MODULES = tuple(
+    f"{__name__}.{module}"
+    for module in (
+        "argquality",
+        "cranfield",
+        "html_folder",
+        "liveqa_med",
+        "mediqa",
+        "table",
+        "trec_qrels",
+        "trec_topics",
+        "warc",
+    )
+)
+ENTRY_POINT_GROUP = "nrp.formats"
+
+FORMAT_REGISTRY: Registry[Format] = Registry(
+    "input format", Format, BUILTIN_MODULES, ENTRY_POINT_GROUP
+)
 
 
-@cache
+def register(*formats: Format) -> None:
+    """Declare input formats: ``nrp formats`` lists them and manifests may name them."""
+    for fmt in formats:
+        FORMAT_REGISTRY.register(fmt)
+
+
+def unregister(name: str) -> Format:
+    """Remove a format's declaration (a notebook redefining it, a test's own format)."""
+    return FORMAT_REGISTRY.unregister(name)
+
+
 def all_formats() -> dict[str, Format]:
-    found: dict[str, Format] = {}
-    for module_info in pkgutil.iter_modules(__path__):
-        if module_info.name.startswith("_") or module_info.name == "base":
-            continue
-        module = importlib.import_module(f"{__name__}.{module_info.name}")
-        for fmt in _formats_of(module):
-            if fmt.name in found:
-                raise RuntimeError(f"input format {fmt.name!r} is registered twice")
-            found[fmt.name] = fmt
-    return dict(sorted(found.items()))
-
-
-def _formats_of(module) -> list[Format]:
-    if hasattr(module, "FORMATS"):
-        return list(module.FORMATS)
-    if hasattr(module, "FORMAT"):
-        return [module.FORMAT]
-    return []
+    """Every declared input format by name, sorted (built-ins and installed plug-ins)."""
+    return FORMAT_REGISTRY.entries()
 
 
 def get_format(name: str) -> Format:

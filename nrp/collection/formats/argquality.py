@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from nrp.collection.formats import register
 from nrp.collection.formats._io import iter_table, require
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Document, Judgment, Origin, Record, Topic
@@ -189,3 +190,5 @@ FORMATS = [
         },
     ),
 ]
+
+register(*FORMATS)

@@ -1,9 +1,10 @@
 """What every input format declares, and the report readers write their counts and warnings to.
 
-A format is one module in this package that defines ``FORMAT = Format(...)``; the registry in
-``__init__`` finds it. Like ir_measures' measures, a format describes itself: its name, what it
-provides, and each option with type, default and description, so ``nrp formats`` can list them and
-a manifest's options are checked in one place.
+A format is declared with ``register(Format(...))`` in its module (the built-in modules are
+listed in ``__init__``; another package adds its own through the ``nrp.formats`` entry-point
+group, see docs/extending.md). Like ir_measures' measures, a format describes itself: its name,
+what it provides, and each option with type, default and description, so ``nrp formats`` can
+list them and a manifest's options are checked in one place.
 """
 
 from __future__ import annotations

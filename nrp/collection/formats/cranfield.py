@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nrp.collection.formats import register
 from nrp.collection.formats._io import iter_lines
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Document, Judgment, Origin, Record, Topic
@@ -221,3 +222,5 @@ FORMATS = [
         },
     ),
 ]
+
+register(*FORMATS)

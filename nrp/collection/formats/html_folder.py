@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from nrp.collection.formats import register
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Document, Origin
 from nrp.collection.text_extraction import ExtractionError, extract_page
@@ -107,3 +108,5 @@ FORMAT = Format(
     },
     path_is_folder=True,
 )
+
+register(FORMAT)

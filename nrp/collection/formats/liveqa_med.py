@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from nrp.collection.formats import register
 from nrp.collection.formats._io import XmlNode, iter_lines, iter_table, parse_xml
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Document, Judgment, Origin, Record, Reference, Topic
@@ -289,3 +290,5 @@ FORMATS = [
         },
     ),
 ]
+
+register(*FORMATS)

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from nrp.collection.formats import register
 from nrp.collection.formats._io import XmlNode, parse_xml
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Document, Judgment, Origin, Record, Topic
@@ -135,3 +136,5 @@ FORMAT = Format(
         ),
     },
 )
+
+register(FORMAT)

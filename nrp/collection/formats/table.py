@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from nrp.collection.formats import register
 from nrp.collection.formats._io import iter_records, read_text
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Document, Judgment, Origin, Record, Reference, Topic
@@ -202,3 +203,5 @@ FORMAT = Format(
         "fieldnames": Option(list, "column names of a CSV/TSV file that has no header row"),
     },
 )
+
+register(FORMAT)

@@ -9,6 +9,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
+from nrp.collection.formats import register
 from nrp.collection.formats._io import iter_lines
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Judgment, Origin
@@ -141,3 +142,5 @@ FORMATS = (
         },
     ),
 )
+
+register(*FORMATS)

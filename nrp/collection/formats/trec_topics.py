@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from nrp.collection.formats import register
 from nrp.collection.formats._io import XmlNode, iter_lines, parse_xml, read_text
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Origin, Topic
@@ -296,3 +297,5 @@ FORMATS = (
         },
     ),
 )
+
+register(*FORMATS)

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
 
+from nrp.collection.formats import register
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.formats.html_folder import check_min_length
 from nrp.collection.records import Document, Origin
@@ -276,3 +277,5 @@ FORMAT = Format(
         ),
     },
 )
+
+register(FORMAT)

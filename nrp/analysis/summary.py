@@ -1,0 +1,516 @@
+"""Aggregate per-answer NRP values into means per LLM and prompt, with intervals and paired tests.
+
+Input: the per-answer frame of ``nrp.positioning.scoring.score_answers`` (one row per answer,
+dimension and ranker; ``dimension`` may be ``combined``), or the ``results.parquet`` /
+``results.csv`` the scoring CLI writes (``read_results``, through the table reader
+``nrp.tables.read_table_file``).
+
+Statistical choices (and why):
+
+- **The query is the unit.** A query's samples are averaged first (its query-level mean), and
+  the mean over queries is reported. Queries are what the collection samples from the
+  population of questions; samples of one query are repeated measurements of the same
+  question, so a query answered three times must weigh as much as a query answered once.
+- **Pooled over prompts** (a row per LLM with prompt ``(all)``): a query's per-prompt means are
+  averaged (each prompt weighs the same however many samples it has), then the mean over
+  queries is taken.
+- **Interval**: 95% percentile bootstrap over queries (``n_boot`` resamples of the query-level
+  means, fixed seed, so a summary is reproducible), from ``nrp.statistics``. NRP
+  values are bounded and often pile up at 1 for strong LLMs (skewed, see the saturation
+  shares), which is where a percentile bootstrap is preferable to a t-interval. No interval
+  with fewer than two queries.
+- **Saturation**: the share of *answers* with NRP = 1 (ranked above every judged document: the
+  ceiling the source study reports for strong LLMs, where NRP stops telling LLMs apart) and
+  with NRP = 0 (ranked below every document). These are counts of answers, not of queries.
+- **Paired comparisons** on query-level means, over the queries both sides have: LLMs against
+  each other within each prompt, LLMs pooled over prompts (when there is more than one prompt),
+  and prompts against each other within each LLM. The test is validation's (paired
+  randomization test by default, exact for few queries; paired t-test on request) and Holm's
+  correction is applied within each family: one family per (dimension, ranker, comparison,
+  prompt or LLM), as validation treats every pair of rankers of a dimension as one family.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nrp import statistics
+from nrp.collection.manifest import COMBINED
+from nrp.errors import ConfigError, InputError, NrpError
+from nrp.tables import (
+    TableFile,
+    csv_export,
+    find_table,
+    format_interval,
+    format_number,
+    format_p,
+    json_export,
+    read_table_file,
+    records,
+    text_table,
+)
+from nrp.validation.report import CORRECTION_NAMES, TEST_NAMES
+
+REQUIRED_COLUMNS = ("llm", "prompt", "qid", "dimension", "nrp")
+TEXT_COLUMNS = ("answer_id", "llm", "prompt", "qid", "dimension", "ranker")
+NUMERIC_COLUMNS = ("score", "rank", "n_docs", "ties", "nrp")
+RESULT_FILES = ("results.parquet", "results.csv")
+#: The prompt column of rows pooled over every prompt of an LLM.
+ALL_PROMPTS = "(all)"
+#: NRP within this distance of 1 (or 0) counts as saturated: the values are r/|D_q| fractions,
+#: so anything closer is rounding, not a document.
+SATURATION_TOLERANCE = 1e-9
+
+LLMS_WITHIN_PROMPT = "llms within prompt"
+LLMS_POOLED = "llms pooled over prompts"
+PROMPTS_WITHIN_LLM = "prompts within llm"
+
+
+# -- reading ---------------------------------------------------------------------------------------
+def read_results(path: str | Path) -> pd.DataFrame:
+    """The per-answer results written by the scoring CLI: an output folder (its
+    ``results.parquet``, else ``results.csv``) or a ``.parquet``, ``.csv`` or ``.tsv`` file.
+
+    Text columns (qid, llm, prompt, ...) are read as text, so qid ``007`` stays ``007``."""
+    path = find_table(path, RESULT_FILES)
+    suffix = path.suffix.lower()
+    if suffix not in (".parquet", ".csv", ".tsv"):
+        raise InputError(path, None, "results must be .parquet, .csv or .tsv")
+    table = read_table_file(path)
+    frame = table.frame
+    if suffix == ".parquet":
+        for column in TEXT_COLUMNS:
+            if column in frame.columns:
+                frame[column] = _text(frame[column])
+    else:
+        _numbers(table)
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError(path, None, f"missing result columns {missing}")
+    return frame
+
+
+def _numbers(table: TableFile) -> None:
+    """A delimited file's numeric columns as floats (an empty cell: NaN), ``sample`` as int when
+    every sample is a number; an error at the first cell that is not a number."""
+    frame = table.frame
+    for column in NUMERIC_COLUMNS:
+        if column not in frame.columns:
+            continue
+        text = frame[column].str.strip()
+        values = pd.to_numeric(text.where(text != ""), errors="coerce")
+        bad = values.isna() & (text != "")
+        if bad.any():
+            line = int(table.lines[np.flatnonzero(bad.to_numpy())[0]])
+            raise InputError(table.path, line, f"{column} {text[bad].iloc[0]!r} is not a number")
+        frame[column] = values.astype(float)
+    if "sample" in frame.columns:
+        as_numbers = pd.to_numeric(frame["sample"], errors="coerce")
+        if not as_numbers.isna().any():
+            frame["sample"] = as_numbers.astype(int)
+
+
+def _text(column: pd.Series) -> pd.Series:
+    """Text labels, missing ones as '' (a ranker-less combined row, a run without prompts)."""
+    return column.astype(object).where(column.notna(), "").astype(str)
+
+
+# -- result ----------------------------------------------------------------------------------------
+@dataclass
+class Summary:
+    """Means, intervals, saturation shares and paired tests of NRP per LLM and prompt.
+
+    ``means``: one row per (dimension, ranker, llm, prompt), prompt ``(all)`` for an LLM pooled
+    over its prompts; columns mean_nrp, ci_low, ci_high, share_nrp_1, share_nrp_0, n_queries,
+    n_answers. ``query_means``: the query-level means the means and tests are taken over.
+    ``comparisons``: one row per paired test (family, group, a, b, n_queries, mean_a, mean_b,
+    mean_difference = mean over common queries of a - b, p, p_corrected).
+    """
+
+    settings: dict[str, Any]
+    means: pd.DataFrame
+    query_means: pd.DataFrame
+    comparisons: pd.DataFrame
+    warnings: list[str] = field(default_factory=list)
+
+    # -- look-ups -------------------------------------------------------------------------------
+    def measures(self) -> list[tuple[str, str]]:
+        """(dimension, ranker) pairs in report order (``combined`` last)."""
+        pairs = self.means[["dimension", "ranker"]].drop_duplicates()
+        return [tuple(p) for p in pairs.itertuples(index=False)]
+
+    def row(
+        self, dimension: str, llm: str, prompt: str = ALL_PROMPTS, ranker: str | None = None
+    ) -> pd.Series:
+        """The means row of one LLM (and prompt) in one dimension (the only ranker of the
+        dimension unless ``ranker`` is given)."""
+        frame = self.means
+        match = (frame["dimension"] == dimension) & (frame["llm"] == llm)
+        match &= frame["prompt"] == prompt
+        if ranker is not None:
+            match &= frame["ranker"] == ranker
+        rows = frame[match]
+        if len(rows) != 1:
+            raise KeyError(f"{len(rows)} rows for {(dimension, ranker, llm, prompt)}")
+        return rows.iloc[0]
+
+    def mean(
+        self, dimension: str, llm: str, prompt: str = ALL_PROMPTS, ranker: str | None = None
+    ) -> float:
+        return float(self.row(dimension, llm, prompt, ranker)["mean_nrp"])
+
+    # -- export ---------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "settings": self.settings,
+            "means": records(self.means),
+            "comparisons": records(self.comparisons),
+            "query_means": records(self.query_means),
+            "warnings": list(self.warnings),
+        }
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """The summary as JSON (NaN written as null); written to ``path`` too when given."""
+        return json_export(self.to_dict(), path)
+
+    def to_csv(self, folder: str | Path) -> dict[str, Path]:
+        """``summary_means.csv``, ``summary_comparisons.csv`` and ``summary_query_means.csv``
+        in ``folder``; returns the paths by table."""
+        names = ("means", "comparisons", "query_means")
+        return csv_export({n: getattr(self, n) for n in names}, folder, "summary")
+
+    # -- text -----------------------------------------------------------------------------------
+    def tables(self) -> dict[tuple[str, str], str]:
+        """(dimension, ranker) -> its text table with the comparisons below it."""
+        return {key: self._table(*key) for key in self.measures()}
+
+    def format(self) -> str:
+        parts = list(self.tables().values())
+        if self.warnings:
+            parts.append("warnings:\n" + "\n".join(f"  {w}" for w in self.warnings))
+        return "\n\n".join(parts)
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def _table(self, dimension: str, ranker: str) -> str:
+        s = self.settings
+        means = self.means[
+            (self.means["dimension"] == dimension) & (self.means["ranker"] == ranker)
+        ]
+        answers = self.query_means[
+            (self.query_means["dimension"] == dimension)
+            & (self.query_means["ranker"] == ranker)
+            & (self.query_means["prompt"] != ALL_PROMPTS)
+        ]
+        name = dimension + (f" (ranker {ranker})" if ranker else "")
+        ci = f"{round(s['confidence'] * 100)}% CI"
+        lines = [
+            f"{name}: {answers['qid'].nunique()} queries, {int(answers['n_answers'].sum())} "
+            "answers; mean NRP over queries (a query's samples averaged first)",
+            f"  {ci}: percentile bootstrap over queries ({s['n_boot']} resamples, seed "
+            f"{s['seed']}); NRP=1 / NRP=0: share of answers above / below every document",
+        ]
+        rows = [
+            [
+                str(r.llm),
+                str(r.prompt),
+                f"{format_number(r.mean_nrp)} {format_interval(r.ci_low, r.ci_high)}",
+                f"{100 * r.share_nrp_1:.1f}%",
+                f"{100 * r.share_nrp_0:.1f}%",
+                str(r.n_queries),
+                str(r.n_answers),
+            ]
+            for r in means.itertuples()
+        ]
+        header = ["llm", "prompt", f"NRP [{ci}]", "NRP=1", "NRP=0", "queries", "answers"]
+        lines.append(text_table(header, rows))
+        tests = self.comparisons[
+            (self.comparisons["dimension"] == dimension) & (self.comparisons["ranker"] == ranker)
+        ]
+        if tests.empty:
+            lines.append("  no paired comparisons (one LLM and one prompt)")
+            return "\n".join(lines)
+        alpha = s["alpha"]
+        lines.append(
+            f"  paired comparisons on query-level means: {TEST_NAMES.get(s['test'], s['test'])}"
+            f", {CORRECTION_NAMES.get(s['correction'], s['correction'])} within each family, "
+            f"alpha {alpha}"
+        )
+        rows = []
+        for t in tests.itertuples():
+            significant = not np.isnan(t.p_corrected) and t.p_corrected < alpha
+            rows.append(
+                [
+                    f"{t.family}: {t.group}" if t.family != LLMS_POOLED else t.family,
+                    f"{t.a} - {t.b}",
+                    f"{t.mean_difference:+.4f}" if not np.isnan(t.mean_difference) else "-",
+                    str(t.n_queries),
+                    format_p(t.p),
+                    format_p(t.p_corrected) + (" *" if significant else ""),
+                ]
+            )
+        lines.append(text_table(["family", "a - b", "mean diff.", "queries", "p", "p corr."], rows))
+        lines.append(f"  * significant after correction (p corr. < {alpha})")
+        return "\n".join(lines)
+
+
+# -- aggregation -----------------------------------------------------------------------------------
+def summarize(
+    results_df: pd.DataFrame | str | Path,
+    confidence: float = 0.95,
+    n_boot: int = statistics.DEFAULT_RESAMPLES,
+    seed: int = statistics.DEFAULT_SEED,
+    *,
+    test: statistics.TestMethod = "randomization",
+    correction: statistics.Correction = "holm",
+    n_resamples: int = statistics.DEFAULT_RESAMPLES,
+    alpha: float = 0.05,
+) -> Summary:
+    """Mean NRP per LLM x prompt and per LLM, per dimension (and combined), with bootstrap
+    intervals over queries, saturation shares and Holm-corrected paired tests.
+
+    ``results_df``: the per-answer frame of ``score_answers`` or a path ``read_results``
+    accepts. ``n_boot``/``seed``: the bootstrap; ``test``/``n_resamples``: the paired test
+    (randomization with ``n_resamples`` sign vectors, exact when 2^queries is fewer)."""
+    if not 0 < confidence < 1 or not 0 < alpha < 1:
+        raise ConfigError("confidence and alpha must lie strictly between 0 and 1")
+    if n_boot < 1 or n_resamples < 1:
+        raise ConfigError("n_boot and n_resamples must be at least 1")
+    if test not in ("randomization", "t"):
+        raise ConfigError(f"paired test must be 'randomization' or 't', not {test!r}")
+    if correction not in ("holm", "bonferroni", "none"):
+        raise ConfigError(f"correction must be 'holm', 'bonferroni' or 'none', not {correction!r}")
+    frame = results_df if isinstance(results_df, pd.DataFrame) else read_results(results_df)
+    warnings: list[str] = []
+    answers = _clean(frame, warnings)
+    settings = {
+        "unit": "query: a query's samples are averaged first, then the mean over queries",
+        "pooled_over_prompts": "a query's per-prompt means averaged, then over queries",
+        "confidence": confidence,
+        "ci": "percentile bootstrap over queries",
+        "n_boot": n_boot,
+        "seed": seed,
+        "test": test,
+        "n_resamples": n_resamples,
+        "correction": correction,
+        "family": "one per (dimension, ranker, comparison, prompt or llm)",
+        "alpha": alpha,
+        "saturation": "share of answers with NRP = 1 (or 0), within 1e-9",
+    }
+    query_means = _query_means(answers)
+    means = _means(answers, query_means, confidence, n_boot, seed)
+    comparisons = _comparisons(query_means, test, n_resamples, seed, correction, warnings)
+    return Summary(settings, means, query_means, comparisons, warnings)
+
+
+def _clean(frame: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
+    """Checked copy with text keys, the measure key (dimension, ranker), and NRP as float."""
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise NrpError(f"results lack columns {missing} (have: {list(frame.columns)})")
+    answers = frame.copy()
+    if "ranker" not in answers.columns:
+        answers["ranker"] = ""
+    for column in ("llm", "prompt", "qid", "dimension", "ranker"):
+        answers[column] = _text(answers[column])
+    answers["nrp"] = pd.to_numeric(answers["nrp"], errors="coerce").astype(float)
+    without = answers["nrp"].isna()
+    if without.any():
+        counts = answers[without].groupby("dimension").size()
+        warnings.append(
+            "answers without an NRP left out: "
+            + ", ".join(f"{n} in {d}" for d, n in counts.items())
+        )
+        answers = answers[~without]
+    out_of_range = (answers["nrp"] < -SATURATION_TOLERANCE) | (
+        answers["nrp"] > 1 + SATURATION_TOLERANCE
+    )
+    if out_of_range.any():
+        raise NrpError(f"NRP must lie in [0, 1]; found {answers.loc[out_of_range, 'nrp'].iloc[0]}")
+    if "sample" in answers.columns:
+        keys = ["dimension", "ranker", "llm", "prompt", "qid", "sample"]
+        repeated = answers.duplicated(keys, keep=False)
+        if repeated.any():
+            first = answers.loc[repeated, keys].iloc[0].tolist()
+            raise NrpError(
+                f"{int(repeated.sum())} result rows repeat (dimension, ranker, llm, prompt, qid, "
+                f"sample), e.g. {first}: an answer would be counted twice"
+            )
+    if answers.empty:
+        raise NrpError("no answer with an NRP to summarize")
+    dimensions = list(dict.fromkeys(answers["dimension"]))
+    order = [d for d in dimensions if d != COMBINED] + [d for d in dimensions if d == COMBINED]
+    answers["_dimension_order"] = answers["dimension"].map({d: i for i, d in enumerate(order)})
+    for column in ("ranker", "llm", "prompt"):
+        position = {v: i for i, v in enumerate(dict.fromkeys(answers[column]))}
+        answers[f"_{column}_order"] = answers[column].map(position)
+    return answers.reset_index(drop=True)
+
+
+def _query_means(answers: pd.DataFrame) -> pd.DataFrame:
+    """One row per (dimension, ranker, llm, prompt, qid): the mean NRP of the query's samples;
+    then one per (dimension, ranker, llm, qid) with prompt ``(all)``: the mean of the query's
+    per-prompt means."""
+    keys = ["dimension", "ranker", "llm", "prompt", "qid"]
+    order = ["_dimension_order", "_ranker_order", "_llm_order", "_prompt_order"]
+    per_prompt = (
+        answers.groupby([*keys, *order], sort=False)["nrp"]
+        .agg(nrp="mean", n_answers="size")
+        .reset_index()
+    )
+    pooled = (
+        per_prompt.groupby(
+            [
+                "dimension",
+                "ranker",
+                "llm",
+                "qid",
+                "_dimension_order",
+                "_ranker_order",
+                "_llm_order",
+            ],
+            sort=False,
+        )
+        .agg(nrp=("nrp", "mean"), n_answers=("n_answers", "sum"))
+        .reset_index()
+        .assign(prompt=ALL_PROMPTS, _prompt_order=np.inf)
+    )
+    both = pd.concat([per_prompt, pooled], ignore_index=True)
+    both = both.sort_values([*order], kind="stable").reset_index(drop=True)
+    return both[[*keys, "nrp", "n_answers"]]
+
+
+def _means(
+    answers: pd.DataFrame,
+    query_means: pd.DataFrame,
+    confidence: float,
+    n_boot: int,
+    seed: int,
+) -> pd.DataFrame:
+    rows = []
+    cell = ["dimension", "ranker", "llm", "prompt"]
+    for key, group in query_means.groupby(cell, sort=False):
+        dimension, ranker, llm, prompt = key
+        values = group["nrp"].to_numpy(dtype=float)
+        mean, low, high = statistics.mean_with_interval(
+            values, confidence, "bootstrap", n_boot, seed
+        )
+        mine = (
+            (answers["dimension"] == dimension)
+            & (answers["ranker"] == ranker)
+            & (answers["llm"] == llm)
+        )
+        if prompt != ALL_PROMPTS:
+            mine &= answers["prompt"] == prompt
+        nrp = answers.loc[mine, "nrp"].to_numpy(dtype=float)
+        rows.append(
+            {
+                "dimension": dimension,
+                "ranker": ranker,
+                "llm": llm,
+                "prompt": prompt,
+                "mean_nrp": mean,
+                "ci_low": low,
+                "ci_high": high,
+                "share_nrp_1": float(np.mean(nrp >= 1 - SATURATION_TOLERANCE)),
+                "share_nrp_0": float(np.mean(nrp <= SATURATION_TOLERANCE)),
+                "n_queries": len(values),
+                "n_answers": len(nrp),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _comparisons(
+    query_means: pd.DataFrame,
+    test: statistics.TestMethod,
+    n_resamples: int,
+    seed: int,
+    correction: statistics.Correction,
+    warnings: list[str],
+) -> pd.DataFrame:
+    rows: list[dict[str, Any]] = []
+    for (dimension, ranker), measure in query_means.groupby(["dimension", "ranker"], sort=False):
+        per_prompt = measure[measure["prompt"] != ALL_PROMPTS]
+        pooled = measure[measure["prompt"] == ALL_PROMPTS]
+        prompts = list(dict.fromkeys(per_prompt["prompt"]))
+        llms = list(dict.fromkeys(per_prompt["llm"]))
+        families: list[tuple[str, str, dict[str, pd.Series]]] = []
+        for prompt in prompts:
+            mine = per_prompt[per_prompt["prompt"] == prompt]
+            families.append((LLMS_WITHIN_PROMPT, prompt, _by(mine, "llm")))
+        if len(prompts) > 1:
+            families.append((LLMS_POOLED, ALL_PROMPTS, _by(pooled, "llm")))
+            prompt_sets = {
+                llm: frozenset(per_prompt.loc[per_prompt["llm"] == llm, "prompt"]) for llm in llms
+            }
+            if len(llms) > 1 and len(set(prompt_sets.values())) > 1:
+                warnings.append(
+                    f"{dimension}: LLMs were run with different prompts, so LLMs pooled over "
+                    "prompts are compared over different prompt mixes"
+                )
+        for llm in llms:
+            mine = per_prompt[per_prompt["llm"] == llm]
+            families.append((PROMPTS_WITHIN_LLM, llm, _by(mine, "prompt")))
+        for family, group, series in families:
+            tests = []
+            for a, b in itertools.combinations(series, 2):
+                common = series[a].index.intersection(series[b].index, sort=False)
+                first = series[a].loc[common].to_numpy(dtype=float)
+                second = series[b].loc[common].to_numpy(dtype=float)
+                if len(common) < len(series[a]) or len(common) < len(series[b]):
+                    warnings.append(
+                        f"{dimension}, {family} {group}: {a} and {b} are compared over the "
+                        f"{len(common)} queries both answered "
+                        f"({len(series[a])} and {len(series[b])} answered)"
+                    )
+                p = (
+                    statistics.paired_test(first, second, test, n_resamples, seed)
+                    if len(common)
+                    else np.nan
+                )
+                tests.append(
+                    {
+                        "dimension": dimension,
+                        "ranker": ranker,
+                        "family": family,
+                        "group": group,
+                        "a": a,
+                        "b": b,
+                        "n_queries": len(common),
+                        "mean_a": float(first.mean()) if len(common) else np.nan,
+                        "mean_b": float(second.mean()) if len(common) else np.nan,
+                        "mean_difference": float((first - second).mean())
+                        if len(common)
+                        else np.nan,
+                        "p": p,
+                    }
+                )
+            tested = [t for t in tests if not np.isnan(t["p"])]
+            for t, p_corrected in zip(
+                tested, statistics.correct([t["p"] for t in tested], correction), strict=True
+            ):
+                t["p_corrected"] = p_corrected
+            for t in tests:
+                t.setdefault("p_corrected", np.nan)
+            rows.extend(tests)
+    columns = [
+        "dimension", "ranker", "family", "group", "a", "b", "n_queries", "mean_a", "mean_b",
+        "mean_difference", "p", "p_corrected",
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _by(frame: pd.DataFrame, column: str) -> dict[str, pd.Series]:
+    """column value -> its query-level means indexed by qid, in first-appearance order."""
+    return {
+        str(name): group.set_index("qid")["nrp"]
+        for name, group in frame.groupby(column, sort=False)
+    }

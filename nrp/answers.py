@@ -1,0 +1,527 @@
+"""Reading answer sets: the generated answers that NRP ranks among the judged documents of their
+query. One answer is a row (answer_id, llm, prompt, qid, sample, text).
+
+Formats (by suffix; a folder is read file by file, see ``read_answers``):
+
+- long layout, one answer per row: JSON Lines (``.jsonl``/``.ndjson``), CSV, TSV, Parquet, with
+  columns ``llm, prompt, qid, text`` and optionally ``answer_id`` and ``sample``;
+- wide layout of the source study (``answers/<llm>/<prompt>.csv``): columns ``qid``, ``query`` and
+  ``answer1..answerN``; the LLM is the parent folder's name, the prompt the file's stem, sample is
+  N - 1. A CSV, TSV or Parquet file is wide when it has answerN columns and no ``text`` column.
+
+Everything is strict: a bad value is an ``InputError`` naming the file and line (Parquet: row),
+unless ``skip_invalid`` is set, in which case the answer is left out and listed in
+``AnswerSet.skipped`` with its location and reason, so nothing is ever dropped silently. Problems
+with the file itself (unreadable, not UTF-8, empty, missing column) stay errors either way: no
+row of such a file can be trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import pandas as pd
+
+from nrp.collection.formats._io import iter_lines, iter_table
+from nrp.errors import InputError
+
+COLUMNS = ["answer_id", "llm", "prompt", "qid", "sample", "text"]
+# llm and prompt are required, not defaulted: NRP is aggregated per llm x prompt, and a default
+# would silently pool different systems' answers under one name (and make their derived
+# answer_ids collide). The wide layout takes both from its path instead.
+LONG_REQUIRED = ("llm", "prompt", "qid", "text")
+LONG_SUFFIXES = (".jsonl", ".ndjson")
+TABLE_SUFFIXES = (".csv", ".tsv")
+PARQUET_SUFFIXES = (".parquet",)
+SUFFIXES = LONG_SUFFIXES + TABLE_SUFFIXES + PARQUET_SUFFIXES
+WIDE_COLUMN = re.compile(r"answer(\d+)")
+
+Unit = Literal["line", "row"]
+
+
+class _HasTopics(Protocol):
+    @property
+    def topics(self) -> pd.DataFrame: ...
+
+
+@dataclass(frozen=True)
+class SkippedRow:
+    """An answer left out under ``skip_invalid``: where it is and why. ``line`` is the line the
+    record starts on, or for Parquet (``unit == "row"``) the 1-based data row. In the wide layout
+    one line holds several answers, so several entries can share a line; the reason names the
+    column."""
+
+    file: str
+    line: int | None
+    reason: str
+    kind: str
+    llm: str | None = None
+    prompt: str | None = None
+    unit: Unit = "line"
+
+    @property
+    def location(self) -> str:
+        if self.line is None:
+            return self.file
+        if self.unit == "row":
+            return f"{self.file} row {self.line}"
+        return f"{self.file}:{self.line}"
+
+    def __str__(self) -> str:
+        """As an InputError for the same answer would read."""
+        if self.unit == "row" and self.line is not None:
+            return f"{self.file}: row {self.line}: {self.reason}"
+        return f"{self.location}: {self.reason}"
+
+
+@dataclass
+class AnswerSet:
+    """The answers read (a frame with ``COLUMNS``, in input order) and the answers skipped."""
+
+    answers: pd.DataFrame
+    skipped: list[SkippedRow] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.answers)
+
+    def skipped_frame(self) -> pd.DataFrame:
+        """file, line, unit, kind, reason, llm, prompt of every skipped answer (for listing)."""
+        names = ["file", "line", "unit", "kind", "reason", "llm", "prompt"]
+        return pd.DataFrame(
+            [[getattr(row, name) for name in names] for row in self.skipped], columns=names
+        )
+
+    def describe(self) -> pd.DataFrame:
+        """One row per llm x prompt in input order: answers read, distinct qids, answers skipped.
+        Skipped answers whose llm or prompt could not be read are counted under ``"?"``."""
+        read = self.answers.groupby(["llm", "prompt"], sort=False).agg(
+            answers=("answer_id", "size"), qids=("qid", "nunique")
+        )
+        skipped: dict[tuple[str, str], int] = {}
+        for row in self.skipped:
+            key = (row.llm or "?", row.prompt or "?")
+            skipped[key] = skipped.get(key, 0) + 1
+        keys = list(read.index) + [key for key in skipped if key not in read.index]
+        return pd.DataFrame(
+            [
+                {
+                    "llm": llm,
+                    "prompt": prompt,
+                    "answers": int(read["answers"].get((llm, prompt), 0)),
+                    "qids": int(read["qids"].get((llm, prompt), 0)),
+                    "skipped": skipped.get((llm, prompt), 0),
+                }
+                for llm, prompt in keys
+            ],
+            columns=["llm", "prompt", "answers", "qids", "skipped"],
+        )
+
+
+def read_answers(
+    path: str | Path,
+    collection: _HasTopics | Iterable[str] | None = None,
+    skip_invalid: bool = False,
+) -> AnswerSet:
+    """Read an answer file or folder.
+
+    ``path`` is one file (format by suffix), a folder of answer files (an LLM folder of the wide
+    layout), or a folder of such folders (the ``answers`` folder: every LLM). Files with other
+    suffixes and hidden entries in a folder are not read; ``AnswerSet.files`` lists those read.
+
+    ``collection`` (a ``Collection`` or the known qids): every answer's qid must be one of its
+    topics, since an answer to an unknown query has no D_q to be ranked in.
+
+    Missing ``answer_id`` is derived as ``llm/prompt/qid/sample``. Missing ``sample`` is the
+    answer's 0-based position among the rows of its (llm, prompt, qid) in input order (across
+    files, so shards of one run number on), counting every such row, skipped ones too, so ids do
+    not change with ``skip_invalid``.
+    """
+    path = Path(path)
+    reader = AnswerReader(_known_qids(collection), skip_invalid)
+    for file in _answer_files(path):
+        reader.read_file(file)
+    if not reader.rows["answer_id"]:
+        problem = "no answers"
+        if reader.skipped:
+            first = reader.skipped[0]
+            problem = f"no valid answers: all {len(reader.skipped)} skipped (first: {first})"
+        raise InputError(path, None, problem)
+    return AnswerSet(reader.frame(), reader.skipped, [str(f) for f in reader.files])
+
+
+def _known_qids(collection: _HasTopics | Iterable[str] | None) -> set[str] | None:
+    if collection is None:
+        return None
+    if hasattr(collection, "topics"):
+        return set(collection.topics["qid"].astype(str))
+    return {str(qid) for qid in collection}
+
+
+def _answer_files(path: Path) -> list[Path]:
+    """The files to read, in a stable order (sorted by name, LLM folders first to last)."""
+    if not path.exists():
+        raise InputError(path, None, "file or folder not found")
+    if path.is_file():
+        if path.suffix.lower() not in SUFFIXES:
+            raise InputError(
+                path,
+                None,
+                f"cannot read answers from a {path.suffix!r} file "
+                f"(expected one of {', '.join(SUFFIXES)})",
+            )
+        return [path]
+    if not path.is_dir():  # a device, a socket or a FIFO (e.g. /dev/null)
+        raise InputError(path, None, "not a regular file or folder")
+    direct = _files_in(path)
+    folders = [d for d in sorted(path.iterdir()) if d.is_dir() and not d.name.startswith(".")]
+    nested = [(d, _files_in(d)) for d in folders]
+    nested = [(d, files) for d, files in nested if files]
+    if direct and nested:
+        raise InputError(
+            path,
+            None,
+            "holds both answer files and folders of answer files; pass one LLM folder "
+            f"or the folder of LLM folders (e.g. {nested[0][0].name}/)",
+        )
+    files = direct or [f for _, fs in nested for f in fs]
+    if not files:
+        raise InputError(path, None, f"no answer files ({', '.join(SUFFIXES)}) in folder")
+    return files
+
+
+def _files_in(folder: Path) -> list[Path]:
+    return [
+        f
+        for f in sorted(folder.iterdir())
+        if f.is_file() and not f.name.startswith(".") and f.suffix.lower() in SUFFIXES
+    ]
+
+
+class _Invalid(Exception):
+    """One answer is invalid: skippable under ``skip_invalid``."""
+
+    def __init__(self, kind: str, reason: str):
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class AnswerLocation:
+    """Where an answer record is: its file and line (Parquet: ``unit == "row"``, the 1-based data
+    row). Errors and skipped rows name it; a caller with records from elsewhere (the service's
+    inline answers) gives its own."""
+
+    file: Path
+    line: int | None
+    unit: Unit = "line"
+
+    def __str__(self) -> str:
+        if self.line is None:
+            return str(self.file)
+        return f"{self.file} row {self.line}" if self.unit == "row" else f"{self.file}:{self.line}"
+
+    def error(self, problem: str) -> InputError:
+        if self.unit == "row" and self.line is not None:
+            return InputError(self.file, None, f"row {self.line}: {problem}")
+        return InputError(self.file, self.line, problem)
+
+
+class AnswerReader:
+    """Accumulates valid answers across files; checks ids, qids and text; records skips.
+
+    ``read_answers`` feeds it files; ``read_record`` takes one long-layout record (a mapping with
+    llm, prompt, qid, text, optionally answer_id and sample) from any source, checked the same
+    way. ``frame()`` is the answers read, ``skipped`` those left out under ``skip_invalid``."""
+
+    def __init__(self, known_qids: set[str] | None, skip_invalid: bool):
+        self.known_qids = known_qids
+        self.skip_invalid = skip_invalid
+        self.rows: dict[str, list[Any]] = {column: [] for column in COLUMNS}
+        self.skipped: list[SkippedRow] = []
+        self.files: list[Path] = []
+        self.first_seen: dict[str, AnswerLocation] = {}
+        self.group_position: dict[tuple[str, str, str], int] = {}
+
+    # --- files ---------------------------------------------------------------------------------
+
+    def read_file(self, file: Path) -> None:
+        suffix = file.suffix.lower()
+        before = len(self.rows["answer_id"]) + len(self.skipped)
+        if suffix in LONG_SUFFIXES:
+            self._read_jsonl(file)
+        elif suffix in TABLE_SUFFIXES:
+            records = iter_table(file)
+            first = next(records, None)
+            if first is not None:
+                self._read_records(file, list(first[1]), _chain(first, records), "line")
+        else:
+            columns, records = _parquet_records(file)
+            self._read_records(file, columns, records, "row")
+        if len(self.rows["answer_id"]) + len(self.skipped) == before:
+            raise InputError(file, None, "file has no answers (a header, no rows)")
+        self.files.append(file)
+
+    def _read_jsonl(self, file: Path) -> None:
+        # not iter_jsonl: a malformed line must be skippable, and its generator ends at the first
+        for number, line in iter_lines(file):
+            if not line.strip():
+                continue
+            where = AnswerLocation(file, number)
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as err:
+                self._invalid(
+                    where, "malformed_json", f"invalid JSON: {err.msg} at column {err.colno}"
+                )
+                continue
+            if not isinstance(value, dict):
+                self._invalid(
+                    where, "malformed_json", f"expected a JSON object, found {type(value).__name__}"
+                )
+                continue
+            missing = [key for key in LONG_REQUIRED if key not in value]
+            if missing:
+                # a key absent is a missing column (the writer's schema is wrong), not a bad value
+                raise where.error(
+                    f"missing key(s) {', '.join(map(repr, missing))}; every answer needs "
+                    f"{', '.join(LONG_REQUIRED)} (answer_id and sample are optional)"
+                )
+            self.read_record(where, value)
+
+    def _read_records(
+        self,
+        file: Path,
+        columns: list[str],
+        records: Iterator[tuple[int, dict[str, Any]]],
+        unit: Unit,
+    ) -> None:
+        wide = {
+            name: int(match.group(1))
+            for name in columns
+            if (match := WIDE_COLUMN.fullmatch(name)) is not None
+        }
+        if wide and "text" not in columns:
+            if "qid" not in columns:
+                raise InputError(file, None, "missing column 'qid' (wide layout: qid, answer1..N)")
+            if 0 in wide.values():
+                raise InputError(file, None, "answer columns are numbered from answer1")
+            llm, prompt = file.parent.resolve().name, file.stem
+            for line, record in records:
+                self._wide_row(AnswerLocation(file, line, unit), record, wide, llm, prompt)
+            return
+        missing = [name for name in LONG_REQUIRED if name not in columns]
+        if missing:
+            raise InputError(
+                file,
+                None,
+                f"missing column(s) {', '.join(map(repr, missing))} (found: {', '.join(columns)}); "
+                f"an answer file has {', '.join(LONG_REQUIRED)} and optionally answer_id, sample, "
+                "or the wide layout qid, answer1..answerN",
+            )
+        for line, record in records:
+            self.read_record(AnswerLocation(file, line, unit), record)
+
+    # --- rows ----------------------------------------------------------------------------------
+
+    def read_record(self, where: AnswerLocation, record: dict[str, Any]) -> None:
+        """One long-layout record at ``where``: added, skipped (``skip_invalid``) or an error."""
+        llm = prompt = None
+        try:
+            llm = _name(record.get("llm"), "llm")
+            prompt = _name(record.get("prompt"), "prompt")
+            qid = _name(record.get("qid"), "qid")
+            # claimed before any other check, so a skipped row keeps its slot (stable ids)
+            group = (llm, prompt, qid)
+            position = self.group_position.get(group, 0)
+            self.group_position[group] = position + 1
+            sample = _sample(record.get("sample"))
+            if sample is None:
+                sample = position
+            answer_id = _optional_name(record.get("answer_id"), "answer_id")
+            if answer_id is None:
+                answer_id = f"{llm}/{prompt}/{qid}/{sample}"
+            text = _text(record.get("text"), "text")
+            self._add(where, answer_id, llm, prompt, qid, sample, text)
+        except _Invalid as invalid:
+            self._invalid(where, invalid.kind, invalid.reason, llm, prompt)
+
+    def _wide_row(
+        self,
+        where: AnswerLocation,
+        record: dict[str, Any],
+        wide: dict[str, int],
+        llm: str,
+        prompt: str,
+    ) -> None:
+        try:
+            qid = _name(record.get("qid"), "qid")
+        except _Invalid as invalid:
+            for column in wide:
+                reason = f"{column}: {invalid.reason}"
+                self._invalid(where, invalid.kind, reason, llm, prompt)
+            return
+        for column, number in wide.items():
+            sample = number - 1
+            answer_id = f"{llm}/{prompt}/{qid}/{sample}"
+            try:
+                text = _text(record.get(column), column)
+                self._add(where, answer_id, llm, prompt, qid, sample, text)
+            except _Invalid as invalid:
+                reason = f"{invalid.reason} (answer {answer_id})"
+                self._invalid(where, invalid.kind, reason, llm, prompt)
+
+    def _add(
+        self,
+        where: AnswerLocation,
+        answer_id: str,
+        llm: str,
+        prompt: str,
+        qid: str,
+        sample: int,
+        text: str,
+    ) -> None:
+        if self.known_qids is not None and qid not in self.known_qids:
+            raise _Invalid("unknown_qid", f"unknown qid {qid!r}: not a topic of the collection")
+        first = self.first_seen.get(answer_id)
+        if first is not None:
+            raise _Invalid(
+                "duplicate_answer_id", f"duplicate answer_id {answer_id!r} (first at {first})"
+            )
+        self.first_seen[answer_id] = where
+        for column, value in zip(COLUMNS, (answer_id, llm, prompt, qid, sample, text), strict=True):
+            self.rows[column].append(value)
+
+    def _invalid(
+        self,
+        where: AnswerLocation,
+        kind: str,
+        reason: str,
+        llm: str | None = None,
+        prompt: str | None = None,
+    ) -> None:
+        if not self.skip_invalid:
+            raise where.error(reason)
+        self.skipped.append(
+            SkippedRow(str(where.file), where.line, reason, kind, llm, prompt, where.unit)
+        )
+
+    def frame(self) -> pd.DataFrame:
+        frame = pd.DataFrame(self.rows, columns=COLUMNS)
+        return frame.astype({column: str for column in COLUMNS if column != "sample"}).astype(
+            {"sample": "int64"}
+        )
+
+
+# --- values --------------------------------------------------------------------------------------
+
+
+def _is_missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _optional_name(value: Any, what: str) -> str | None:
+    """An identifier (llm, prompt, qid, answer_id) as a stripped string, or None when absent.
+    Integers are accepted (JSON and Parquet qids are often numbers); other types are not, since
+    e.g. a float qid 1.0 would never match topic "1"."""
+    if _is_missing(value):
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise _Invalid(
+            "invalid_value", f"{what} must be a string or integer, found {type(value).__name__}"
+        )
+    text = str(value).strip()
+    return text or None
+
+
+def _name(value: Any, what: str) -> str:
+    name = _optional_name(value, what)
+    if name is None:
+        raise _Invalid("missing_value", f"{what} is missing or empty")
+    return name
+
+
+def _sample(value: Any) -> int | None:
+    """A non-negative integer, or None when absent (then derived from the order)."""
+    if _is_missing(value) or (isinstance(value, str) and not value.strip()):
+        return None
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif (isinstance(value, float) and value.is_integer()) or (  # Parquet ints with nulls
+        isinstance(value, str) and re.fullmatch(r"\s*\+?\d+\s*", value)
+    ):
+        number = int(value)
+    if number is None or number < 0:
+        raise _Invalid("invalid_sample", f"sample must be a non-negative integer, found {value!r}")
+    return number
+
+
+def _text(value: Any, what: str) -> str:
+    """The answer verbatim (not stripped: it is what gets ranked). Strings such as "N/A" or
+    "None" are text an LLM wrote, never a missing value; only a real null or blank is empty."""
+    if _is_missing(value) or (isinstance(value, str) and not value.strip()):
+        raise _Invalid("empty_text", f"{what} is empty or whitespace only")
+    if not isinstance(value, str):
+        raise _Invalid("invalid_value", f"{what} must be a string, found {type(value).__name__}")
+    return value
+
+
+def _chain(
+    first: tuple[int, dict[str, Any]], rest: Iterator[tuple[int, dict[str, Any]]]
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    yield first
+    yield from rest
+
+
+def _parquet_records(file: Path) -> tuple[list[str], Iterator[tuple[int, dict[str, Any]]]]:
+    """Column names and (1-based row, record) of a Parquet file; binary columns are decoded as
+    UTF-8 with the same strictness as text files."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if file.stat().st_size == 0:
+        raise InputError(file, None, "file is empty")
+    try:
+        table = pq.read_table(file)
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(file, None, f"not a readable Parquet file: {err}") from None
+    columns = [str(name) for name in table.column_names]
+    if len(set(columns)) != len(columns):
+        raise InputError(file, None, f"names a column twice: {columns}")
+    values: dict[str, list[Any]] = {}
+    for name, column in zip(columns, table.columns, strict=True):
+        items = column.to_pylist()
+        if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+            items = [_decode(file, row, name, item) for row, item in enumerate(items, start=1)]
+        values[name] = items
+
+    def records() -> Iterator[tuple[int, dict[str, Any]]]:
+        for index in range(table.num_rows):
+            yield index + 1, {name: values[name][index] for name in columns}
+
+    return columns, records()
+
+
+def _decode(file: Path, row: int, column: str, item: bytes | None) -> str | None:
+    if item is None:
+        return None
+    try:
+        return item.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(
+            file,
+            None,
+            f"row {row}: column {column!r} is not valid UTF-8: "
+            f"byte 0x{item[err.start]:02x} cannot be decoded",
+        ) from None
+
+
+__all__ = ["COLUMNS", "AnswerSet", "SkippedRow", "read_answers"]

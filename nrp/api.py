@@ -1,0 +1,106 @@
+"""The library API: every name the command line, the HTTP service and a notebook use.
+
+The CLI (``nrp.cli``) and the service (``nrp.service``) are shells over this module: they import
+no domain package directly (an import-linter contract checks it), so each step of the pipeline
+has one implementation that every shell calls. Names are grouped in the data-flow order of the
+package: collection -> rankers -> validation -> positioning -> analysis -> evaluators -> meta ->
+generation -> experiments -> reports, and the executors they run on.
+
+Names are resolved on first use, so ``import nrp.api`` (and the CLI's start) stays quick: the
+scoring stack (PyTerrier, torch) loads only when a name that needs it is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# name -> the module that defines it (one place per name)
+_EXPORTS: dict[str, str] = {
+    # collections
+    "Collection": "nrp.collection.collection",
+    "list_collections": "nrp.collection.collection",
+    "ingest": "nrp.collection.build",
+    "default_indexes_dir": "nrp.collection.build",
+    "collection_info": "nrp.collection.info",
+    "render_info": "nrp.collection.info",
+    "all_formats": "nrp.collection.formats",
+    "Manifest": "nrp.collection.manifest",
+    "COMBINED": "nrp.collection.manifest",
+    "STORE_FILE": "nrp.collection.store",
+    # answers
+    "read_answers": "nrp.answers",
+    "AnswerReader": "nrp.answers",
+    "AnswerLocation": "nrp.answers",
+    # rankers
+    "all_rankers": "nrp.rankers.registry",
+    "make_ranker": "nrp.rankers.registry",
+    "parse_spec": "nrp.rankers.registry",
+    "Ranker": "nrp.rankers.base",
+    "ScoreCache": "nrp.rankers.cache",
+    "SCORE_CACHE_FILE": "nrp.rankers.cache",
+    # validation
+    "validate": "nrp.validation.validate",
+    "validate_runs": "nrp.validation.validate",
+    "ValidationSettings": "nrp.validation.settings",
+    "ValidationResult": "nrp.validation.result",
+    # positioning
+    "score": "nrp.positioning.scoring",
+    "score_answers": "nrp.positioning.scoring",
+    "NRPScorer": "nrp.positioning.scoring",
+    "normalised_weights": "nrp.positioning.scoring",
+    "RESULT_COLUMNS": "nrp.positioning.scoring",
+    "ScoreSettings": "nrp.positioning.scoring",
+    "result_frame": "nrp.positioning.scoring",
+    "Positioner": "nrp.positioning.positioner",
+    "PositionJob": "nrp.positioning.job",
+    "PositionOptions": "nrp.positioning.job",
+    "PositionCaches": "nrp.positioning.job",
+    "check_tie_mode": "nrp.positioning.ties",
+    "ResultsCache": "nrp.positioning.results_cache",
+    "RESULTS_FILE": "nrp.positioning.results_cache",
+    # analysis
+    "summarize": "nrp.analysis.summary",
+    "agreement": "nrp.analysis.agreement",
+    # evaluators
+    "all_evaluators": "nrp.evaluators.base",
+    "make_evaluator": "nrp.evaluators.base",
+    "build_items": "nrp.evaluators.items",
+    "evaluate": "nrp.evaluators.run",
+    "evaluate_answers": "nrp.evaluators.run",
+    "EvaluationSettings": "nrp.evaluators.run",
+    "EvaluationCache": "nrp.evaluators.cache",
+    "EVALUATION_CACHE_FILE": "nrp.evaluators.cache",
+    # meta-evaluation
+    "meta_from_files": "nrp.meta.report",
+    "write_meta": "nrp.meta.report",
+    # generation
+    "generate_answers": "nrp.generation.generate",
+    "parse_llm": "nrp.generation.generate",
+    "GenerationSettings": "nrp.generation.generate",
+    "GenerationOptions": "nrp.llm.backends",
+    # experiments and reports
+    "run_experiment": "nrp.experiments.run",
+    "build_report": "nrp.reports.build",
+    "ReportSettings": "nrp.reports.build",
+    # executors
+    "Executor": "nrp.executors.base",
+    "EXECUTOR_KINDS": "nrp.executors",
+    "make_executor": "nrp.executors",
+    "using_executor": "nrp.executors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nrp.api' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # resolved once
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,69 @@
+"""The ``nrp`` command: a thin shell over the library API (``nrp.api``).
+
+Each sub-command is one module holding its parser (``add_parser``) and its handler together, so
+a command is read, changed and tested in one place; this module only puts them in the order
+``nrp --help`` lists them and runs the one named. Command modules import the library lazily
+(``nrp.api`` resolves a name on first use), so ``nrp --help`` loads no scoring stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from nrp import __version__
+from nrp.cli import (
+    agreement,
+    evaluate,
+    generate,
+    info,
+    ingest,
+    listing,
+    meta,
+    report,
+    run,
+    score,
+    serve,
+    summary,
+    validate,
+)
+from nrp.cli.common import run_command
+
+__all__ = ["build_parser", "main"]
+
+# each adds one sub-command; in the order `nrp --help` lists them
+_COMMANDS = (
+    ingest.add_parser,
+    listing.add_collections_parser,
+    info.add_parser,
+    listing.add_formats_parser,
+    listing.add_rankers_parser,
+    validate.add_parser,
+    score.add_parser,
+    summary.add_parser,
+    agreement.add_parser,
+    listing.add_evaluators_parser,
+    evaluate.add_parser,
+    meta.add_parser,
+    serve.add_parser,
+    report.add_parser,
+    generate.add_parser,
+    run.add_parser,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nrp",
+        description="Score generated answers by where a validated ranker puts them among "
+        "human-judged documents (Normalized Rank Position).",
+    )
+    parser.add_argument("--version", action="version", version=f"nrp {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add_parser in _COMMANDS:
+        add_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_command(build_parser().parse_args(argv))

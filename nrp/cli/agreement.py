@@ -1,0 +1,40 @@
+"""``nrp agreement``: leave-one-out check of how far NRP agrees with the human grades of the
+judged documents (each judged document positioned as if it were an answer)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from nrp import api
+from nrp.cli.common import add_indexes_option, print_progress
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "agreement",
+        help="leave-one-out: how far NRP agrees with the human grades of the judged documents",
+    )
+    parser.add_argument("collection")
+    parser.add_argument("--rankers", required=True, help="comma-separated ranker specs")
+    parser.add_argument("--labels", choices=("graded", "raw"), default="graded")
+    parser.add_argument(
+        "--ties", choices=("mid", "optimistic", "pessimistic", "strict"), default="mid"
+    )
+    parser.add_argument("--out", type=Path, help="folder for agreement.json and CSV tables")
+    add_indexes_option(parser)
+    parser.set_defaults(run=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    collection = api.Collection.load(args.collection, args.indexes)
+    result = api.agreement(
+        collection, args.rankers, labels=args.labels, ties=args.ties, progress=print_progress
+    )
+    print(result.format())
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        result.to_json(args.out / "agreement.json")
+        result.to_csv(args.out)
+        print(f"\nwrote {args.out}")
+    return 0

@@ -1,0 +1,84 @@
+"""What every ``nrp`` sub-command shares: the --indexes and executor options, progress and
+executor reports on stderr, reading an answer set, and the one-line error a library error becomes.
+
+Kept in one place so that each option reads and behaves the same in every command that takes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any
+
+from nrp import api
+from nrp.errors import NrpError
+
+
+def add_indexes_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--indexes",
+        metavar="DIR",
+        default=None,
+        help="folder of built collections and caches (default: $NRP_INDEXES or ./indexes)",
+    )
+
+
+def add_executor_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where work runs: local (this process, default) or ray (a Ray cluster: per-query "
+        "partitions on actors, results written here)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="Ray cluster address (host:port or auto; default: $RAY_ADDRESS, else a Ray "
+        "instance started on this machine)",
+    )
+
+
+def open_executor(args: argparse.Namespace) -> AbstractContextManager[Any]:
+    """The executor the options name, as a context manager (None for local)."""
+    executor = api.make_executor(args.executor, args.ray_address)
+    return nullcontext() if executor is None else executor
+
+
+def report_executor(executor: object) -> None:
+    """One stderr line per executor run: partitions, workers, time, re-sent and lost."""
+    for stats in getattr(executor, "history", []):
+        print(f"{stats.executor}: {stats.task}: {stats.partitions} partition(s) on "
+              f"{len(stats.workers)} worker(s) in {stats.wall_seconds:.1f} s; "
+              f"{stats.resubmitted} re-sent, {stats.workers_lost} worker(s) lost",
+              file=sys.stderr)  # fmt: skip
+
+
+def print_progress(line: str) -> None:
+    """The ``progress`` callback of every long command: one line on stderr."""
+    print(line, file=sys.stderr)
+
+
+def read_answer_set(path: Path, collection: object, skip_invalid: bool) -> Any:
+    """The answer set at ``path`` read against the collection; skipped rows listed on stderr."""
+    answer_set = api.read_answers(path, collection, skip_invalid=skip_invalid)
+    for row in answer_set.skipped:
+        print(f"skipped: {row}", file=sys.stderr)
+    if answer_set.skipped:
+        print(f"skipped {len(answer_set.skipped)} invalid answer(s)", file=sys.stderr)
+    return answer_set
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the sub-command ``args`` names; a library error is one line on stderr and exit 2
+    (argparse's code for a usage error), an interrupt exit 130."""
+    try:
+        return args.run(args)
+    except NrpError as err:
+        print(f"nrp: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("nrp: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,81 @@
+"""``nrp meta``: meta-evaluation. Correlate score columns with human labels (Kendall tau-b,
+Spearman; per query, pooled, per system), or check a judge's categorical labels against them."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from nrp import api
+from nrp.errors import NrpError
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "meta",
+        help="meta-evaluation: correlate score columns with human labels (Kendall tau-b, "
+        "Spearman per query, pooled, per system) or check a judge's labels against them",
+    )
+    parser.add_argument(
+        "scores",
+        type=Path,
+        help="score table: an `nrp evaluate` output folder, or CSV/TSV/JSONL/Parquet",
+    )
+    parser.add_argument(
+        "human",
+        type=Path,
+        help="human labels: a table with the item id and label columns, or JSONL rankings "
+        '{"qid": ..., "ranking": [ids, best first]}',
+    )
+    parser.add_argument("--scores", dest="score_columns", help="score columns (default: numeric)")
+    parser.add_argument("--human", dest="human_columns", help="human label columns (default: all)")
+    parser.add_argument("--join", default="answer_id", help="item id column (default answer_id)")
+    parser.add_argument("--query-column", default="qid", help="query column (default qid)")
+    parser.add_argument(
+        "--system-column",
+        default="auto",
+        help="system column for system-level correlation (default: llm when present; none)",
+    )
+    parser.add_argument("--by", help="also report each value of this column (e.g. subset)")
+    parser.add_argument(
+        "--categorical", action="store_true", help="compare a judge's labels with human labels"
+    )
+    parser.add_argument("--label-column", help="the judge's label column (with --categorical)")
+    parser.add_argument(
+        "--confidence-column", help="the judge's confidence: review curve over thresholds"
+    )
+    parser.add_argument(
+        "--thresholds", help="comma-separated confidence thresholds (default 0, 0.05, .., 1)"
+    )
+    parser.add_argument("--out", type=Path, help="folder for JSON, CSV tables and the review plot")
+    parser.add_argument(
+        "--bootstrap", type=int, default=2000, help="bootstrap resamples of queries (default 2000)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    parser.set_defaults(run=handle)
+
+
+def _names(value: str | None) -> list[str] | None:
+    """A comma-separated option as a list (blank items dropped); None when not given."""
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def handle(args: argparse.Namespace) -> int:
+    try:
+        thresholds = [float(t) for t in _names(args.thresholds)] if args.thresholds else None
+    except ValueError:
+        raise NrpError(f"--thresholds {args.thresholds!r} is not a list of numbers") from None
+    system = None if args.system_column.lower() == "none" else args.system_column
+    run = api.meta_from_files(
+        args.scores, args.human, score_columns=_names(args.score_columns),
+        human_columns=_names(args.human_columns), join=args.join,
+        query_column=args.query_column or None, system_column=system, by=args.by,
+        categorical=args.categorical, label_column=args.label_column,
+        confidence_column=args.confidence_column, thresholds=thresholds,
+        n_bootstrap=args.bootstrap, seed=args.seed,
+    )  # fmt: skip
+    print(run.format())
+    if args.out:
+        written = api.write_meta(run, args.out)
+        print(f"\nwrote {', '.join(str(p) for p in written)}")
+    return 0

@@ -1,0 +1,117 @@
+"""``nrp score``: the NRP of generated answers, each ranked among its query's judged documents
+by each dimension's ranker (from a validation JSON or named with --ranker)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from nrp import api
+from nrp.cli.common import (
+    add_executor_options,
+    add_indexes_option,
+    open_executor,
+    print_progress,
+    read_answer_set,
+    report_executor,
+)
+from nrp.errors import NrpError
+from nrp.tables import write_aside
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "score", help="NRP of generated answers: rank each among its query's judged documents"
+    )
+    parser.add_argument("collection")
+    parser.add_argument(
+        "answers",
+        type=Path,
+        help="answer set: JSONL/CSV/TSV/Parquet (answer_id, llm, prompt, qid, sample, text) or "
+        "the wide layout <llm>/<prompt>.csv (qid, query, answer1..answerN): file or folder",
+    )
+    chooser = parser.add_mutually_exclusive_group(required=True)
+    chooser.add_argument(
+        "--validation", type=Path, help="validation JSON: each dimension's chosen ranker"
+    )
+    chooser.add_argument(
+        "--ranker",
+        action="append",
+        metavar="DIM=SPEC",
+        help="ranker for a dimension (repeat), or SPEC for every dimension",
+    )
+    parser.add_argument("--out", type=Path, required=True, help="folder for results.parquet/.csv")
+    parser.add_argument(
+        "--ties",
+        choices=("mid", "optimistic", "pessimistic", "strict"),
+        default="mid",
+        help="how documents tied with the answer count (default mid)",
+    )
+    parser.add_argument(
+        "--frozen-stats",
+        action="store_true",
+        help="lexical rankers keep D_q's statistics (default: answer added to them)",
+    )
+    parser.add_argument(
+        "--full-rerank",
+        action="store_true",
+        help="reference mode: re-rank D_q plus the answer from scratch per answer",
+    )
+    parser.add_argument(
+        "--weight",
+        action="append",
+        metavar="DIM=W",
+        help="weight of a dimension in the combined NRP (default: equal)",
+    )
+    parser.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="skip (and list) answers with an unknown qid or empty text",
+    )
+    parser.add_argument("--no-cache", action="store_true", help="do not use the caches")
+    add_indexes_option(parser)
+    add_executor_options(parser)
+    parser.set_defaults(run=handle)
+
+
+def _pairs(items: list[str] | None, what: str) -> dict[str, str]:
+    """``DIM=VALUE`` options as a dict (a malformed one is a one-line error naming it)."""
+    pairs = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise NrpError(f"{what} {item!r} is not DIM=VALUE")
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def _rankers(args: argparse.Namespace) -> object:
+    """What ``score_answers`` takes: a validation JSON's path, one spec, or DIM -> spec."""
+    if args.validation:
+        return str(args.validation)
+    if len(args.ranker) == 1 and "=" not in args.ranker[0].split(":", 1)[0]:
+        return args.ranker[0]
+    return _pairs(args.ranker, "--ranker")
+
+
+def handle(args: argparse.Namespace) -> int:
+    collection = api.Collection.load(args.collection, args.indexes)
+    answer_set = read_answer_set(args.answers, collection, args.skip_invalid)
+    rankers = _rankers(args)
+    weights = {k: float(v) for k, v in _pairs(args.weight, "--weight").items()} or None
+    with open_executor(args) as executor:
+        results = api.score_answers(
+            collection, answer_set.answers, rankers, ties=args.ties,
+            frozen_stats=args.frozen_stats, full_rerank=args.full_rerank, weights=weights,
+            cache=not args.no_cache, progress=print_progress, executor=executor,
+        )  # fmt: skip
+        report_executor(executor)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_aside(args.out / "results.parquet", lambda p: results.to_parquet(p, index=False))
+    write_aside(args.out / "results.csv", lambda p: results.to_csv(p, index=False))
+    note = results.attrs.get("note")
+    if note:
+        print(note)
+    print(f"{results['answer_id'].nunique():,} answers scored; wrote {args.out}/results.parquet "
+          f"and results.csv")  # fmt: skip
+    return 0

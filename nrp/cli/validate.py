@@ -1,0 +1,92 @@
+"""``nrp validate``: score rankers (or external run files) against the human judgments of each
+dimension and choose the best ranker per dimension; later steps read the JSON it writes."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from nrp import api
+from nrp.cli.common import (
+    add_executor_options,
+    add_indexes_option,
+    open_executor,
+    print_progress,
+    report_executor,
+)
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "validate",
+        help="score rankers (or external run files) by nDCG@10, MAP, bpref per dimension "
+        "and choose the best ranker per dimension",
+    )
+    parser.add_argument("collection")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--rankers", help="comma-separated ranker specs, e.g. tfidf,dph,bm25,dense,random"
+    )
+    source.add_argument(
+        "--runs",
+        nargs="+",
+        type=Path,
+        metavar="RUN",
+        help="TREC run files (qid Q0 docno rank score tag) or CSV/TSV (qid, docno, score)",
+    )
+    parser.add_argument(
+        "--labels",
+        choices=("graded", "raw"),
+        default="graded",
+        help="graded: the label scales' gains, 'could not judge' labels left out (default); "
+        "raw: labels as written (what the source study's scripts used)",
+    )
+    parser.add_argument("--dimensions", help="comma-separated dimensions (default: all)")
+    parser.add_argument(
+        "--test",
+        choices=("randomization", "t"),
+        default="randomization",
+        help="paired significance test (default: randomization)",
+    )
+    parser.add_argument(
+        "--correction",
+        choices=("holm", "bonferroni", "none"),
+        default="holm",
+        help="multiple-testing correction (default: holm)",
+    )
+    parser.add_argument(
+        "--ci",
+        choices=("t", "bootstrap"),
+        default="t",
+        help="95%% confidence interval of the mean (default: t)",
+    )
+    parser.add_argument("--no-cache", action="store_true", help="do not use the score cache")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="where to write the JSON that later steps read "
+        "(default: INDEXES/COLLECTION/validation.json)",
+    )
+    add_indexes_option(parser)
+    add_executor_options(parser)
+    parser.set_defaults(run=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    collection = api.Collection.load(args.collection, args.indexes)
+    dimensions = args.dimensions.split(",") if args.dimensions else None
+    options = dict(dimensions=dimensions, test=args.test, correction=args.correction, ci=args.ci)
+    if args.runs:
+        result = api.validate_runs(collection, args.runs, labels=args.labels, **options)
+    else:
+        with open_executor(args) as executor:
+            result = api.validate(
+                collection, args.rankers, labels=args.labels, cache=not args.no_cache,
+                progress=print_progress, executor=executor, **options,
+            )  # fmt: skip
+            report_executor(executor)
+    out = args.out or collection.path / "validation.json"
+    result.to_json(out)
+    print(result.format())
+    print(f"\nwrote {out}")
+    return 0

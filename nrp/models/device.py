@@ -1,0 +1,151 @@
+"""What every model in nrp shares (rankers, BERTScore, LLMs): device and dtype, length-sorted
+batching, progress bars.
+
+Why one module: the dense, ColBERT and T5 rankers, BERTScore and the local LLM must agree on
+what ``device=auto``,
+``dtype=bf16`` or ``passages=150`` mean, and must fail the same way on a bad combination (half
+precision on a CPU). Nothing here imports torch at import time (the registry imports every
+ranker module to list them); torch is imported inside the functions that need it.
+
+API (small on purpose):
+
+- ``resolve_device(device)`` -> ``"cpu"`` / ``"cuda"`` / ``"cuda:N"``
+- ``resolve_dtype(dtype, device)`` -> ``torch.dtype`` (``fp32`` / ``fp16`` / ``bf16``)
+- ``run_length_sorted(items, fn, batch_size, ...)`` -> ``fn`` applied to batches of items
+  sorted by length, results back in the original order (less padding; the same numbers up to
+  float rounding: a text's score moves by ~1e-7 in fp32 with the batch it shares, which is why
+  neural rankers compare scores with ``SCORE_TOLERANCE``)
+- ``progress(iterable, ...)`` -> a tqdm bar, silent when not on a TTY or ``verbose=False``
+- ``iter_chunks(items, size)``: consecutive slices, for callers that keep the input order
+
+Passage splitting and the parameters every neural ranker declares live with the rankers
+(``nrp.rankers.passages``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from nrp.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import torch
+
+T = TypeVar("T")
+
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("fp32", "fp16", "bf16")
+#: relative tolerance under which two scores of a neural ranker count as tied, per dtype: above
+#: the batch-to-batch rounding of each precision (fp32 ~1e-7, half precision ~1e-3), below the
+#: gaps between the scores of different texts (see ``nrp.positioning.ties``)
+SCORE_TOLERANCE = {"fp32": 1e-5, "fp16": 5e-3, "bf16": 2e-2}
+
+
+# -- device and dtype ---------------------------------------------------------------------------
+def resolve_device(device: str = "auto") -> str:
+    """``auto`` -> ``cuda`` when a GPU is usable, else ``cpu``. ``cuda`` (or ``cuda:N``) without a
+    GPU is an error rather than a silent fallback: a run the user asked to be on a GPU would
+    otherwise take hours on the CPU without saying so."""
+    import torch
+
+    device = (device or "auto").strip().lower()
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        return "cpu"
+    if device == "cuda" or device.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise ConfigError(
+                f"device={device} asked for, but no CUDA GPU is available here "
+                "(use device=auto or device=cpu)"
+            )
+        return device
+    raise ConfigError(f"unknown device {device!r} (use one of {', '.join(DEVICES)})")
+
+
+def resolve_dtype(dtype: str, device: str) -> torch.dtype:
+    """``fp32`` anywhere; ``fp16``/``bf16`` on a GPU only. Half precision on a CPU is refused:
+    it is slower than fp32 there and changes the scores, so it is never what a user wants."""
+    import torch
+
+    dtype = (dtype or "fp32").strip().lower()
+    table = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+    if dtype not in table:
+        raise ConfigError(f"unknown dtype {dtype!r} (use one of {', '.join(DTYPES)})")
+    if dtype != "fp32" and not str(device).startswith("cuda"):
+        raise ConfigError(f"dtype={dtype} needs a GPU (device is {device}); use dtype=fp32 on CPU")
+    return table[dtype]
+
+
+# -- batching and progress ----------------------------------------------------------------------
+def progress(
+    iterable: Iterable[T], total: int | None = None, desc: str = "", verbose: bool = True
+) -> Iterable[T]:
+    """Wrap an iterable in a tqdm bar on stderr; no bar when ``verbose`` is False or stderr is
+    not a terminal (logs and CI output stay clean)."""
+    from tqdm.auto import tqdm
+
+    disable = not verbose or not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
+    return tqdm(iterable, total=total, desc=desc, disable=disable, leave=False)
+
+
+def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
+    """Index arrays of batches over items sorted by decreasing length (stable, so equal lengths
+    keep their order). The longest batch comes first, so an out-of-memory error shows at once."""
+    if batch_size < 1:
+        raise ConfigError(f"batch size must be at least 1, got {batch_size}")
+    order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def run_length_sorted(
+    items: Sequence[T],
+    fn: Callable[[list[T]], Any],
+    batch_size: int,
+    key: Callable[[T], int] = len,
+    desc: str = "",
+    verbose: bool = True,
+) -> np.ndarray:
+    """Apply ``fn`` to batches of items sorted by ``key`` (text length by default) and return
+    its results stacked in the ORIGINAL order of ``items``.
+
+    ``fn`` takes a list of items and returns one row per item (a 1-D array of scores or a 2-D
+    array / tensor of embeddings; tensors are moved to CPU float32 numpy). Sorting by length
+    keeps padding small; the numbers are those of any other batching.
+    """
+    n = len(items)
+    if n == 0:
+        return np.zeros((0,), dtype=np.float32)
+    batches = length_sorted_batches([key(item) for item in items], batch_size)
+    parts: list[np.ndarray] = []
+    for index in progress(batches, total=len(batches), desc=desc, verbose=verbose):
+        parts.append(_to_numpy(fn([items[i] for i in index])))
+    stacked = np.concatenate(parts, axis=0)
+    if stacked.shape[0] != n:
+        raise RuntimeError(f"batch function returned {stacked.shape[0]} rows for {n} items")
+    out = np.empty_like(stacked)
+    out[np.concatenate(batches)] = stacked
+    return out
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    if hasattr(value, "detach"):  # a torch tensor (bf16 has no numpy dtype: go through float32)
+        return value.detach().float().cpu().numpy()
+    return np.asarray(value)
+
+
+def iter_chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    """Consecutive slices of ``size`` items (for callers that must keep the input order)."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def device_needs_gpu(device: Any, cluster_has_gpus: bool) -> bool:
+    """Whether a model on ``device`` needs a GPU of an executor's worker: cuda[:N], or auto on
+    a cluster that has GPUs."""
+    text = str(device or "").strip().lower()
+    return text.startswith("cuda") or (text == "auto" and cluster_has_gpus)

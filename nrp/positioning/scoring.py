@@ -1,0 +1,525 @@
+"""Scoring: the NRP of every generated answer, per dimension and combined.
+
+``score_answers(collection, answers, rankers)`` positions each answer among the judged documents
+D_q of its query with the ranker chosen for each dimension (``nrp.positioning.injection``) and
+returns
+one row per (answer, dimension) with the answer's score, r, |D_q|, ties and
+``NRP = 1 - r / |D_q|``, plus a ``combined`` row per answer: the weighted mean of its dimensions'
+NRP (weights normalised to sum 1; equal by default).
+
+Choices, and why:
+
+- **One ranker, scored once.** Rankers are grouped by fingerprint, so a ranker chosen for several
+  dimensions positions each answer once. When one ranker serves every dimension (the source
+  study's situation: monoT5 won every dimension), the frame's ``attrs["single_ranker"]`` names it
+  and ``attrs["note"]`` says that each dimension's NRP, and the combined NRP, are that one NRP.
+- **Empty D_q: skipped and reported.** An answer to a query without judged documents that have
+  text cannot be ranked (NRP = 1 - r/0 is undefined). Such answers get no rows;
+  ``attrs["skipped"]`` lists them with the reason and a warning is logged, so one topic without
+  documents does not stop a run over thousands of answers. A qid the collection does not know
+  is an error: the answers were generated for another collection.
+- **Resumable.** Positions are stored per (collection, ranker fingerprint, injection mode, qid,
+  answer_id, text hash) in ``indexes/NAME/nrp.sqlite`` after every batch (``chunk_size``
+  answers), so an interrupted run continues where it stopped and an unchanged re-run computes
+  nothing (``attrs["counts"]`` shows it). The tie rule is applied when the frame is built from
+  the stored counts, so changing it recomputes nothing either.
+- **Counts for the benchmark.** ``attrs["counts"]`` sums ``InjectionCounts`` over the rankers:
+  answers scored, documents scored, documents rescored (lexical stats=query), pair evaluations
+  (duoT5), answers served by the results cache; ``attrs["counts_by_ranker"]`` has them per
+  ranker spec, ``attrs["injection"]`` the mode each ranker ran in.
+
+``NRPScorer`` is the same as a PyTerrier transformer: (qid, docno = answer id, text) rows in,
+the same rows with ``score``, ``rank`` (r), ``ties``, ``n_docs`` and ``nrp`` out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+
+from nrp.collection.collection import Collection
+from nrp.collection.manifest import COMBINED
+from nrp.errors import ConfigError, NrpError
+from nrp.executors.base import Executor, active_executor
+from nrp.positioning.injection import InjectionCounts, describe_mode
+from nrp.positioning.job import PositionCaches, PositionJob, PositionOptions
+from nrp.positioning.positioner import Positioner
+from nrp.positioning.results_cache import text_sha
+from nrp.positioning.ties import check_tie_mode, nrp_value, rank_from_counts
+from nrp.rankers.base import Ranker
+from nrp.rankers.registry import make_ranker
+from nrp.settings import settings_with
+
+log = logging.getLogger(__name__)
+
+
+RESULT_COLUMNS = (
+    "answer_id",
+    "llm",
+    "prompt",
+    "qid",
+    "sample",
+    "dimension",
+    "ranker",
+    "score",
+    "rank",
+    "n_docs",
+    "ties",
+    "nrp",
+)
+Progress = Callable[[str], None]
+RankerChoice = Mapping[str, "str | Ranker"] | str | Path | Ranker
+
+
+# -- inputs ------------------------------------------------------------------------------------
+def _collection(collection: Collection | str) -> Collection:
+    return collection if isinstance(collection, Collection) else Collection.load(str(collection))
+
+
+def _check_answers(answers_df: pd.DataFrame) -> pd.DataFrame:
+    """A copy with answer_id, llm, prompt, qid, sample, text (llm, prompt, sample optional:
+    filled with '' / 0), ids as text; answer ids must be unique."""
+    missing = [c for c in ("answer_id", "qid", "text") if c not in answers_df.columns]
+    if missing:
+        raise NrpError(f"answers need columns answer_id, qid and text; missing {missing}")
+    answers = answers_df.reset_index(drop=True).copy()
+    for column, default in (("llm", ""), ("prompt", ""), ("sample", 0)):
+        if column not in answers.columns:
+            answers[column] = default
+    answers["answer_id"] = answers["answer_id"].astype(str)
+    answers["qid"] = answers["qid"].astype(str)
+    answers["text"] = answers["text"].where(answers["text"].notna(), "").astype(str)
+    repeated = answers["answer_id"][answers["answer_id"].duplicated()]
+    if len(repeated):
+        raise NrpError(
+            f"answer ids must be unique; {repeated.iloc[0]!r} occurs more than once "
+            f"({repeated.nunique()} ids repeated)"
+        )
+    return answers
+
+
+def resolve_rankers(
+    rankers: RankerChoice, collection: Collection
+) -> tuple[dict[str, Ranker], list[str]]:
+    """dimension -> ranker (built, bound to the collection), and warnings.
+
+    ``rankers``: a mapping dimension -> spec or ``Ranker``; a path to a validation JSON (its
+    chosen ranker per dimension); a single spec or ``Ranker`` for every dimension of the
+    collection. The same spec string builds one ranker object."""
+    warnings: list[str] = []
+    if isinstance(rankers, Ranker):
+        chosen: Mapping[str, str | Ranker] = dict.fromkeys(collection.dimensions, rankers)
+    elif isinstance(rankers, str | Path):
+        text = str(rankers)
+        if text.endswith(".json") or Path(text).is_file():
+            chosen, warnings = _from_validation(Path(text), collection)
+        else:
+            chosen = dict.fromkeys(collection.dimensions, text)
+    else:
+        chosen = dict(rankers)
+    if not chosen:
+        raise ConfigError("no rankers: nothing to score answers with")
+    built: dict[str, Ranker] = {}
+    by_spec: dict[str, Ranker] = {}
+    for dimension, choice in chosen.items():
+        if isinstance(choice, str):
+            if choice.startswith("run:"):
+                raise ConfigError(
+                    f"dimension {dimension!r}: {choice} is a run file; a run ranks only its "
+                    "own documents and cannot rank a new answer (validate a ranker for it)"
+                )
+            if choice not in by_spec:
+                by_spec[choice] = make_ranker(choice)
+            built[str(dimension)] = by_spec[choice]
+        elif isinstance(choice, Ranker):
+            built[str(dimension)] = choice
+        else:
+            raise ConfigError(f"dimension {dimension!r}: not a ranker spec or Ranker: {choice!r}")
+    for ranker in {id(r): r for r in built.values()}.values():
+        ranker.bind_collection(collection)
+    return built, warnings
+
+
+def _from_validation(path: Path, collection: Collection) -> tuple[dict[str, str], list[str]]:
+    from nrp.validation.result import ValidationResult
+
+    result = ValidationResult.from_json(path)
+    warnings = []
+    if result.collection_fingerprint != collection.meta.get("fingerprint"):
+        warnings.append(
+            f"{path}: validated on collection {result.collection!r} with fingerprint "
+            f"{result.collection_fingerprint[:12]}, not on {collection.name!r} "
+            f"({str(collection.meta.get('fingerprint'))[:12]}): the choice may not apply"
+        )
+    chosen = result.chosen()
+    if not chosen:
+        raise ConfigError(f"{path}: validation chose no ranker for any dimension")
+    return chosen, warnings
+
+
+def normalised_weights(
+    weights: Mapping[str, float] | None, dimensions: list[str]
+) -> dict[str, float]:
+    """Weights per dimension summing to 1 (equal when None). Every dimension needs a weight
+    (none silently left out); negative weights and an all-zero sum are errors."""
+    if weights is None:
+        return {d: 1.0 / len(dimensions) for d in dimensions}
+    unknown = sorted(set(weights) - set(dimensions))
+    lacking = [d for d in dimensions if d not in weights]
+    if unknown or lacking:
+        raise ConfigError(
+            f"weights must name exactly the scored dimensions {dimensions}"
+            + (f"; unknown {unknown}" if unknown else "")
+            + (f"; missing {lacking}" if lacking else "")
+        )
+    values = {d: float(weights[d]) for d in dimensions}
+    if any(v < 0 or not np.isfinite(v) for v in values.values()) or sum(values.values()) <= 0:
+        raise ConfigError(f"weights must be finite, >= 0 and not all 0: {values}")
+    total = sum(values.values())
+    return {d: v / total for d, v in values.items()}
+
+
+# -- scoring -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ScoreSettings:
+    """Options of ``score_answers``. ``ties``: mid, optimistic, pessimistic or strict
+    (``nrp.positioning.ties``). ``frozen_stats``: lexical rankers keep D_q's statistics instead
+    of counting the answer in them. ``full_rerank``: the reference mode, D_q re-ranked from
+    scratch for every answer. ``weights``: per dimension in the combined NRP (equal when None).
+    ``cache``: use the score cache, pair cache and results cache beside the collection.
+    ``chunk_size``: answers positioned and stored per batch (per partition on an executor)."""
+
+    ties: str = "mid"
+    frozen_stats: bool = False
+    full_rerank: bool = False
+    weights: Mapping[str, float] | None = None
+    cache: bool = True
+    chunk_size: int = 256
+
+
+def score_answers(
+    collection: Collection | str,
+    answers_df: pd.DataFrame,
+    rankers: RankerChoice,
+    settings: ScoreSettings | None = None,
+    *,
+    progress: Progress | None = None,
+    executor: Executor | None = None,
+    **overrides: Any,
+) -> pd.DataFrame:
+    """NRP of every answer per dimension, and combined (see the module docstring).
+
+    ``answers_df``: answer_id, qid, text (llm, prompt, sample optional). ``rankers``: dimension
+    -> spec or Ranker, a validation JSON path, or one spec / Ranker for every dimension.
+    ``settings`` (``ScoreSettings``), or its fields as keywords (``ties="strict"``).
+    ``progress``: called with one line per ranker and batch. ``executor``: where the answers
+    missing from the results cache are positioned (``nrp.executors``; default: the active
+    executor, else this process), in per-query partitions of up to ``chunk_size`` answers.
+    """
+    settings = settings_with(ScoreSettings, settings, overrides)
+    executor = executor if executor is not None else active_executor()
+    collection = _collection(collection)
+    tie_mode = check_tie_mode(settings.ties)
+    options = PositionOptions(settings.frozen_stats, settings.full_rerank, settings.chunk_size)
+    answers = _check_answers(answers_df)
+    by_dimension, warnings = resolve_rankers(rankers, collection)
+    weight_of = normalised_weights(settings.weights, list(by_dimension))
+    candidates = collection.candidates()
+    ranked, skipped = _rankable(answers, collection, candidates, warnings)
+    caches = PositionCaches.beside(collection, settings.cache)
+    run = _position_all(
+        _jobs(collection, by_dimension, options, caches, candidates), ranked, executor, progress
+    )
+    frame = result_frame(
+        ranked,
+        {d: (r.spec(), run.positions[run.fingerprints[d]]) for d, r in by_dimension.items()},
+        tie_mode,
+        weight_of,
+    )
+    specs = {d: r.spec() for d, r in by_dimension.items()}
+    single = next(iter(specs.values())) if len(run.positions) == 1 else None
+    frame.attrs.update(
+        {
+            "collection": collection.name,
+            "collection_fingerprint": collection.meta.get("fingerprint"),
+            "ties": tie_mode,
+            "full_rerank": bool(settings.full_rerank),
+            "frozen_stats": bool(settings.frozen_stats),
+            "rankers": specs,
+            "weights": weight_of,
+            "injection": run.modes,
+            "single_ranker": single,
+            "note": _note(single, list(by_dimension)),
+            "counts": {
+                "answers": len(answers),
+                "answers_skipped": len(skipped),
+                "rankers_scored": len(run.positions),
+                **run.total.as_dict(),
+            },
+            "counts_by_ranker": run.counts_by_ranker,
+            "skipped": skipped,
+            "warnings": warnings,
+        }
+    )
+    return frame
+
+
+def _rankable(
+    answers: pd.DataFrame, collection: Collection, candidates: pd.DataFrame, warnings: list[str]
+) -> tuple[pd.DataFrame, list[dict[str, str]]]:
+    """The answers that can be ranked (their query has a non-empty D_q), with their text_sha,
+    and the skipped ones with the reason (a warning is logged and added to ``warnings``). A qid
+    the collection does not know is an error: the answers were generated for another one."""
+    sizes = candidates.groupby(candidates["qid"].astype(str)).size()
+    known = set(collection.topics["qid"].astype(str))
+    unknown = sorted(set(answers["qid"]) - known)
+    if unknown:
+        raise NrpError(
+            f"{len(unknown)} answer qid(s) are not topics of collection {collection.name!r}: "
+            f"{', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''}"
+        )
+    empty = ~answers["qid"].isin(sizes.index)
+    skipped = [
+        {"answer_id": a, "qid": q, "reason": "no judged documents with text (empty D_q)"}
+        for a, q in zip(answers.loc[empty, "answer_id"], answers.loc[empty, "qid"], strict=True)
+    ]
+    if skipped:
+        qids = sorted({s["qid"] for s in skipped})
+        message = (
+            f"{len(skipped)} answer(s) of {len(qids)} query(ies) without judged documents with "
+            f"text cannot be ranked and are skipped: {', '.join(qids[:5])}"
+        )
+        log.warning(message)
+        warnings.append(message)
+    ranked = answers[~empty].reset_index(drop=True)
+    ranked["text_sha"] = [text_sha(t) for t in ranked["text"]]
+    return ranked, skipped
+
+
+def _jobs(
+    collection: Collection,
+    by_dimension: Mapping[str, Ranker],
+    options: PositionOptions,
+    caches: PositionCaches,
+    candidates: pd.DataFrame,
+) -> dict[str, PositionJob]:
+    """One positioning job per dimension, the same job object for dimensions that share a
+    ranker (by fingerprint, computed once per ranker object: it hashes the model files)."""
+    fingerprint_of: dict[int, str] = {}
+    jobs: dict[str, PositionJob] = {}
+    by_fingerprint: dict[str, PositionJob] = {}
+    for dimension, ranker in by_dimension.items():
+        if id(ranker) not in fingerprint_of:
+            fingerprint_of[id(ranker)] = ranker.fingerprint()
+        fingerprint = fingerprint_of[id(ranker)]
+        if fingerprint not in by_fingerprint:
+            by_fingerprint[fingerprint] = PositionJob(
+                collection, ranker, fingerprint, options, caches, candidates
+            )
+        jobs[dimension] = by_fingerprint[fingerprint]
+    return jobs
+
+
+@dataclass
+class _Positions:
+    """Positions of a run: per ranker fingerprint, and what computing them took."""
+
+    fingerprints: dict[str, str] = field(default_factory=dict)  # dimension -> fingerprint
+    positions: dict[str, pd.DataFrame] = field(default_factory=dict)  # fingerprint -> frame
+    modes: dict[str, str] = field(default_factory=dict)  # ranker spec -> injection mode
+    counts_by_ranker: dict[str, dict[str, int]] = field(default_factory=dict)
+    total: InjectionCounts = field(default_factory=InjectionCounts)
+
+
+def _position_all(
+    jobs: Mapping[str, PositionJob],
+    answers: pd.DataFrame,
+    executor: Executor | None,
+    progress: Progress | None,
+) -> _Positions:
+    """Every distinct ranker positions the answers once, shared by its dimensions."""
+    run = _Positions()
+    for dimension, job in jobs.items():
+        run.fingerprints[dimension] = job.fingerprint
+        if job.fingerprint in run.positions:
+            continue
+        spec = job.ranker.spec()
+        run.modes[spec] = describe_mode(job.mode, job.ranker)
+        found, counts = Positioner(job).position(answers, executor, progress)
+        run.positions[job.fingerprint] = found
+        run.counts_by_ranker[spec] = counts.as_dict()
+        run.total.add(counts)
+    return run
+
+
+def _note(single: str | None, dimensions: list[str]) -> str:
+    if single is None:
+        return ""
+    if len(dimensions) == 1:
+        return f"one dimension ({dimensions[0]}), ranked by {single}"
+    return (
+        f"one ranker ({single}) was chosen for every dimension ({', '.join(dimensions)}): each "
+        "answer was positioned once, and each dimension's NRP and the combined NRP are that "
+        "one NRP (the source study reported a single NRP)"
+    )
+
+
+def result_frame(
+    answers: pd.DataFrame,
+    positions: Mapping[str, tuple[str, pd.DataFrame]],
+    tie_mode: str,
+    weight_of: Mapping[str, float],
+) -> pd.DataFrame:
+    """``RESULT_COLUMNS`` rows per (answer, dimension), then a combined row per answer, in
+    answer order. ``positions``: dimension -> (ranker spec, positions indexed by answer_id);
+    ``weight_of``: normalised weights (``normalised_weights``)."""
+    base = answers[["answer_id", "llm", "prompt", "qid", "sample"]]
+    if base.empty:
+        return pd.DataFrame(columns=list(RESULT_COLUMNS))
+    parts = [
+        _dimension_rows(base, dimension, spec, found, tie_mode).assign(_order=order)
+        for order, (dimension, (spec, found)) in enumerate(positions.items())
+    ]
+    frame = pd.concat(parts, ignore_index=True)
+    combined = (
+        frame.assign(weighted=frame["nrp"] * frame["dimension"].map(weight_of))
+        .groupby("_answer", sort=True)
+        .agg(nrp=("weighted", "sum"), n_docs=("n_docs", "first"))
+    )
+    combined_rows = base.iloc[combined.index].assign(
+        dimension=COMBINED,
+        ranker="",
+        score=np.nan,
+        rank=np.nan,
+        n_docs=combined["n_docs"].to_numpy(dtype=np.int64),
+        ties=pd.NA,
+        nrp=combined["nrp"].to_numpy(dtype=np.float64),
+        _answer=combined.index.to_numpy(),
+        _order=len(positions),
+    )
+    frame = pd.concat([frame, combined_rows], ignore_index=True)
+    frame = frame.sort_values(["_answer", "_order"], kind="stable").reset_index(drop=True)
+    frame["ties"] = frame["ties"].astype("Int64")
+    return frame[list(RESULT_COLUMNS)]
+
+
+def _dimension_rows(
+    base: pd.DataFrame, dimension: str, spec: str, positions: pd.DataFrame, tie_mode: str
+) -> pd.DataFrame:
+    """One dimension's rows: r under the tie rule, |D_q|, ties and NRP of every answer."""
+    found = positions.reindex(base["answer_id"])
+    if tie_mode == "strict":
+        rank = found["strict"].to_numpy(dtype=np.float64)
+    else:
+        rank = rank_from_counts(
+            found["above"].to_numpy(dtype=np.float64),
+            found["ties"].to_numpy(dtype=np.float64),
+            tie_mode,
+        )
+    n_docs = found["n_docs"].to_numpy(dtype=np.int64)
+    return base.assign(
+        dimension=dimension,
+        ranker=spec,
+        score=found["score"].to_numpy(dtype=np.float64),
+        rank=np.asarray(rank, dtype=np.float64),
+        n_docs=n_docs,
+        ties=found["ties"].to_numpy(dtype=np.int64),
+        nrp=nrp_value(rank, n_docs) if len(n_docs) else np.zeros(0),
+        _answer=np.arange(len(base)),
+    )
+
+
+def score(
+    collection: Collection | str,
+    answers: pd.DataFrame | str | Path | Any,
+    rankers: RankerChoice,
+    **options: Any,
+) -> pd.DataFrame:
+    """``nrp.score``: the library entry point, ``score_answers`` with its options.
+
+    ``answers``: a frame (answer_id, llm, prompt, qid, sample, text), an answer file or folder
+    (read with ``nrp.answers.read_answers``, checked against the collection's topics), or
+    what ``read_answers`` returned (an object with an ``answers`` frame)."""
+    collection = _collection(collection)
+    if isinstance(answers, str | Path):
+        from nrp.answers import read_answers
+
+        answers = read_answers(answers, collection)
+    if not isinstance(answers, pd.DataFrame):
+        answers = answers.answers
+    return score_answers(collection, answers, rankers, **options)
+
+
+# -- PyTerrier ---------------------------------------------------------------------------------
+class NRPScorer(pt.Transformer):
+    """NRP as a PyTerrier transformer, for pipelines.
+
+    Input rows: ``qid``, ``docno`` (the answer's id; it must not be a docno of D_q), ``text``
+    (and any other columns, kept; ``query`` is not used: an answer is ranked for the
+    collection's own topic, the query D_q is scored with). Output: the same rows with
+    ``score`` (the ranker's score of the answer), ``rank`` (r, zero-based; a half-integer under
+    the mid rule), ``ties``, ``n_docs`` (|D_q|) and ``nrp``. Rows of queries without judged
+    documents get NaN (and a logged warning). Caching and options as ``score_answers``.
+    """
+
+    def __init__(
+        self,
+        collection: Collection | str,
+        ranker_spec: str | Ranker,
+        *,
+        ties: str = "mid",
+        frozen_stats: bool = False,
+        full_rerank: bool = False,
+        cache: bool = True,
+    ):
+        self.collection = _collection(collection)
+        self.ranker = make_ranker(ranker_spec) if isinstance(ranker_spec, str) else ranker_spec
+        self.ranker.bind_collection(self.collection)
+        self.ties = check_tie_mode(ties)
+        self.frozen_stats = frozen_stats
+        self.full_rerank = full_rerank
+        self.cache = cache
+
+    def __str__(self) -> str:
+        return f"NRP({self.ranker.spec()}, ties={self.ties})"
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        missing = [c for c in ("qid", "docno", "text") if c not in inp.columns]
+        if missing:
+            raise ValueError(f"NRPScorer needs columns qid, docno, text; missing {missing}")
+        out = inp.drop(
+            columns=["score", "rank", "ties", "n_docs", "nrp"], errors="ignore"
+        ).reset_index(drop=True)
+        if out.empty:
+            return out.assign(score=[], rank=[], ties=[], n_docs=[], nrp=[])
+        answers = pd.DataFrame(
+            {
+                "answer_id": out["docno"].astype(str),
+                "qid": out["qid"].astype(str),
+                "text": out["text"],
+            }
+        )
+        result = score_answers(
+            self.collection,
+            answers,
+            {"nrp": self.ranker},
+            ties=self.ties,
+            frozen_stats=self.frozen_stats,
+            full_rerank=self.full_rerank,
+            cache=self.cache,
+        )
+        rows = result[result["dimension"] == "nrp"].set_index("answer_id")
+        rows = rows.reindex(out["docno"].astype(str))
+        return out.assign(
+            **{
+                column: rows[column].astype(float).to_numpy()
+                for column in ("score", "rank", "ties", "n_docs", "nrp")
+            }
+        )

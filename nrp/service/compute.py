@@ -1,0 +1,197 @@
+"""What the worker computes, each one call into the library API over the models of its pool.
+
+- ``run_rank_units``: rank units of several jobs that share a batch key, positioned by the
+  pool's ``Positioner`` (on the executor when one is configured); positions land in the
+  collection's results cache and nothing else comes back.
+- ``run_evaluate_units``: evaluator units, through ``evaluate`` into the evaluation cache.
+- ``score_requests``: synchronous requests, positioned now without the results cache
+  (``Positioner.position_now``) and turned into rows by ``result_frame``, the code that builds
+  ``score_answers``' rows, so a response has the numbers ``nrp score`` writes.
+- ``job_tables``: a finished job's tables, by ``score_answers`` and ``evaluate_answers`` over
+  its answers (every position and evaluation served by the caches the units filled).
+
+The service adds no arithmetic of its own: batching (which answers share one model call) is
+its only say.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from nrp import api
+from nrp.service.pool import ModelPool
+from nrp.service.store import json_value
+from nrp.tables import jsonable
+
+Payload = dict[str, Any]  # a score request as the planner wrote it (``RequestPlanner``)
+
+
+def _rounds(frame: pd.DataFrame, by: Sequence[str] = ("answer_id",)) -> list[pd.DataFrame]:
+    """Rows split so that no answer id (by default) repeats within a part: answers of several
+    jobs or requests may share an id, and one positioning call (and an executor run, which maps
+    each answer id to its text hash) needs distinct ids. Rows keep their order."""
+    if not len(frame):
+        return []
+    occurrence = frame.groupby(list(by), sort=False).cumcount()
+    return [frame[occurrence == n] for n in range(int(occurrence.max()) + 1)]
+
+
+# -- job units -----------------------------------------------------------------------------------
+def run_rank_units(
+    pool: ModelPool,
+    units: list[dict[str, Any]],
+    answers: list[pd.DataFrame],
+    executor: Any = None,
+    partition_size: int = 256,
+) -> None:
+    """Position the answers of rank units that share a batch key and store them in the
+    collection's results cache (what ``score_answers`` reads at finalisation); answers it
+    already holds are skipped. ``answers``: each unit's answers. Positions are computed here
+    in batches of ``partition_size``, or with an ``executor`` in per-query partitions of up to
+    ``partition_size`` answers, each stored as it arrives."""
+    _, name, spec, options = json.loads(units[0]["batch_key"])
+    collection = pool.collection(name)
+    positioner = pool.positioner(
+        collection,
+        spec,
+        api.PositionOptions(
+            bool(options["frozen_stats"]), bool(options["full_rerank"]), partition_size
+        ),
+    )
+    frame = pd.concat(_by_job(units, answers), ignore_index=True)
+    for part in _rounds(frame):
+        positioner.position(part, executor)
+
+
+def _by_job(units: list[dict[str, Any]], answers: list[pd.DataFrame]) -> list[pd.DataFrame]:
+    """The units' answers, grouped per job (in the order jobs first appear)."""
+    by_job: dict[str, list[pd.DataFrame]] = {}
+    for unit, frame in zip(units, answers, strict=True):
+        by_job.setdefault(unit["job_id"], []).append(frame)
+    return [pd.concat(frames, ignore_index=True) for frames in by_job.values()]
+
+
+def run_evaluate_units(
+    pool: ModelPool,
+    units: list[dict[str, Any]],
+    answers: list[pd.DataFrame],
+    executor: Any = None,
+) -> None:
+    """Evaluate the answers of evaluator units that share a batch key in one run (on
+    ``executor`` when given); rows land in the collection's evaluation cache (evaluators that
+    are not cacheable run at finalisation)."""
+    _, name, spec, options = json.loads(units[0]["batch_key"])
+    collection = pool.collection(name)
+    evaluator = pool.evaluator(spec)
+    if not evaluator.cacheable:
+        return
+    frame = pd.concat(answers, ignore_index=True)
+    items = api.build_items(collection, frame, options.get("references", "auto"))
+    api.evaluate(
+        items, [evaluator], pool.evaluation_cache(collection), collection, executor=executor
+    )
+
+
+# -- synchronous requests ------------------------------------------------------------------------
+def score_requests(
+    pool: ModelPool, requests: list[Payload], chunk_size: int
+) -> dict[str, dict[str, Any]]:
+    """The reply to each request (by id): ``RESULT_COLUMNS`` rows of its ranked answers. The
+    answers of all requests that share a ranker and options are positioned together (one call
+    per round of distinct (qid, answer id)); ``chunk_size``: the positioners' option, so these
+    share the job units' positioners."""
+    positions = _positions_now(pool, requests, chunk_size)
+    replies = {}
+    for p in requests:
+        ranked = [a for a in p["answers"] if a["ranked"]]
+        rows: list[list[Any]] = []
+        if ranked:
+            found = {
+                dimension: (spec, positions[(p["id"], spec)])
+                for dimension, spec in p["rankers"].items()
+            }
+            weight_of = api.normalised_weights(p.get("weights"), list(p["rankers"]))
+            tie_mode = api.check_tie_mode(p["ties"])
+            frame = api.result_frame(pd.DataFrame(ranked), found, tie_mode, weight_of)
+            rows = [[json_value(v) for v in r] for r in frame.itertuples(index=False, name=None)]
+        replies[p["id"]] = {"ok": True, "columns": list(api.RESULT_COLUMNS), "rows": rows}
+    return replies
+
+
+def _positions_now(
+    pool: ModelPool, requests: list[Payload], chunk_size: int
+) -> dict[tuple[str, str], pd.DataFrame]:
+    """(request id, ranker spec) -> positions of the request's ranked answers, indexed by
+    answer id; one ``position_now`` call per (collection, ranker, options) and round."""
+    groups: dict[tuple[str, str, bool, bool], list[pd.DataFrame]] = {}
+    for p in requests:
+        ranked = [a for a in p["answers"] if a["ranked"]]
+        if not ranked:
+            continue
+        frame = pd.DataFrame(
+            {
+                "answer_id": [str(a["answer_id"]) for a in ranked],
+                "qid": [str(a["qid"]) for a in ranked],
+                "text": [a["text"] for a in ranked],
+                "request": p["id"],
+            }
+        )
+        for spec in dict.fromkeys(p["rankers"].values()):
+            key = (p["collection"], spec, bool(p["frozen_stats"]), bool(p["full_rerank"]))
+            groups.setdefault(key, []).append(frame)
+    positions: dict[tuple[str, str], pd.DataFrame] = {}
+    for (name, spec, frozen, full), frames in groups.items():
+        collection = pool.collection(name)
+        options = api.PositionOptions(frozen, full, chunk_size)
+        positioner = pool.positioner(collection, spec, options)
+        for part in _rounds(pd.concat(frames, ignore_index=True), by=("qid", "answer_id")):
+            found = positioner.position_now(part).assign(request=part["request"].to_numpy())
+            for request_id, rows in found.groupby("request", sort=False):
+                key = (str(request_id), spec)
+                rows = rows.drop(columns="request").set_index("answer_id")
+                positions[key] = pd.concat([positions[key], rows]) if key in positions else rows
+    return positions
+
+
+# -- finished jobs -------------------------------------------------------------------------------
+def job_tables(
+    pool: ModelPool, job: dict[str, Any], answers: pd.DataFrame, chunk_size: int
+) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+    """A job's result tables (``nrp``, ``evaluations``) and info, by the library's own
+    functions over its answers: what ``nrp score`` and ``nrp evaluate`` give for them."""
+    params = job["params"]
+    collection = pool.collection(job["collection"])
+    tables: dict[str, pd.DataFrame] = {}
+    info: dict[str, Any] = {}
+    if params.get("rankers"):
+        rankers = {d: pool.ranker(collection, s) for d, s in params["rankers"].items()}
+        frame = api.score_answers(
+            collection,
+            answers,
+            rankers,
+            ties=params["ties"],
+            frozen_stats=params["frozen_stats"],
+            full_rerank=params["full_rerank"],
+            weights=params.get("weights"),
+            cache=True,
+            chunk_size=chunk_size,
+        )
+        tables["nrp"] = frame
+        info.update(
+            {
+                key: frame.attrs.get(key)
+                for key in ("skipped", "warnings", "note", "counts", "injection", "weights")
+            }
+        )
+    if params.get("evaluators"):
+        evaluators = [pool.evaluator(s) for s in params["evaluators"]]
+        evaluations = api.evaluate_answers(
+            collection, answers, evaluators, references=params["references"], cache=True
+        )
+        tables["evaluations"] = evaluations
+        info["evaluators"] = evaluations.attrs.get("evaluators", {})
+    return tables, jsonable(info)

@@ -1,0 +1,228 @@
+"""From a checked request body to what the store or the worker takes: a job's parameters,
+answers and units (``POST /v1/jobs``), or a score request's payload (``POST /v1/score``).
+
+Every check runs here, in the server, before anything is stored or sent to the worker, so a bad
+request is a 4xx naming the problem and never a failed job later. What is checked, and how, is
+the library's: answers are read by ``nrp.api.read_answers`` (or its ``AnswerReader`` for inline
+answers), validation's choice of rankers is ``ValidationResult.chosen()``, weights are checked
+by ``normalised_weights``, and specs are parsed by the registries (``nrp.service.inputs``). The
+service adds only what HTTP needs: which files a request may name and which status a problem
+gets.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from nrp import api
+from nrp.service import inputs
+from nrp.service.config import ServiceConfig
+from nrp.service.schemas import JobRequest, ScoreRequest
+from nrp.spec import split_specs
+
+VALIDATION = "validation"  # rankers: the collection's validation.json choice per dimension
+
+
+class RequestPlanner:
+    """Checks requests against the collections and the server's settings (module docstring).
+
+    Ranker specs are written in their canonical form once per spec as sent (a spec names no
+    collection state, so the form never changes while the server runs)."""
+
+    def __init__(self, config: ServiceConfig, collections: inputs.Collections):
+        self.config = config
+        self.collections = collections
+        self.canonical_specs: dict[str, str] = {}  # ranker spec as sent -> canonical spec
+
+    # -- jobs ------------------------------------------------------------------------------------
+    def plan_job(self, body: JobRequest) -> tuple[dict[str, Any], pd.DataFrame, list[dict]]:
+        """Parameters, answers and units of a job request (every check done here)."""
+        view = self.collections.get(body.collection)
+        answers, skipped = self._job_answers(body, view)
+        rankers = self.rankers(body.rankers, view)
+        evaluators = self.evaluators(body.evaluators)
+        if not rankers and not evaluators:
+            raise inputs.RequestError(422, "give rankers, evaluators or both")
+        weights = None
+        if rankers:
+            api.normalised_weights(body.weights, list(rankers))  # checks them
+            weights = body.weights
+            check_answer_ids(answers, view)
+        elif body.weights:
+            raise inputs.RequestError(422, "weights combine rankers' NRP: give rankers too")
+        params = {
+            "rankers": rankers,
+            "evaluators": evaluators,
+            "references": body.references,
+            "ties": body.ties,
+            "frozen_stats": body.frozen_stats,
+            "full_rerank": body.full_rerank,
+            "weights": weights,
+            "answers_skipped_on_input": skipped,
+        }
+        if body.answers_path is not None:
+            params["answers_path"] = body.answers_path
+        units = inputs.plan_units(
+            view,
+            answers,
+            rankers,
+            evaluators,
+            body.frozen_stats,
+            body.full_rerank,
+            body.references,
+        )
+        return params, answers, units
+
+    def _job_answers(
+        self, body: JobRequest, view: inputs.CollectionView
+    ) -> tuple[pd.DataFrame, list[str]]:
+        """The job's answers, inline or read from a file in a data root, and those skipped."""
+        if (body.answers is None) == (body.answers_path is None):
+            raise inputs.RequestError(422, "give exactly one of answers and answers_path")
+        if body.answers is not None:
+            records = [a.model_dump(exclude_none=True) for a in body.answers]
+            return inputs.answers_from_records(records, view.qids, body.skip_invalid)
+        roots = self.config.data_roots
+        path = inputs.resolve_in_roots(body.answers_path or "", roots, "answers")
+        answer_set = api.read_answers(path, view.qids, skip_invalid=body.skip_invalid)
+        return answer_set.answers, [str(row) for row in answer_set.skipped]
+
+    # -- rankers and evaluators ------------------------------------------------------------------
+    def rankers(
+        self, choice: str | Mapping[str, str] | None, view: inputs.CollectionView
+    ) -> dict[str, str]:
+        """dimension -> canonical ranker spec of a request's ``rankers`` ({} for None)."""
+        if choice is None:
+            return {}
+        chosen = chosen_specs(choice, view)
+        roots, indexes = self.config.data_roots, self.config.indexes
+        for spec in dict.fromkeys(chosen.values()):
+            if spec not in self.canonical_specs:
+                self.canonical_specs[spec] = inputs.canonical_ranker(spec, roots, indexes)
+        return {d: self.canonical_specs[s] for d, s in chosen.items()}
+
+    def evaluators(self, choice: str | list[str] | None) -> list[str]:
+        """The checked evaluator specs of a request's ``evaluators`` ([] for none)."""
+        if not choice:
+            return []
+        specs = split_specs(choice) if isinstance(choice, str) else [s.strip() for s in choice]
+        checked = [
+            inputs.canonical_evaluator(s, self.config.data_roots, self.config.indexes)
+            for s in specs
+            if s
+        ]
+        if len(set(checked)) != len(checked):
+            raise inputs.RequestError(422, "evaluators: the same spec twice")
+        return checked
+
+    # -- synchronous scores ----------------------------------------------------------------------
+    def score_payload(self, body: ScoreRequest) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """What the worker takes for a score request, and the answers it cannot rank."""
+        limit = self.config.score_max_answers
+        if len(body.answers) > limit:
+            raise inputs.RequestError(
+                422,
+                f"POST /v1/score takes at most {limit} answers "
+                f"({len(body.answers)} given); submit a job for more",
+            )
+        view = self.collections.get(body.collection)
+        rankers = self.rankers(body.rankers, view)
+        api.normalised_weights(body.weights, list(rankers))
+        rows, skipped = score_answers_of(body, view)
+        frame = {"answer_id": [r["answer_id"] for r in rows], "qid": [r["qid"] for r in rows]}
+        check_answer_ids(pd.DataFrame(frame), view)
+        payload = {
+            "id": uuid.uuid4().hex,
+            "collection": view.name,
+            "rankers": rankers,
+            "answers": rows,
+            "ties": body.ties,
+            "frozen_stats": body.frozen_stats,
+            "full_rerank": body.full_rerank,
+            "weights": body.weights,
+        }
+        return payload, skipped
+
+
+def chosen_specs(choice: str | Mapping[str, str], view: inputs.CollectionView) -> dict[str, str]:
+    """dimension -> ranker spec as a request names it: one spec for every dimension of the
+    collection, a mapping dimension -> spec, or ``validation``: the choice of the collection's
+    ``validation.json`` (``ValidationResult.chosen``)."""
+    collection = view.collection
+    dimensions = list(collection.dimensions)
+    if isinstance(choice, str) and choice.strip() == VALIDATION:
+        path = collection.path / "validation.json"
+        if not path.is_file():
+            raise inputs.RequestError(
+                422, f"collection {view.name!r} has no validation.json (run nrp validate)"
+            )
+        chosen = api.ValidationResult.from_json(path).chosen()
+        if not chosen:
+            raise inputs.RequestError(422, "the validation chose no ranker for any dimension")
+        return chosen
+    if isinstance(choice, str):
+        return dict.fromkeys(dimensions, choice)
+    if not choice:
+        raise inputs.RequestError(422, "rankers: an empty mapping")
+    unknown = [d for d in choice if d not in dimensions]
+    if unknown:
+        raise inputs.RequestError(
+            422,
+            f"rankers: unknown dimension(s) {', '.join(unknown)} of collection "
+            f"{view.name!r} (it has: {', '.join(dimensions)})",
+        )
+    return dict(choice)
+
+
+def score_answers_of(
+    body: ScoreRequest, view: inputs.CollectionView
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A score request's answers as records for the worker (``ranked``: its query has judged
+    documents with text), and those that cannot be ranked with the reason."""
+    rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for number, answer in enumerate(body.answers):
+        qid = str(answer.qid)
+        answer_id = answer.answer_id or f"answer{number}"
+        if qid not in view.qids:
+            raise inputs.RequestError(
+                422, f"answers[{number}]: qid {qid!r} is not a topic of {view.name!r}"
+            )
+        if not answer.text.strip():
+            raise inputs.RequestError(422, f"answers[{number}]: text is empty")
+        if answer_id in seen:
+            raise inputs.RequestError(422, f"answers[{number}]: duplicate id {answer_id!r}")
+        seen.add(answer_id)
+        ranked = view.dq_size.get(qid, 0) > 0
+        if not ranked:
+            skipped.append(
+                {"answer_id": answer_id, "qid": qid, "reason": "no judged documents with text"}
+            )
+        rows.append(
+            {
+                "answer_id": answer_id,
+                "llm": answer.llm,
+                "prompt": answer.prompt,
+                "qid": qid,
+                "sample": answer.sample,
+                "text": answer.text,
+                "ranked": ranked,
+            }
+        )
+    return rows, skipped
+
+
+def check_answer_ids(answers: pd.DataFrame, view: inputs.CollectionView) -> None:
+    """An answer id must differ from the docnos of its query's D_q (it names the injected row)."""
+    for answer_id, qid in zip(answers["answer_id"], answers["qid"], strict=True):
+        if str(answer_id) in view.docnos.get(str(qid), ()):
+            raise inputs.RequestError(
+                422,
+                f"answer id {answer_id!r} is also a document of query {qid}: answer ids "
+                "name the injected row and must differ from the query's docnos",
+            )

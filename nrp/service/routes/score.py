@@ -1,0 +1,56 @@
+"""``POST /v1/score`` [read]: a few answers scored now by the worker, from its models and the
+cached document scores; nothing is stored.
+
+The request is checked here (``RequestPlanner.score_payload``), then handed to the worker
+process, which batches it with other requests arriving within ``batch_max_wait_ms``; the
+handler awaits the reply without holding a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+from fastapi.concurrency import run_in_threadpool
+
+from nrp.service.auth import READ
+from nrp.service.schemas import ScoreOut, ScoreRequest
+from nrp.service.state import ServiceDep
+
+router = APIRouter(tags=["score"])
+
+
+@router.post(
+    "/v1/score",
+    response_model=ScoreOut,
+    dependencies=[READ],
+    responses={503: {"description": "the worker is not ready"}},
+)
+async def score(body: ScoreRequest, service: ServiceDep) -> dict[str, Any]:
+    payload, skipped = await run_in_threadpool(service.planner.score_payload, body)
+    if not service.worker_ready:
+        raise HTTPException(503, "the worker is not ready yet", headers={"Retry-After": "1"})
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[dict[str, Any]] = loop.create_future()
+
+    def deliver(reply: dict[str, Any]) -> None:
+        loop.call_soon_threadsafe(lambda: future.done() or future.set_result(reply))
+
+    service.worker.submit(payload, deliver)
+    try:
+        reply = await asyncio.wait_for(future, service.config.score_timeout_s)
+    except TimeoutError:
+        service.worker.forget(payload["id"])
+        raise HTTPException(504, "the worker did not answer in time") from None
+    if not reply.get("ok"):
+        raise HTTPException(int(reply.get("status", 500)), reply.get("error", "failed"))
+    columns = reply["columns"]
+    service.metrics.score_answers.inc(len(payload["answers"]))
+    return {
+        "collection": payload["collection"],
+        "rankers": payload["rankers"],
+        "columns": columns,
+        "results": [dict(zip(columns, row, strict=True)) for row in reply["rows"]],
+        "skipped": skipped,
+    }

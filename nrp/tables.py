@@ -1,0 +1,216 @@
+"""Tables in and out: reading a results table, plain-text tables, JSON/CSV writing.
+
+Why a module of its own: every report prints aligned columns, p-values and intervals the same
+way, and writes JSON that must not contain NaN (``json.dumps(allow_nan=False)``, as the
+validation result does), so the conversions live in one place. Reading is here for the same
+reason: the NRP summary reads the scoring step's results and meta-evaluation reads score and
+label tables, through one reader (``read_table_file``: CSV, TSV, JSON Lines or Parquet by
+suffix) that reports every unreadable file the same way, as one ``InputError`` line naming the
+file and, where known, the line. What the columns mean (text ids, numbers) is the caller's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nrp.errors import InputError
+
+DELIMITERS = {".csv": ",", ".tsv": "\t"}
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+
+
+def format_p(p: float | None) -> str:
+    """A p-value as validation prints it: three decimals, ``<0.001`` below that, ``-`` if none."""
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "-"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def format_number(value: float | None, digits: int = 4) -> str:
+    """A number with fixed decimals, ``-`` when missing (None or NaN)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.{digits}f}"
+
+
+def format_interval(low: float | None, high: float | None, digits: int = 4) -> str:
+    """``[low, high]``, or ``[-]`` when there is no interval (fewer than two queries)."""
+    if low is None or high is None or _missing(low) or _missing(high):
+        return "[-]"
+    return f"[{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def _missing(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> str:
+    """Left-aligned columns separated by two spaces; trailing blanks stripped."""
+    table = [list(header), *(list(map(str, row)) for row in rows)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    lines = []
+    for row in table:
+        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        lines.append((indent + "  ".join(cells)).rstrip())
+    return "\n".join(lines)
+
+
+def jsonable(value: Any) -> Any:
+    """Plain Python values for JSON: numpy scalars unwrapped, NaN and NA as None."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return value
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """A frame's rows as JSON-ready dictionaries."""
+    return [jsonable(row) for row in frame.to_dict("records")]
+
+
+def write_aside(path: str | Path, write: Callable[[Path], Any]) -> None:
+    """``write(partial_path)``, then rename onto ``path``: a reader never sees a half-written
+    file, and an interrupted write leaves the previous file as it was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        write(partial)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Written aside, then renamed: a reader never sees a half-written file."""
+    write_aside(path, lambda partial: partial.write_text(text, encoding="utf-8"))
+
+
+def dumps(data: Any) -> str:
+    """JSON text with NaN refused (it is not JSON): call ``jsonable`` first."""
+    return json.dumps(jsonable(data), indent=1, allow_nan=False) + "\n"
+
+
+def json_export(data: Any, path: str | Path | None = None) -> str:
+    """``data`` as JSON text (NaN as null), written to ``path`` too when given."""
+    text = dumps(data)
+    if path is not None:
+        write_text(path, text)
+    return text
+
+
+def csv_export(tables: dict[str, pd.DataFrame], folder: str | Path, prefix: str) -> dict[str, Path]:
+    """Each table as ``{prefix}_{name}.csv`` in ``folder``; the paths by table name."""
+    paths = {}
+    for name, frame in tables.items():
+        path = Path(folder) / f"{prefix}_{name}.csv"
+        write_text(path, frame.to_csv(index=False))
+        paths[name] = path
+    return paths
+
+
+# -- reading ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TableFile:
+    """A table as read from ``path``: ``frame`` holds a delimited file's cells as text (empty
+    cells as ''), JSON Lines values as parsed (lists and objects as JSON text), Parquet columns
+    as stored; ``lines`` is each row's line in the file (None for Parquet)."""
+
+    frame: pd.DataFrame
+    path: Path
+    lines: np.ndarray | None
+
+
+def find_table(path: str | Path, folder_files: Sequence[str]) -> Path:
+    """``path`` itself, or for a folder the first of ``folder_files`` in it; an InputError when
+    there is none or the file does not exist."""
+    path = Path(path)
+    if path.is_dir():
+        found = [path / name for name in folder_files if (path / name).is_file()]
+        if not found:
+            raise InputError(path, None, f"no {' or '.join(folder_files)} in this folder")
+        path = found[0]
+    if not path.is_file():
+        raise InputError(path, None, "file not found")
+    return path
+
+
+def read_table_file(path: str | Path) -> TableFile:
+    """A CSV, TSV, JSON Lines or Parquet file, chosen by its suffix."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        try:
+            frame = pd.read_parquet(path)
+        except Exception as error:  # pyarrow's errors have no common base class
+            raise InputError(path, None, f"not a readable Parquet file: {error}") from None
+        return TableFile(frame, path, None)
+    if suffix in DELIMITERS:
+        frame = read_delimited(path, DELIMITERS[suffix])
+        return TableFile(frame, path, np.arange(len(frame)) + 2)  # the header is line 1
+    if suffix in JSONL_SUFFIXES:
+        rows, lines = read_jsonl(path)
+        frame = pd.DataFrame.from_records(rows)
+        frame = frame.map(lambda v: json.dumps(v) if isinstance(v, list | dict) else v)
+        return TableFile(frame, path, np.asarray(lines))
+    raise InputError(path, None, "expected a .csv, .tsv, .jsonl or .parquet file")
+
+
+def _utf8_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        line = path.read_bytes()[: error.start].count(b"\n") + 1
+        raise InputError(path, line, "not UTF-8 text") from None
+
+
+def read_delimited(path: Path, sep: str) -> pd.DataFrame:
+    """Every cell as text (an empty cell as ''), so ids keep their spelling (``007``)."""
+    text = _utf8_text(path)
+    if not text.strip():
+        raise InputError(path, None, "empty file")
+    try:
+        return pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False)
+    except pd.errors.ParserError as error:
+        message = str(error)
+        line = None
+        if "line " in message:  # pandas: "Expected 3 fields in line 5, saw 4"
+            digits = message.split("line ", 1)[1].split(",")[0].split()[0]
+            line = int(digits) if digits.isdigit() else None
+        raise InputError(path, line, f"not a readable table: {message.strip()}") from None
+
+
+def read_jsonl(path: Path) -> tuple[list[dict], list[int]]:
+    """The JSON objects of a JSON Lines file and their line numbers (blank lines skipped)."""
+    rows, lines = [], []
+    text = _utf8_text(path)
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise InputError(path, number, f"not valid JSON: {error.msg}") from None
+        if not isinstance(value, dict):
+            raise InputError(path, number, "expected a JSON object on each line")
+        rows.append(value)
+        lines.append(number)
+    if not rows:
+        raise InputError(path, None, "empty file")
+    return rows, lines

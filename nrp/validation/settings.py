@@ -1,0 +1,102 @@
+"""``ValidationSettings``: how rankers (and run files) are scored against each dimension and how
+the best one is chosen, as one object that ``validate`` and ``validate_runs`` share.
+
+Every option is checked (``checked``) before any ranker runs: a typo must not cost an hour of
+monoT5. The checked settings hold the measures' canonical names and the dimensions actually
+validated, and ``as_json`` is what a ``ValidationResult`` records of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from nrp import statistics
+from nrp.collection.collection import Collection, LabelMode
+from nrp.errors import ConfigError
+from nrp.validation.measures import (
+    DEFAULT_MEASURES,
+    QrelsScope,
+    QuerySet,
+    evaluator_version,
+    parse_measures,
+)
+
+
+@dataclass(frozen=True)
+class ValidationSettings:
+    """``labels``: graded or raw judgments. ``measures``: the first is the primary one, which the
+    paired tests use and which decides the choice. ``dimensions``: None = every dimension of the
+    collection. ``qrels_scope``: judgments of D_q only (``candidates``) or ``all``.
+    ``query_set``: queries with a relevant judgment, or every ``judged`` one. ``test``,
+    ``correction``, ``ci``, ``confidence``, ``alpha``, ``n_resamples``, ``seed``: the statistics
+    (``nrp.statistics``)."""
+
+    labels: LabelMode = "graded"
+    measures: Sequence[str] | str = DEFAULT_MEASURES
+    dimensions: Sequence[str] | None = None
+    qrels_scope: QrelsScope = "candidates"
+    query_set: QuerySet = "with_relevant"
+    test: statistics.TestMethod = "randomization"
+    correction: statistics.Correction = "holm"
+    ci: statistics.CiMethod = "t"
+    confidence: float = 0.95
+    alpha: float = 0.05
+    n_resamples: int = statistics.DEFAULT_RESAMPLES
+    seed: int = statistics.DEFAULT_SEED
+
+    def checked(self, collection: Collection) -> ValidationSettings:
+        """These settings, every option checked against ``collection``, with ``measures`` a list
+        of canonical names and ``dimensions`` the list of dimensions to validate."""
+        _check_choices(self)
+        if not 0 < self.confidence < 1 or not 0 < self.alpha < 1:
+            raise ConfigError("confidence and alpha must lie strictly between 0 and 1")
+        if self.n_resamples < 1:
+            raise ConfigError("n_resamples must be at least 1")
+        chosen = list(self.dimensions) if self.dimensions else list(collection.dimensions)
+        for dimension in chosen:
+            if dimension not in collection.dimensions:
+                raise ConfigError(
+                    f"collection {collection.name!r} has no dimension {dimension!r} "
+                    f"(it has: {', '.join(collection.dimensions)})"
+                )
+        names = [str(m) for m in parse_measures(self.measures)]
+        return replace(self, measures=names, dimensions=chosen)
+
+    def as_json(self) -> dict[str, Any]:
+        """What a validation result records of its settings (of checked settings)."""
+        return {
+            "test": self.test,
+            "correction": self.correction,
+            "ci": self.ci,
+            "confidence": self.confidence,
+            "alpha": self.alpha,
+            "n_resamples": self.n_resamples,
+            "seed": self.seed,
+            "tested_measure": self.measures[0],
+            "relevant_label": ">= 1 (AP, bpref, and the query set)",
+            "tie_breaking": "by score descending, then docno descending (trec_eval); ranks unused",
+            "evaluator": evaluator_version(),
+        }
+
+
+def _check_choices(settings: ValidationSettings) -> None:
+    if settings.labels not in ("graded", "raw"):
+        raise ConfigError(f"labels must be 'graded' or 'raw', not {settings.labels!r}")
+    if settings.qrels_scope not in ("candidates", "all"):
+        raise ConfigError(
+            f"qrels scope must be 'candidates' or 'all', not {settings.qrels_scope!r}"
+        )
+    if settings.query_set not in ("with_relevant", "judged"):
+        raise ConfigError(
+            f"query set must be 'with_relevant' or 'judged', not {settings.query_set!r}"
+        )
+    if settings.test not in ("randomization", "t"):
+        raise ConfigError(f"paired test must be 'randomization' or 't', not {settings.test!r}")
+    if settings.correction not in ("holm", "bonferroni", "none"):
+        raise ConfigError(
+            f"correction must be 'holm', 'bonferroni' or 'none', not {settings.correction!r}"
+        )
+    if settings.ci not in ("t", "bootstrap"):
+        raise ConfigError(f"confidence interval must be 't' or 'bootstrap', not {settings.ci!r}")
