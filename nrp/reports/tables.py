@@ -35,7 +35,6 @@ import numpy as np
 import pandas as pd
 
 from nrp import statistics
-from nrp.analysis.agreement import correlations
 from nrp.analysis.summary import ALL_PROMPTS, Summary
 from nrp.collection.manifest import COMBINED
 from nrp.tables import write_text
@@ -288,7 +287,7 @@ def evaluator_nrp_table(
     confidence: float = 0.95,
 ) -> pd.DataFrame:
     """Per evaluator score and NRP measure: Kendall tau-b and Spearman between the score and
-    NRP over each query's answers (``nrp.analysis.agreement.correlations``: 0 when the score is
+    NRP over each query's answers (``nrp.statistics.correlations``: 0 when the score is
     constant, the query left out when NRP is), mean over queries with a t-interval; and the
     pooled coefficients over every answer. Answers are joined on answer_id."""
     rows = []
@@ -302,14 +301,14 @@ def evaluator_nrp_table(
             pairs = joined[["qid", "nrp", column]].dropna()
             taus, rhos = [], []
             for _, group in pairs.groupby("qid", sort=False):
-                tau, rho = correlations(group[column], group["nrp"])
+                tau, rho = statistics.correlations(group[column], group["nrp"])
                 if not math.isnan(tau):
                     taus.append(tau)
                     rhos.append(rho)
             interval = statistics.t_interval(taus, confidence) if len(taus) >= 2 else None
             if interval is not None:  # a t-interval may pass +-1, a coefficient cannot
                 interval = (max(-1.0, interval[0]), min(1.0, interval[1]))
-            pooled_tau, pooled_rho = correlations(pairs[column], pairs["nrp"])
+            pooled_tau, pooled_rho = statistics.correlations(pairs[column], pairs["nrp"])
             rows.append(
                 {
                     "evaluator": column,
