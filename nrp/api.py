@@ -3,8 +3,8 @@
 The CLI (``nrp.cli``) and the service (``nrp.service``) are shells over this module: they import
 no domain package directly (an import-linter contract checks it), so each step of the pipeline
 has one implementation that every shell calls. Names are grouped in the data-flow order of the
-package: collection -> rankers -> validation -> positioning -> analysis -> evaluators -> meta ->
-generation -> experiments -> reports, and the executors they run on.
+package: collection -> rankers -> validation -> training -> positioning -> analysis ->
+evaluators -> meta -> generation -> experiments -> reports, and the executors they run on.
 
 Names are resolved on first use, so ``import nrp.api`` (and the CLI's start) stays quick: the
 scoring stack (PyTerrier, torch) loads only when a name that needs it is used.
@@ -44,6 +44,10 @@ _EXPORTS: dict[str, str] = {
     "validate_runs": "nrp.validation.validate",
     "ValidationSettings": "nrp.validation.settings",
     "ValidationResult": "nrp.validation.result",
+    # training (rankers fitted on a collection's judgments)
+    "train_ranker": "nrp.training.train",
+    "TrainSettings": "nrp.training.settings",
+    "TrainingResult": "nrp.training.train",
     # positioning
     "score": "nrp.positioning.scoring",
     "score_answers": "nrp.positioning.scoring",

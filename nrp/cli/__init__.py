@@ -25,6 +25,7 @@ from nrp.cli import (
     score,
     serve,
     summary,
+    train,
     validate,
 )
 from nrp.cli.common import run_command
@@ -49,6 +50,7 @@ _COMMANDS = (
     report.add_parser,
     generate.add_parser,
     run.add_parser,
+    train.add_parser,
 )
 
 

@@ -14,6 +14,7 @@ import json
 import math
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,15 @@ from nrp import __version__
 from nrp.collection.formats import ReadReport, get_format
 from nrp.collection.labels import LabelScale, normalize_label, numeric_value
 from nrp.collection.manifest import Manifest, SourceSpec
-from nrp.collection.records import Document, Judgment, Origin, Reference, Topic
+from nrp.collection.records import (
+    FIELD_NAME,
+    TOPIC_COLUMNS,
+    Document,
+    Judgment,
+    Origin,
+    Reference,
+    Topic,
+)
 from nrp.collection.store import (
     SCHEMA_VERSION,
     read_meta,
@@ -31,6 +40,12 @@ from nrp.collection.store import (
     write_store,
 )
 from nrp.errors import InputError
+
+#: what the fingerprint hashes besides the inputs. It names the inputs' meaning, not the store's
+#: layout: schema 2 of the store (topic fields) holds the same topics, documents and judgments as
+#: schema 1, so a collection keeps its fingerprint, and its score and results caches stay valid,
+#: when ``nrp ingest`` rebuilds it in the new layout.
+FINGERPRINT_VERSION = 1
 
 
 def default_indexes_dir() -> Path:
@@ -102,7 +117,7 @@ def _check_name(name: str) -> None:
 def fingerprint_of(manifest: Manifest) -> str:
     """SHA-256 over the manifest text, the data root and every input file's bytes."""
     digest = hashlib.sha256()
-    digest.update(f"nrp-store-{SCHEMA_VERSION}\0".encode())
+    digest.update(f"nrp-store-{FINGERPRINT_VERSION}\0".encode())
     digest.update(manifest.text.encode())
     digest.update(str(manifest.data_root.resolve()).encode())
     for source in manifest.sources:
@@ -197,6 +212,7 @@ def check_and_resolve(
         counts[what] = n
     tables = {
         "topics": [(t.qid, t.query, t.narrative) for t in topics.values()],
+        "topic_fields": _topic_field_rows(topics.values()),
         "documents": [(d.docno, d.text, d.url, d.title) for d in documents.values()],
         "dimensions": [
             (name, position, json.dumps(scale.to_json()))
@@ -207,6 +223,23 @@ def check_and_resolve(
     }
     counts["judgment lines read"] = len(contents.judgments)
     return tables, counts, warnings
+
+
+def _topic_field_rows(topics: Iterable[Topic]) -> list[tuple[str, str, str]]:
+    """(qid, field, text) of every non-empty extra text of every topic; names are checked, as a
+    ranker spec must be able to write them (``dense:query=NAME``)."""
+    rows = []
+    for topic in topics:
+        for name, text in (topic.fields or {}).items():
+            if name in TOPIC_COLUMNS or not FIELD_NAME.match(name):
+                raise _at(
+                    topic.origin,
+                    f"topic {topic.qid!r}: field name {name!r} must be lower-case letters, digits "
+                    f"and _ (starting with a letter) and not one of {', '.join(TOPIC_COLUMNS)}",
+                )
+            if text is not None and str(text).strip():
+                rows.append((topic.qid, name, str(text)))
+    return rows
 
 
 def _at(origin: Origin | None, problem: str) -> InputError:

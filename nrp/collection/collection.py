@@ -14,9 +14,11 @@ import pandas as pd
 from nrp.collection.build import default_indexes_dir
 from nrp.collection.labels import LabelScale
 from nrp.collection.store import STORE_FILE, read_meta, store_path
-from nrp.errors import NrpError
+from nrp.errors import ConfigError, NrpError
 
 LabelMode = Literal["graded", "raw"]
+#: the topic field rankers read unless their spec names another (``dense:query=paraphrase``)
+DEFAULT_QUERY_FIELD = "query"
 
 
 class Collection:
@@ -58,6 +60,58 @@ class Collection:
     def topics(self) -> pd.DataFrame:
         """qid, query, narrative."""
         return self._query("SELECT qid, query, narrative FROM topics ORDER BY rowid")
+
+    # -- query formulations -------------------------------------------------------------------
+    @cached_property
+    def _extra_fields(self) -> pd.DataFrame:
+        """qid, field, text of every topic text besides query and narrative (none in a store
+        of schema 1, which predates topic fields)."""
+        with sqlite3.connect(f"file:{self._db_path}?mode=ro", uri=True) as db:
+            has_table = db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'topic_fields'"
+            ).fetchone()
+        if not has_table:
+            return pd.DataFrame({"qid": [], "field": [], "text": []}, dtype=object)
+        return self._query("SELECT qid, field, text FROM topic_fields ORDER BY rowid")
+
+    @cached_property
+    def query_fields(self) -> list[str]:
+        """The topic fields a ranker may read as its query: ``query``, ``narrative`` where any
+        topic has one, then the other fields the input gave, in the order first given."""
+        narrative = self._query(
+            "SELECT COUNT(*) AS n FROM topics WHERE narrative IS NOT NULL AND narrative != ''"
+        )["n"].iloc[0]
+        extra = list(dict.fromkeys(self._extra_fields["field"]))
+        return [DEFAULT_QUERY_FIELD, *(["narrative"] if narrative else []), *extra]
+
+    @property
+    def topic_fields(self) -> pd.DataFrame:
+        """qid and one column per topic text besides query and narrative (LiveQA-Med:
+        original, subject, message, paraphrase, summary), None where a topic lacks it."""
+        wide = self._extra_fields.pivot(index="qid", columns="field", values="text")
+        fields = [f for f in self.query_fields if f not in ("query", "narrative")]
+        wide = wide.reindex(columns=fields)
+        frame = self.topics[["qid"]].join(wide, on="qid")
+        return frame.astype(object).where(frame.notna(), None)
+
+    def topic_texts(self, field: str = DEFAULT_QUERY_FIELD) -> dict[str, str]:
+        """qid -> the text of ``field`` for every topic; a topic without that field (an empty
+        LiveQA paraphrase) keeps its query, so every topic is ranked. An unknown field is an
+        error naming the known ones."""
+        if field not in self.query_fields:
+            raise ConfigError(
+                f"collection {self.name!r} has no topic field {field!r} "
+                f"(it has: {', '.join(self.query_fields)})"
+            )
+        topics = self.topics
+        texts = dict(zip(topics["qid"].astype(str), topics["query"].astype(str), strict=True))
+        if field == "narrative":
+            given = topics[topics["narrative"].notna() & (topics["narrative"] != "")]
+            texts.update(zip(given["qid"].astype(str), given["narrative"], strict=True))
+        elif field != DEFAULT_QUERY_FIELD:
+            given = self._extra_fields[self._extra_fields["field"] == field]
+            texts.update(zip(given["qid"].astype(str), given["text"], strict=True))
+        return texts
 
     @property
     def docs(self) -> pd.DataFrame:
@@ -105,16 +159,23 @@ class Collection:
         self._check_dimension(dimension)
         return self._query(sql + " WHERE dimension = ? ORDER BY rowid", (dimension,))
 
-    def candidates(self, qid: str | None = None) -> pd.DataFrame:
-        """D_q as rows (qid, query, docno, text): judged documents with text (one topic or all)."""
+    def candidates(
+        self, qid: str | None = None, query_field: str = DEFAULT_QUERY_FIELD
+    ) -> pd.DataFrame:
+        """D_q as rows (qid, query, docno, text): judged documents with text (one topic or all).
+        ``query_field``: the topic field in the ``query`` column (``topic_texts``)."""
         sql = (
             "SELECT t.qid, t.query, d.docno, d.text FROM topics t "
             "JOIN (SELECT DISTINCT qid, docno FROM judgments) j ON j.qid = t.qid "
             "JOIN documents d ON d.docno = j.docno"
         )
         if qid is None:
-            return self._query(sql + " ORDER BY t.rowid, d.rowid")
-        return self._query(sql + " WHERE t.qid = ? ORDER BY d.rowid", (qid,))
+            frame = self._query(sql + " ORDER BY t.rowid, d.rowid")
+        else:
+            frame = self._query(sql + " WHERE t.qid = ? ORDER BY d.rowid", (qid,))
+        if query_field != DEFAULT_QUERY_FIELD:
+            frame["query"] = frame["qid"].astype(str).map(self.topic_texts(query_field))
+        return frame
 
     def judged_docs_for(self, qid: str) -> pd.DataFrame:
         """D_q of one topic: docno, text."""

@@ -84,12 +84,26 @@ def collection_info(collection: Collection) -> dict[str, Any]:
             )
         ]
     info["candidate_set_sizes"] = _distribution(sizes)
+    info["topic_fields"] = _topic_fields(collection)
     info["ingest"] = {
         "repeated_judgments": collection.meta.get("repeated_judgments"),
         "counts": collection.meta.get("counts", {}),
         "warnings": collection.meta.get("warnings", []),
     }
     return info
+
+
+def _topic_fields(collection: Collection) -> list[dict[str, Any]]:
+    """Each query formulation a ranker may read (``query=FIELD``) and how many topics have it
+    (the others are ranked with their query)."""
+    topics = collection.topics
+    extra = collection.topic_fields
+    counts = {
+        "query": len(topics),
+        "narrative": int((topics["narrative"].fillna("") != "").sum()),
+        **{field: int(extra[field].notna().sum()) for field in extra.columns if field != "qid"},
+    }
+    return [{"field": field, "topics": counts[field]} for field in collection.query_fields]
 
 
 def _distribution(sizes: list[int]) -> dict[str, Any]:
@@ -142,6 +156,10 @@ def render_info(info: dict[str, Any]) -> str:
             lines.append(
                 f"  {row['label']:<{width}} {gain:>5} {row['count']:>8,}  {row['meaning']}"
             )
+    lines.append("")
+    lines.append("topic fields (a ranker reads one as its query with query=FIELD)")
+    for row in info["topic_fields"]:
+        lines.append(f"  {row['field']:<20} {row['topics']:>8,} topics")
     sizes = info["candidate_set_sizes"]
     lines.append("")
     lines.append("|D_q| (judged documents with text per topic)")

@@ -7,7 +7,14 @@ label map) can still name the file and line of the offending input.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import NamedTuple
+
+#: a topic field's name, what a ranker spec writes after ``query=``: lower-case letters, digits
+#: and _, starting with a letter (``paraphrase``, ``desc``); not one of the topic's own columns
+FIELD_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+TOPIC_COLUMNS = ("qid", "query", "narrative")
 
 
 class Origin(NamedTuple):
@@ -19,10 +26,17 @@ class Origin(NamedTuple):
 
 
 class Topic(NamedTuple):
+    """A query of the collection. ``query`` is the text rankers read by default and
+    ``narrative`` the longer description where the source has one; ``fields`` holds every other
+    text the source gives the topic (LiveQA-Med: ``original``, ``subject``, ``message``,
+    ``paraphrase``, ``summary``; ArgQuality: ``long``, ``short``), by field name, so a ranker can
+    read another formulation (``dense:query=paraphrase``). Empty texts are left out."""
+
     qid: str
     query: str
     narrative: str | None = None
     origin: Origin | None = None
+    fields: Mapping[str, str] | None = None
 
 
 class Document(NamedTuple):

@@ -18,11 +18,18 @@ from pathlib import Path
 from typing import Any
 
 STORE_FILE = "collection.sqlite"
-SCHEMA_VERSION = 1
+#: the store's layout; a store of another version is rebuilt by the next ``nrp ingest`` (2 added
+#: ``topic_fields``; a version-1 store is still read, as a collection whose topics have no fields
+#: beyond query and narrative)
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE topics (qid TEXT PRIMARY KEY, query TEXT NOT NULL, narrative TEXT);
+-- every other text of a topic (a paraphrase, a summary, a short form), by field name
+CREATE TABLE topic_fields (
+    qid TEXT NOT NULL, field TEXT NOT NULL, text TEXT NOT NULL, PRIMARY KEY (qid, field)
+);
 CREATE TABLE documents (docno TEXT PRIMARY KEY, text TEXT NOT NULL, url TEXT, title TEXT);
 CREATE TABLE dimensions (name TEXT PRIMARY KEY, position INTEGER NOT NULL, scale TEXT NOT NULL);
 -- one row per (dimension, qid, docno) after repeated judgments are resolved;
@@ -46,6 +53,7 @@ def write_store(
     target: Path,
     meta: Mapping[str, Any],
     topics: Iterable[tuple],
+    topic_fields: Iterable[tuple],
     documents: Iterable[tuple],
     dimensions: Iterable[tuple],
     judgments: Iterable[tuple],
@@ -64,6 +72,7 @@ def write_store(
                 [(k, json.dumps(v)) for k, v in {**meta, "schema_version": SCHEMA_VERSION}.items()],
             )
             db.executemany("INSERT INTO topics VALUES (?, ?, ?)", topics)
+            db.executemany("INSERT INTO topic_fields VALUES (?, ?, ?)", topic_fields)
             db.executemany("INSERT INTO documents VALUES (?, ?, ?, ?)", documents)
             db.executemany("INSERT INTO dimensions VALUES (?, ?, ?)", dimensions)
             db.executemany("INSERT INTO judgments VALUES (?, ?, ?, ?, ?, ?, ?)", judgments)

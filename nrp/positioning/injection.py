@@ -70,6 +70,7 @@ from nrp.rankers.base import REQUIRED_COLUMNS, Ranker
 from nrp.rankers.cache import CachedRanker, ScoreCache
 from nrp.rankers.lexical import CorpusStatistics, LexicalIndex, LexicalRanker
 from nrp.rankers.t5 import DuoT5Ranker, ordered_pairs, pairs_against, top_k_mask
+from nrp.validation import fusion_weights as _fusion_weights  # noqa: F401  (fuse: weights=fit)
 
 #: Injection modes (the ``mode`` of a result; part of the results-cache key).
 POINTWISE = "fast:pointwise"
@@ -184,7 +185,8 @@ class AnswerInjector:
         self.pair_cache = pair_cache
         self.fingerprint = str(collection.meta["fingerprint"])
         self.counts = InjectionCounts()
-        frame = collection.candidates() if candidates is None else candidates
+        # D_q with the ranker's query field; an answer takes its query from these rows
+        frame = ranker.formulate(collection.candidates() if candidates is None else candidates)
         self._dq: dict[str, pd.DataFrame] = {
             str(qid): group[list(REQUIRED_COLUMNS)].reset_index(drop=True)
             for qid, group in frame.groupby(frame["qid"].astype(str), sort=False)

@@ -17,6 +17,18 @@ code (``nrp.positioning.injection``) never asks which class a ranker is:
   ``stats`` and ``backend`` parameters say whether an answer's statistics are recomputed
   incrementally, frozen, or the set re-ranked in full.
 - ``"pairwise"``: a pointwise first stage, then pairs of its top k compared (duoT5).
+
+Query formulations. A topic may have several query texts (LiveQA-Med: the consumer's message,
+the NIST paraphrase, the summary; CLEF: query and narrative; ``Collection.query_fields``). A
+ranker that declares the shared ``query`` parameter (``query_params()``) reads the field it names
+(``dense:query=paraphrase``) instead of the topic's query. It happens in one place:
+``bind_collection`` looks the field's texts up (an unknown field is an error naming the known
+ones), and ``formulate(frame)`` puts them in the ``query`` column of any rows of the collection's
+topics. ``transform`` and ``CachedRanker`` formulate what they are given; the engines that call
+``score_frame`` themselves (validation's executor partitions, NRP's injection) formulate D_q once,
+and an injected answer takes its query from D_q's rows, so it is ranked with the same field as
+D_q. The default, ``query=query``, changes nothing: it is left out of the spec and of the
+fingerprint, so rankers keep their names and cached scores.
 """
 
 from __future__ import annotations
@@ -29,12 +41,27 @@ import pandas as pd
 import pyterrier as pt
 from pyterrier.model import add_ranks
 
+from nrp.collection.collection import DEFAULT_QUERY_FIELD
 from nrp.components import Component
+from nrp.errors import ConfigError, NrpError
 from nrp.spec import Param
 
 REQUIRED_COLUMNS = ("qid", "query", "docno", "text")
 #: how a ranker's answers are injected among D_q (see the module docstring)
 INJECTION_KINDS = ("pointwise", "statistics", "pairwise")
+#: the one declaration of the shared ``query`` parameter (``query_params``)
+QUERY_PARAM = Param(
+    str,
+    DEFAULT_QUERY_FIELD,
+    "topic field read as the query: query, narrative, or another field of the collection "
+    "(nrp info lists them; a topic without it keeps its query)",
+)
+
+
+def query_params() -> dict[str, Param]:
+    """``query``: the topic field a ranker reads as its query, as every text ranker declares it
+    (``**query_params()`` in its RankerInfo's params)."""
+    return {"query": QUERY_PARAM}
 
 
 class Ranker(Component, pt.Transformer):
@@ -83,9 +110,46 @@ class Ranker(Component, pt.Transformer):
 
         return SCORE_TOLERANCE.get(str(dtype).lower(), SCORE_TOLERANCE["fp32"])
 
+    # -- the query field -----------------------------------------------------------------------
+    @property
+    def query_field(self) -> str:
+        """The topic field this ranker reads as its query (``query`` unless its spec names
+        another through the shared ``query`` parameter)."""
+        return str(self.params.get("query") or DEFAULT_QUERY_FIELD)
+
+    def identity(self) -> dict[str, Any]:
+        """The component's identity, less ``query=query``: a ranker that reads the topic's
+        query keeps the fingerprint (and the cached scores) it had before fields existed."""
+        identity = super().identity()
+        if self.query_field == DEFAULT_QUERY_FIELD:
+            identity["params"].pop("query", None)
+        return identity
+
+    def formulate(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``frame`` with the ``query`` column holding this ranker's query field for the rows
+        of the bound collection's topics (other rows, and every row for ``query=query``, as
+        given). Idempotent, so each caller may apply it."""
+        if self.query_field == DEFAULT_QUERY_FIELD or frame.empty:
+            return frame
+        texts = getattr(self, "_query_texts", None)
+        if texts is None:
+            raise NrpError(
+                f"ranker {self.spec()} reads topic field {self.query_field!r}: bind it to a "
+                "collection first (bind_collection)"
+            )
+        mapped = frame["qid"].astype(str).map(texts)
+        return frame.assign(query=mapped.where(mapped.notna(), frame["query"]))
+
     def bind_collection(self, collection: Any) -> None:
-        """Called with the collection whose D_q this ranker will rank, before any scoring.
-        Rankers that need collection-wide data (lexical stats=collection) take it here."""
+        """Called with the collection whose D_q this ranker will rank, before any scoring: the
+        base looks up the texts of the query field. Rankers that need more collection-wide data
+        (lexical stats=collection) take it here too, and call ``super().bind_collection``."""
+        if self.query_field == DEFAULT_QUERY_FIELD:
+            return
+        try:  # an unknown field: the collection's error, which names the known ones
+            self._query_texts = collection.topic_texts(self.query_field)
+        except ConfigError as error:
+            raise ConfigError(f"ranker {self.spec()}: {error}") from None
 
     # -- scoring ------------------------------------------------------------------------------
     def score_frame(self, frame: pd.DataFrame) -> np.ndarray:
@@ -99,7 +163,7 @@ class Ranker(Component, pt.Transformer):
             )
         if inp.empty:
             return inp.assign(score=pd.Series(dtype=float), rank=pd.Series(dtype=int))
-        frame = inp.reset_index(drop=True)
+        frame = self.formulate(inp.reset_index(drop=True))
         scores = np.asarray(self.score_frame(frame), dtype=float)
         out = frame.drop(columns=["score", "rank"], errors="ignore").assign(score=scores)
         return add_ranks(out)

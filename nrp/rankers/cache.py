@@ -85,7 +85,7 @@ class CachedRanker(pt.Transformer):
         return str(self.ranker)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        frame = inp.reset_index(drop=True)
+        frame = self.ranker.formulate(inp.reset_index(drop=True))  # its query field
         if frame.empty:
             return self.ranker.transform(frame)
         qids = frame["qid"].astype(str).tolist()

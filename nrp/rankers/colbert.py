@@ -34,7 +34,7 @@ import pyterrier as pt
 from nrp.errors import ConfigError
 from nrp.models.checksums import checksum_path
 from nrp.models.device import resolve_device, resolve_dtype, run_length_sorted
-from nrp.rankers.base import Ranker
+from nrp.rankers.base import Ranker, query_params
 from nrp.rankers.passages import neural_params, passage_params, score_with_passages
 from nrp.rankers.registry import Param, RankerInfo, register
 
@@ -50,6 +50,7 @@ PARAMS: dict[str, Param] = {
     "doc_maxlen": Param(int, 0, "document tokens read (0: the checkpoint's, 180 for v2)"),
     **neural_params(batch=32),
     **passage_params(),
+    **query_params(),
 }
 
 

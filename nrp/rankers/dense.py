@@ -35,7 +35,7 @@ from nrp.errors import ConfigError
 from nrp.models.checksums import checksum_path
 from nrp.models.device import resolve_device, resolve_dtype, run_length_sorted
 from nrp.models.folders import minilm_path, resolve_model
-from nrp.rankers.base import Ranker
+from nrp.rankers.base import Ranker, query_params
 from nrp.rankers.passages import neural_params, passage_params, score_with_passages, split_passages
 from nrp.rankers.registry import Param, RankerInfo, register
 
@@ -57,6 +57,7 @@ PARAMS: dict[str, Param] = {
     "max_length": Param(int, 0, "tokens read per text (0: the model's max_seq_length)"),
     **neural_params(batch=64),
     **passage_params(),
+    **query_params(),
 }
 
 

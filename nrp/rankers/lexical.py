@@ -64,7 +64,7 @@ import pandas as pd
 
 from nrp.errors import ConfigError
 from nrp.rankers import text_pipeline
-from nrp.rankers.base import Ranker
+from nrp.rankers.base import Ranker, query_params
 from nrp.rankers.registry import Param, RankerInfo, register
 
 #: ``WeightingModelLibrary.LOG_2_OF_E``: Terrier's log is ``Math.log(d) * LOG_2_OF_E``.
@@ -506,6 +506,7 @@ class LexicalRanker(Ranker):
 
     def bind_collection(self, collection: Any) -> None:
         """stats=collection without an explicit corpus: the documents of the collection ranked."""
+        super().bind_collection(collection)  # the query field
         if self.params["stats"] != "collection" or self.params.get("collection"):
             return
         if self._corpus is None or getattr(self, "_bound_to", None) is not None:
@@ -663,6 +664,7 @@ _PARAMS: dict[str, dict[str, Param]] = {
         "stats": _STATS,
         "collection": _COLLECTION,
         "backend": _backend(("python", "terrier")),
+        **query_params(),
     },
     "bm25": {
         "k1": _K1,
@@ -671,11 +673,13 @@ _PARAMS: dict[str, dict[str, Param]] = {
         "stats": _STATS,
         "collection": _COLLECTION,
         "backend": _backend(("python", "terrier", "pisa")),
+        **query_params(),
     },
     "dph": {
         "stats": _STATS,
         "collection": _COLLECTION,
         "backend": _backend(("python", "terrier", "pisa")),
+        **query_params(),
     },
 }
 

@@ -4,11 +4,15 @@ so the dense, ColBERT, T5 and cross-encoder rankers spell and apply them the sam
 
 - ``split_passages(text, length, stride)``, ``explode_passages(frame, length, stride)``,
   ``aggregate_passages(scores, owner, n_docs, how)``: score passages, keep one score per document
+- ``score_counting_cuts(frame, score_rows, length, ...)`` and ``report_cuts(...)``: the same for
+  a model that cuts its inputs at a token limit, with one flag per row saying whether any of its
+  text was cut, and the one warning that reports it (monoT5, the cross-encoder)
 - ``neural_params(batch=...)`` / ``passage_params()``: the ``Param`` entries for a RankerInfo
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import numpy as np
@@ -94,6 +98,46 @@ def score_with_passages(
         return np.asarray(score(frame), dtype=float)
     exploded, owner = explode_passages(frame, length, stride, aggregate)
     return aggregate_passages(score(exploded), owner, len(frame), aggregate)
+
+
+def score_counting_cuts(
+    frame: pd.DataFrame,
+    score_rows: Callable[[pd.DataFrame], tuple[np.ndarray, np.ndarray]],
+    length: int,
+    stride: int = 0,
+    aggregate: str = "max",
+) -> tuple[np.ndarray, np.ndarray]:
+    """``score_with_passages`` for a scorer that also says which of its inputs it cut at the
+    model's token limit (``score_rows(frame) -> (scores, cut)``): the document scores and, per
+    row of ``frame``, whether any of its text (any of its passages) was cut."""
+    if length <= 0:
+        scores, cut = score_rows(frame)
+        return np.asarray(scores, dtype=float), np.asarray(cut, dtype=bool)
+    exploded, owner = explode_passages(frame, length, stride, aggregate)
+    scores, cut = score_rows(exploded)
+    truncated = np.zeros(len(frame), dtype=bool)
+    np.logical_or.at(truncated, owner, np.asarray(cut, dtype=bool))
+    return aggregate_passages(scores, owner, len(frame), aggregate), truncated
+
+
+def report_cuts(
+    log: logging.Logger, spec: str, truncated: np.ndarray, max_input: int, length: int
+) -> None:
+    """One warning when documents were cut at the model's input limit: how many, where, and
+    what to do (``passages=N``, or shorter passages)."""
+    if not truncated.any():
+        return
+    what = f"documents (in {length}-word passages)" if length > 0 else "documents"
+    hint = "a shorter passages=N" if length > 0 else "passages=N to score them whole"
+    log.warning(
+        "%s: %d of %d %s were cut at %d input tokens (the model reads no further); use %s",
+        spec,
+        int(truncated.sum()),
+        len(truncated),
+        what,
+        max_input,
+        hint,
+    )
 
 
 def check_aggregate(how: str) -> None:

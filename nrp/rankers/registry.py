@@ -35,7 +35,9 @@ BUILTIN_MODULES = (
     "nrp.rankers.dense",
     "nrp.rankers.colbert",
     "nrp.rankers.t5",
+    "nrp.rankers.cross",
     "nrp.rankers.random_order",
+    "nrp.rankers.fusion",
 )
 ENTRY_POINT_GROUP = "nrp.rankers"
 

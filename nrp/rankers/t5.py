@@ -57,8 +57,13 @@ import pandas as pd
 from nrp.errors import ConfigError
 from nrp.models.checksums import checksum_path
 from nrp.models.device import resolve_device, resolve_dtype, run_length_sorted
-from nrp.rankers.base import Ranker
-from nrp.rankers.passages import aggregate_passages, explode_passages, neural_params, passage_params
+from nrp.rankers.base import DEFAULT_QUERY_FIELD, Ranker, query_params
+from nrp.rankers.passages import (
+    neural_params,
+    passage_params,
+    report_cuts,
+    score_counting_cuts,
+)
 from nrp.rankers.registry import Param, RankerInfo, register
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -298,6 +303,7 @@ MONOT5_PARAMS: dict[str, Param] = {
     **_model_params(MONO_MODEL, "monoT5"),
     **_COMMON_PARAMS,
     **passage_params(),
+    **query_params(),
 }
 
 
@@ -348,28 +354,11 @@ class MonoT5Ranker(Ranker):
         return self.t5.score(inputs, desc="monoT5"), truncated
 
     def score_frame(self, frame: pd.DataFrame) -> np.ndarray:
-        length, how = self.params["passages"], self.params["aggregate"]
-        if length > 0:
-            passages, owner = explode_passages(frame, length, self.params["stride"], how)
-            scores, cut = self.score_rows(passages)
-            doc_scores = aggregate_passages(scores, owner, len(frame), how)
-            truncated = np.zeros(len(frame), dtype=bool)
-            np.logical_or.at(truncated, owner, cut)
-        else:
-            doc_scores, truncated = self.score_rows(frame)
-        self.truncated = truncated
-        if truncated.any():
-            what = f"documents (in {length}-word passages)" if length > 0 else "documents"
-            hint = "a shorter passages=N" if length > 0 else "passages=N to score them whole"
-            log.warning(
-                "%s: %d of %d %s were cut at %d input tokens (the model reads no further); use %s",
-                self.spec(),
-                int(truncated.sum()),
-                len(frame),
-                what,
-                self.t5.max_input,
-                hint,
-            )
+        length = int(self.params["passages"])
+        doc_scores, self.truncated = score_counting_cuts(
+            frame, self.score_rows, length, self.params["stride"], self.params["aggregate"]
+        )
+        report_cuts(log, self.spec(), self.truncated, self.t5.max_input, length)
         return doc_scores
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
@@ -515,6 +504,7 @@ DUOT5_PARAMS: dict[str, Param] = {
         key: Param(p.type, p.default, f"monoT5 stage: {p.description}", p.choices)
         for key, p in passage_params().items()
     },
+    **query_params(),
 }
 
 
@@ -549,6 +539,8 @@ class DuoT5Ranker(Ranker):
                 "tok_model": p["mono_tok_model"],
                 **shared,
                 **{key: p[key] for key in passage_params()},
+                # the first stage reads the same field, and its cache scope says so
+                "query": p["query"],
             }
         )
         self.t5 = T5RelevanceModel(p["model"], p["tok_model"], label=self.name, **shared)
@@ -557,18 +549,25 @@ class DuoT5Ranker(Ranker):
         self.last_duo = np.zeros(0)  # per row of the last rerank: the aggregate, NaN outside
         self.last_mono = np.zeros(0)
 
+    def bind_collection(self, collection: Any) -> None:
+        super().bind_collection(collection)
+        self.mono.bind_collection(collection)  # the first stage reads the same query field
+
     def model_checksum(self) -> str:
         return f"duo:{self.t5.checksum()}|mono:{self.mono.model_checksum()}"
 
     def pair_fingerprint(self) -> str:
-        """What a pair score depends on (the duoT5 checkpoint, tokenizer, dtype, input limit),
-        and not k, agg or the first stage: the scope key of a pair-score cache."""
+        """What a pair score depends on (the duoT5 checkpoint, tokenizer, dtype, input limit, and
+        the query field when it is not the query), and not k, agg or the first stage: the scope
+        key of a pair-score cache."""
         payload = {
             "duo": self.t5.checksum(),
             "dtype": self.params["dtype"],
             "max_length": self.params["max_length"],
             "prompt": "pyterrier-t5 0.3.0 duo prompt",
         }
+        if self.query_field != DEFAULT_QUERY_FIELD:  # the default's key stays what it was
+            payload["query_field"] = self.query_field
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:20]
 
     def score_pairs(self, pairs: pd.DataFrame) -> np.ndarray:

@@ -108,7 +108,7 @@ def rank_with_executor(
     ``score_cache`` (when given) as it arrives. Returns the ranked frame and the rows computed."""
     from pyterrier.model import add_ranks
 
-    frame = candidates.reset_index(drop=True)
+    frame = ranker.formulate(candidates.reset_index(drop=True))  # rows carry its query field
     qids = frame["qid"].astype(str).tolist()
     docnos = frame["docno"].astype(str).tolist()
     scope = f"{str(collection.meta['fingerprint'])[:20]}/{ranker.fingerprint()}"

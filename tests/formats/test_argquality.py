@@ -51,6 +51,17 @@ def test_real_topics(shared_data):
     assert topics[1].query == "Is a Universal Basic Income beneficial?"
     short, _ = read("argquality-topics", path, query="short")
     assert [t.query for t in short[:2]] == ["Minimum Wage", "Universal Basic Income"]
+    # both formulations and the category are topic fields, whichever is the query
+    assert short[1].fields == first.fields | {
+        "long": "Is a Universal Basic Income beneficial?",
+        "short": "Universal Basic Income",
+    }
+    assert first.fields == {
+        "long": "Should the Federal Minimum Wage Be Increased?",
+        "short": "Minimum Wage",
+        "category": "Economy & Taxes",
+    }
+    assert all(set(t.fields) == {"long", "short", "category"} for t in topics)
 
 
 def test_real_arguments(shared_data):
@@ -235,7 +246,9 @@ def test_missing_query_column(tmp_path):
         read("argquality-topics", path)
     assert str(err.value).startswith(f"{path}:2: ")
     topics, _ = read("argquality-topics", path, query="short")
-    assert topics == [Topic("1", "Good", origin=topics[0].origin)]
+    # the formulations present are topic fields too; the absent long form is left out
+    fields = {"short": "Good", "category": "X"}
+    assert topics == [Topic("1", "Good", origin=topics[0].origin, fields=fields)]
 
 
 def test_missing_score_column(tmp_path):

@@ -171,6 +171,57 @@ def test_query_options(shared_data):
     expect_error("liveqa-med-xml", plain, 3, "has no <NLM-Summary>", query="summary")
 
 
+@pytest.mark.shared_data
+@pytest.mark.parametrize(("parts", "summaries"), [(TEST_XML, 0), (SUMMARIES_XML, 104)])
+def test_every_formulation_is_a_topic_field(shared_data, parts, summaries):
+    records, _ = read("liveqa-med-xml", shared_data(*parts))
+    topics = {r.qid: r for r in records if isinstance(r, Topic)}
+    counts = Counter(name for topic in topics.values() for name in topic.fields)
+    # empty texts are left out: 3 NIST paraphrases (TQ10, TQ34, TQ103), TQ103's subject
+    expected = {"original": 104, "subject": 103, "message": 104, "paraphrase": 101}
+    expected |= {"focus": 104, "keywords": 57} | ({"summary": summaries} if summaries else {})
+    assert counts == expected
+    tq1 = {
+        "original": "Noonan syndrome. What are the references with noonan syndrome and "
+        "polycystic renal disease",
+        "subject": "Noonan syndrome",
+        "message": "What are the references with noonan syndrome and polycystic renal disease",
+        "paraphrase": "What is the relationship between Noonan syndrome and polycystic renal "
+        "disease?",
+        "focus": "noonan syndrome; polycystic renal disease",
+    }
+    if summaries:
+        tq1["summary"] = tq1["paraphrase"]  # TQ1's NLM summary repeats the paraphrase
+    assert topics["TQ1"].fields == tq1
+    # the field names do not depend on which formulation the query option picks
+    by_summary, _ = read("liveqa-med-xml", shared_data(*SUMMARIES_XML), query="summary")
+    first = next(r for r in by_summary if isinstance(r, Topic))
+    assert first.query != tq1["original"] and first.fields["original"] == tq1["original"]
+
+
+@pytest.mark.shared_data
+def test_manifest_topic_fields(shared_data, tmp_path):
+    shared_data("liveqa-med-2017")
+    ingest(ROOT / "manifests" / "liveqa-med-2017.yaml", indexes_dir=tmp_path)
+    collection = Collection.load("liveqa-med-2017", tmp_path)
+    assert collection.query_fields == [
+        "query", "narrative", "original", "subject", "message", "paraphrase", "summary",
+        "focus", "keywords",
+    ]  # fmt: skip
+    fields = collection.topic_fields.set_index("qid")
+    assert fields.shape == (104, 7)
+    assert fields.loc["TQ10", "summary"] == (
+        "What joint pain medications are indicated in type 2 diabetes patients?"
+    )
+    assert fields.loc["TQ10", "paraphrase"] is None
+    # a topic without the field is ranked with its query
+    paraphrases = collection.topic_texts("paraphrase")
+    assert paraphrases["TQ10"] == collection.topics.set_index("qid").loc["TQ10", "query"]
+    assert paraphrases["TQ2"] == "Do 5 mg. Zolmitriptan tabkets contain gluten?"
+    d_q = collection.candidates("TQ2", query_field="paraphrase")
+    assert len(d_q) == 24 and set(d_q["query"]) == {paraphrases["TQ2"]}
+
+
 # --- real data: judgments and answers --------------------------------------------------------
 
 
@@ -318,7 +369,19 @@ def test_small_xml_exact_records(tmp_path):
     records, report = read("liveqa-med-xml", path)
     p = str(path)
     assert records == [
-        Topic("TQ9", "gout. what causes gout?", "What causes gout?", Origin(p, 3)),
+        Topic(
+            "TQ9",
+            "gout. what causes gout?",
+            "What causes gout?",
+            Origin(p, 3),
+            # every formulation as a topic field; no summary or annotations in this file
+            {
+                "original": "gout. what causes gout?",
+                "subject": "gout",
+                "message": "what causes gout?",
+                "paraphrase": "What causes gout?",
+            },
+        ),
         Reference("TQ9", "Uric acid.", "TQ9A1", Origin(p, 11)),
     ]
     assert report.counts == {"liveqa-med-xml: empty reference answers skipped": 1}

@@ -77,6 +77,26 @@ def test_topics_csv_with_renamed_columns_and_quoted_newlines(tmp_path):
     ]
 
 
+def test_topic_fields_from_named_columns(tmp_path):
+    path = write(
+        tmp_path,
+        "topics.tsv",
+        "qid\tquery\tNIST paraphrase\tsummary\n1\tflu cure?\tHow is flu treated?\t\n2\tcold\t\t\n",
+    )
+    topics, _ = read(
+        path, holds="topics", fields={"paraphrase": "NIST paraphrase", "summary": "summary"}
+    )
+    assert topics == [
+        Topic("1", "flu cure?", None, Origin(str(path), 2), {"paraphrase": "How is flu treated?"}),
+        Topic("2", "cold", None, Origin(str(path), 3)),  # empty cells: no field
+    ]
+    listed, _ = read(path, holds="topics", fields=["summary"])
+    assert [t.fields for t in listed] == [None, None]
+    assert error(path, holds="topics", fields=["paraphrase"]).startswith(f"{path}:1: header lacks")
+    with pytest.raises(ConfigError, match="'fields' only apply to topics"):
+        read(path, holds="documents", fields=["summary"])
+
+
 def test_documents_tsv_with_url_and_title(tmp_path):
     path = write(tmp_path, "docs.tsv", "docno\ttext\turl\ttitle\nd1\tsome text\thttp://a\t\n")
     documents, _ = read(path, holds="documents")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from nrp import Collection, ingest
 from nrp.collection.formats import ReadReport, read_format
 from nrp.collection.records import Origin, Topic
 from nrp.errors import InputError
@@ -70,6 +71,20 @@ def test_clef_topics_with_narratives_from_the_second_file(shared_data):
     assert "topic(s) 133, 141, 146, 147, 150 are not in" in report.warnings[1]
 
 
+def test_clef_manifest_has_query_and_narrative_fields(shared_data, tmp_path):
+    shared_data("clef-ehealth-2021")
+    root = Path(__file__).resolve().parents[2]
+    ingest(root / "manifests" / "clef-ehealth-2021.yaml", indexes_dir=tmp_path)
+    collection = Collection.load("clef-ehealth-2021", tmp_path)
+    assert collection.query_fields == ["query", "narrative"]
+    assert list(collection.topic_fields.columns) == ["qid"]  # nothing beyond the two
+    narratives = collection.topic_texts("narrative")
+    assert len(narratives) == 50 and narratives["1"] == CLEF_FIRST_NARRATIVE
+    d_q = collection.candidates(query_field="narrative")
+    assert d_q["query"].tolist() == d_q["qid"].map(narratives).tolist()
+    assert len(d_q) == len(collection.candidates()) == 434  # 236 passages, shared by topics
+
+
 def test_clef_narrative_file_alone_has_55_topics(shared_data):
     path = shared_data("clef-ehealth-2021", "topics", "topics_narrative.txt")
     topics, report = read("trec-topics-xml", path)
@@ -103,6 +118,19 @@ def test_xml_variants_attribute_id_num_title_and_description(tmp_path):
         Topic("3", "heart attack", "What are the signs?", Origin(str(path), 3)),
         Topic("7", "flu & cold", "A bold", Origin(str(path), 8)),
     ]
+
+
+def test_xml_other_elements_are_topic_fields(tmp_path):
+    path = write(
+        tmp_path,
+        "<topics><topic><id>1</id><title>flu</title><description>What helps?</description>"
+        "<narrative>n</narrative><fact-1>x</fact-1><Persona>a nurse</Persona><empty/>"
+        "<description>second</description></topic></topics>",
+    )
+    topics, _ = read("trec-topics-xml", path)
+    # named by tag, lower-cased; the first of a tag; not a name a spec cannot write (fact-1)
+    assert topics[0].fields == {"description": "What helps?", "persona": "a nurse"}
+    assert (topics[0].query, topics[0].narrative) == ("flu", "n")
 
 
 def test_xml_query_and_narrative_element_options(tmp_path):
@@ -243,12 +271,15 @@ def test_sgml_classic_trec_topics(tmp_path):
             "International Organized Crime",
             "A relevant document must as a minimum identify the organization.",
             Origin(str(path), 2),
+            # the other text elements are topic fields (bm25:query=desc)
+            {"desc": "Identify organizations that participate in international criminal activity."},
         ),
         Topic(
             "051",
             "Airbus Subsidies",
             "Document will discuss government assistance to Airbus.",  # no <narr>: <desc>
             Origin(str(path), 14),
+            {"head": "Tipster Topic Description", "dom": "International Economics"},
         ),
     ]
 

@@ -88,3 +88,50 @@ def build_tiny_t5(
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+# -- BERT sequence classifiers (cross-encoders) ---------------------------------------------------
+BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def build_tiny_bert_classifier(
+    folder: str | Path,
+    words: list[str],
+    seed: int = 0,
+    num_labels: int = 1,
+    layers: int = 2,
+    max_positions: int = 64,
+    hidden: int = 32,
+    init_range: float = 0.2,
+) -> Path:
+    """A random BertForSequenceClassification (``layers`` layers, hidden size ``hidden``) with a
+    WordPiece vocabulary of the special tokens and ``words`` (lower-cased, whole words only),
+    saved with its BertTokenizer: a complete cross-encoder checkpoint. ``max_positions`` is the
+    input limit (position embeddings); the tokenizer declares no limit of its own, so the
+    model's is the one that counts. ``seed`` gives different weights; ``init_range`` (the
+    weights' standard deviation, 0.02 in BERT) spreads a random model's scores apart."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = BERT_SPECIALS + sorted({w.lower() for w in words} - set(BERT_SPECIALS))
+    vocab_file = folder / "vocab.txt"
+    vocab_file.write_text("\n".join(vocab) + "\n")
+    tokenizer = BertTokenizer(str(vocab_file))
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden,
+        max_position_embeddings=max_positions,
+        num_labels=num_labels,
+        pad_token_id=tokenizer.pad_token_id,
+        initializer_range=init_range,
+    )
+    torch.manual_seed(seed)
+    model = BertForSequenceClassification(config).eval()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -35,6 +35,8 @@ from nrp.collection.records import Document, Judgment, Origin, Record, Topic
 from nrp.errors import ConfigError, InputError
 
 QUERY_COLUMNS = {"long": "Long Query", "short": "Short Query"}
+# topic field -> column: both formulations, whichever is the query, and the category
+TOPIC_FIELDS = {**QUERY_COLUMNS, "category": "Category"}
 DEFAULT_DIMENSIONS = {
     "Relevance": "relevance",
     "Rhetorical Quality": "rhetorical",
@@ -55,7 +57,8 @@ def _check_columns(path: Path, line: int, row: Mapping[str, str], needed: list[s
 
 
 def read_topics(path: Path, options: Mapping[str, Any], report: ReadReport) -> Iterator[Record]:
-    """Topics; the query is the long form (the retrieval models' input) unless ``query: short``."""
+    """Topics; the query is the long form (the retrieval models' input) unless ``query: short``;
+    both forms and the category are kept as topic fields ``long``, ``short``, ``category``."""
     choice = options.get("query", "long")
     if choice not in QUERY_COLUMNS:
         raise ConfigError(
@@ -75,7 +78,9 @@ def read_topics(path: Path, options: Mapping[str, Any], report: ReadReport) -> I
             )
         seen[qid] = line
         query = " ".join(require(row[column], path, line, column).split())
-        yield Topic(qid, query, origin=Origin(str(path), line))
+        texts = {name: " ".join((row.get(c) or "").split()) for name, c in TOPIC_FIELDS.items()}
+        fields = {name: text for name, text in texts.items() if text} or None
+        yield Topic(qid, query, origin=Origin(str(path), line), fields=fields)
     if not seen:
         raise InputError(path, None, "no topics after the header")
 

@@ -13,7 +13,10 @@ The query of a topic is by default the consumer's own question, "SUBJECT. MESSAG
 LiveQA systems were sent and how MEDIQA 2019 (TrainingSet1, the same 104 questions) and its CHiQA
 answers took it. The NIST paraphrase was written by the assessors to judge answers with (LiveQA
 readme), so it becomes the topic's narrative; ``query: paraphrase`` or ``summary`` (NLM-Summary,
--w-summaries file only) give the cleaned-up forms instead.
+-w-summaries file only) give the cleaned-up forms instead. Every formulation is also kept as a
+topic field (``original``, ``subject``, ``message``, ``paraphrase``, ``summary``, ``focus``,
+``keywords``), so a ranker can read another one without a second collection
+(``dense:query=paraphrase``).
 """
 
 from __future__ import annotations
@@ -74,18 +77,19 @@ def read_questions(path: Path, options: Mapping[str, Any], report: ReadReport) -
 
 def _topic(question: XmlNode, qid: str, query_from: str, path: Path, report: ReadReport) -> Topic:
     origin = Origin(str(path), question.line)
-    original = _original_question(question)
+    fields = _fields(question)
+    original = fields.get("original", "")
     if not original:
         raise InputError(path, question.line, f"question {qid!r} has no SUBJECT or MESSAGE text")
-    paraphrase = _text(question, "NIST-PARAPHRASE")
+    paraphrase = fields.get("paraphrase", "")
     if query_from == "original":
-        return Topic(qid, original, paraphrase or None, origin)
+        return Topic(qid, original, paraphrase or None, origin, fields)
     if query_from == "paraphrase":
         if paraphrase:
-            return Topic(qid, paraphrase, None, origin)
+            return Topic(qid, paraphrase, None, origin, fields)
         report.count("liveqa-med-xml: empty NIST-PARAPHRASE, original question used as query")
         report.warn(f"{origin}: question {qid} has an empty NIST-PARAPHRASE; query is the original")
-        return Topic(qid, original, None, origin)
+        return Topic(qid, original, None, origin, fields)
     if question.find("NLM-Summary") is None:
         raise InputError(
             path,
@@ -93,12 +97,38 @@ def _topic(question: XmlNode, qid: str, query_from: str, path: Path, report: Rea
             f"question {qid!r} has no <NLM-Summary>: query 'summary' needs the "
             "TREC-2017-LiveQA-Medical-Test-Questions-w-summaries.xml file",
         )
-    summary = _text(question, "NLM-Summary")
+    summary = fields.get("summary", "")
     if summary:
-        return Topic(qid, summary, paraphrase or None, origin)
+        return Topic(qid, summary, paraphrase or None, origin, fields)
     report.count("liveqa-med-xml: empty NLM-Summary, original question used as query")
     report.warn(f"{origin}: question {qid} has an empty NLM-Summary; query is the original")
-    return Topic(qid, original, paraphrase or None, origin)
+    return Topic(qid, original, paraphrase or None, origin, fields)
+
+
+def _fields(question: XmlNode) -> dict[str, str]:
+    """Every text of a question by field name, the empty ones left out: ``original`` (SUBJECT.
+    MESSAGE), ``subject``, ``message``, ``paraphrase`` (NIST-PARAPHRASE), ``summary``
+    (NLM-Summary), ``focus`` and ``keywords`` (the annotated FOCUS and KEYWORD terms, joined by
+    "; "). The names do not depend on the ``query`` option, so ``dense:query=paraphrase`` means
+    the same text whichever formulation the manifest made the topic's query."""
+    source = question.find("Original-Question")
+    fields = {
+        "original": _original_question(question),
+        "subject": _text(source, "SUBJECT") if source is not None else "",
+        "message": _text(source, "MESSAGE") if source is not None else "",
+        "paraphrase": _text(question, "NIST-PARAPHRASE"),
+        "summary": _text(question, "NLM-Summary"),
+        "focus": _terms(question, "FOCUS"),
+        "keywords": _terms(question, "KEYWORD"),
+    }
+    return {name: text for name, text in fields.items() if text}
+
+
+def _terms(question: XmlNode, tag: str) -> str:
+    annotations = question.find("ANNOTATIONS")
+    if annotations is None:
+        return ""
+    return "; ".join(text for text in (t.itertext() for t in annotations.findall(tag)) if text)
 
 
 def _original_question(question: XmlNode) -> str:

@@ -53,6 +53,18 @@ class _Layout:
         self.required |= {self.columns[name] for name in given}  # asked for by name: must exist
         self.long_form = bool(options["dimension"])
         self.grade_columns = self._grade_columns(options)
+        self.topic_fields = self._topic_fields(options["fields"])
+        self.required |= set(self.topic_fields.values())
+
+    def _topic_fields(self, fields: Any) -> dict[str, str]:
+        """Topic field -> column: the other texts of a topic (a paraphrase, a short form)."""
+        if not fields:
+            return {}
+        if self.holds != "topics":
+            raise ConfigError(f"table: 'fields' only apply to topics, not {self.holds}")
+        if isinstance(fields, Mapping):
+            return {str(name): str(column) for name, column in fields.items()}
+        return {str(name): str(name) for name in fields}
 
     def _grade_columns(self, options: Mapping[str, Any]) -> dict[str, str]:
         """Grade column -> dimension: one column (long form) or several (wide form)."""
@@ -161,7 +173,12 @@ def _records(
 ) -> Iterator[Record]:
     origin = Origin(str(path), line)
     if layout.holds == "topics":
-        yield Topic(values["qid"], values["query"], values["narrative"], origin)
+        fields = {
+            name: text
+            for name, column in layout.topic_fields.items()
+            if (text := _value(row, column, path, line)) is not None
+        }
+        yield Topic(values["qid"], values["query"], values["narrative"], origin, fields or None)
     elif layout.holds == "documents":
         yield Document(values["docno"], values["text"], values["url"], values["title"], origin)
     elif layout.holds == "references":
@@ -201,6 +218,11 @@ FORMAT = Format(
             str, "field separator, overriding the suffix (.csv ',', .tsv/.txt tab)"
         ),
         "fieldnames": Option(list, "column names of a CSV/TSV file that has no header row"),
+        "fields": Option(
+            (list, dict),
+            "topics: other query texts kept as topic fields (a ranker reads one with "
+            "query=NAME): columns named like their field (a list), or a mapping field -> column",
+        ),
     },
 )
 

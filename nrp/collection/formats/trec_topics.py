@@ -1,6 +1,10 @@
 """TREC/CLEF topic files: the XML layout (``<topics><topic><id/><query/></topic>``, with its
 many variants) and the classic TREC SGML layout (``<top><num> Number: 301 <title> ...</top>``),
-which is not well-formed XML and so is read line by line."""
+which is not well-formed XML and so is read line by line.
+
+Besides the query and the narrative, every other text element of a topic (``<desc>`` of a TREC
+topic, ``<description>`` beside ``<narrative>``) is kept as a topic field named by its tag, so a
+ranker can read it as its query (``bm25:query=desc``)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from typing import Any
 from nrp.collection.formats import register
 from nrp.collection.formats._io import XmlNode, iter_lines, parse_xml, read_text
 from nrp.collection.formats.base import Format, Option, ReadReport
-from nrp.collection.records import Origin, Topic
+from nrp.collection.records import FIELD_NAME, Origin, Topic
 from nrp.errors import InputError
 
 # Where topic files put the id: a child element or an attribute of <topic>, first match wins.
@@ -32,6 +36,19 @@ FIELD_LABEL = re.compile(
 # A "&" that starts no entity reference: not XML, but CLEF's topics_narrative.txt has two.
 BARE_AMPERSAND = re.compile(r"&(?!#?\w+;)")
 SGML_TAG = re.compile(r"<\s*(/?)\s*([A-Za-z]+)\s*>")
+
+
+def _extra_fields(elements: list[tuple[str, str]], used: set[str]) -> dict[str, str] | None:
+    """Every other text element of a topic (``<desc>`` beside ``<title>`` and ``<narr>``) as a
+    topic field named by its tag, lower-cased: the first of a tag, non-empty texts only, and
+    only tags a ranker spec can write as a field name (``FIELD_NAME``; not ``fact-1``)."""
+    fields: dict[str, str] = {}
+    for tag, text in elements:
+        name = tag.lower()
+        if name in used or name in fields or not FIELD_NAME.match(name) or not text:
+            continue
+        fields[name] = text
+    return fields or None
 
 
 def _normalise(text: str) -> str:
@@ -120,7 +137,13 @@ def _read_topics_xml(path: Path, options: Mapping[str, Any], report: ReadReport)
             raise InputError(path, query_node.line, f"topic {qid!r}: <{query_node.tag}> is empty")
         narrative_node = _child(node, narrative_elements)
         narrative = _normalise(narrative_node.itertext()) if narrative_node is not None else ""
-        yield Topic(qid, query, narrative or None, Origin(str(path), node.line))
+        used = {*ID_ELEMENTS, "query", "narrative", query_node.tag.lower()}
+        if narrative_node is not None:
+            used.add(narrative_node.tag.lower())
+        fields = _extra_fields(
+            [(child.tag, _normalise(child.itertext())) for child in node.children], used
+        )
+        yield Topic(qid, query, narrative or None, Origin(str(path), node.line), fields)
 
 
 def read_xml(path: Path, options: Mapping[str, Any], report: ReadReport) -> Iterator[Topic]:
@@ -151,7 +174,9 @@ def _add_narratives(
         narrative = topic.narrative or (other.narrative if other is not None else None)
         if narrative is None:
             without.append(topic.qid)
-        merged.append(topic._replace(narrative=narrative))
+        fields = {**(other.fields or {}), **(topic.fields or {})} if other else topic.fields
+        fields = fields or None
+        merged.append(topic._replace(narrative=narrative, fields=fields))
     if without:
         report.count("topics without narrative", len(without))
         report.warn(f"{narratives_path}: no narrative for topic(s) {', '.join(without)}")
@@ -185,6 +210,10 @@ class _SgmlTopic:
     def add_text(self, text: str) -> None:
         if self.current is not None:
             self.fields[self.current][1].append(text)
+
+    def tag_of(self, names: tuple[str, ...]) -> str:
+        """The first of ``names`` this topic has ("" for none): the tag ``field`` reads."""
+        return next((name for name in names if name in self.fields), "")
 
     def field(self, names: tuple[str, ...]) -> tuple[int, str] | None:
         for name in names:
@@ -257,8 +286,18 @@ def read_sgml(path: Path, options: Mapping[str, Any], report: ReadReport) -> Ite
         if not query[1]:
             raise InputError(path, query[0], f"topic {qid!r}: its query is empty")
         narrative = block.field(narrative_elements)
+        used = {"num", "query", "narrative", block.tag_of(query_elements)}
+        used.add(block.tag_of(narrative_elements))
+        fields = _extra_fields(
+            [(tag, _strip_label(" ".join(parts))) for tag, (_, parts) in block.fields.items()],
+            used,
+        )
         yield Topic(
-            qid, query[1], (narrative and narrative[1]) or None, Origin(str(path), block.line)
+            qid,
+            query[1],
+            (narrative and narrative[1]) or None,
+            Origin(str(path), block.line),
+            fields,
         )
 
 

@@ -1,0 +1,260 @@
+"""What a trained ranker learns from: the graded (query, document text) pairs of one dimension,
+the query-disjoint folds, and the training queries left out because their question is one the
+models will be evaluated on.
+
+- ``gather(collection, dimension, also, held_out)`` -> ``TrainingData``: one row per judged
+  (query, document) pair with text (graded labels only: a label the manifest's scale excludes,
+  such as "could not judge", has no gain and never trains), the folds of the collection's
+  queries, and the overlaps found.
+- ``TrainingData.training_keys(fold)``: the queries a fold's model (or the all-queries model,
+  ``fold=None``) trains on.
+
+Queries are keyed by their qid in the trained (evaluation) collection and by ``NAME/qid`` in the
+collections of ``also``, so qids that repeat across collections stay apart. Two queries are the
+same question when their normalised texts are equal (``nrp.rankers.cross.normalise_query``:
+case-folded, punctuation and spacing ignored).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from nrp.collection.collection import Collection
+from nrp.collection.folds import assign_folds
+from nrp.collection.labels import LabelScale
+from nrp.errors import ConfigError
+from nrp.rankers.cross import normalise_query, query_hash
+
+#: columns of ``TrainingData.examples``
+EXAMPLE_COLUMNS = ("key", "source", "qid", "query", "question", "docno", "text", "gain", "weight")
+#: the topic field read as the query unless training names another
+DEFAULT_FIELD = "query"
+
+
+@dataclass
+class TrainingData:
+    """``examples``: one row per judged pair (``EXAMPLE_COLUMNS``: ``query`` is the text of the
+    trained topic field, ``question`` the topic's query; ``weight`` = 1 / the span of its
+    collection's gains, so one grade step weighs the same in every scale). ``qid_fold``: the
+    fold of each query of the trained collection with pairs. ``untrained_qids``: its other
+    topics (no judgment with text in the dimension: no model saw them). ``excluded``: training
+    queries left out for their question text (key -> why). ``same_text``: for each fold, its
+    training queries left out of that fold's model because a held-out query asks the same."""
+
+    collection: Collection
+    dimension: str
+    examples: pd.DataFrame
+    qid_fold: dict[str, int]
+    untrained_qids: list[str]
+    query_hashes: dict[str, str]
+    sources: list[dict[str, Any]]
+    excluded: dict[str, str] = field(default_factory=dict)
+    same_text: dict[int, list[str]] = field(default_factory=dict)
+
+    @property
+    def folds(self) -> int:
+        return max(self.qid_fold.values()) + 1
+
+    def fold_keys(self, fold: int) -> list[str]:
+        """The queries fold ``fold`` holds out (qids of the trained collection)."""
+        return sorted(q for q, f in self.qid_fold.items() if f == fold)
+
+    def training_keys(self, fold: int | None) -> list[str]:
+        """The queries a model trains on: every query with pairs, less the excluded ones, less
+        (for a fold's model) the fold's own queries and those asking a held-out question."""
+        keys = set(self.examples["key"]) - set(self.excluded)
+        if fold is not None:
+            keys -= set(self.fold_keys(fold)) | set(self.same_text.get(fold, []))
+        return sorted(keys)
+
+    def fingerprint(self) -> str:
+        """Of the data: every collection's fingerprint and role, the dimension, its scales."""
+        payload = json.dumps({"dimension": self.dimension, "sources": self.sources}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+    def overlap_record(self) -> dict[str, Any]:
+        """What ``training.json`` records of the questions shared between collections."""
+        return {
+            "rule": "normalised query text equality (case, punctuation and spacing ignored)",
+            "excluded": dict(sorted(self.excluded.items())),
+            "same_text_across_folds": {str(f): keys for f, keys in sorted(self.same_text.items())},
+            "counts": {
+                "excluded_queries": len(self.excluded),
+                "excluded_pairs": int(self.examples["key"].isin(set(self.excluded)).sum()),
+                "same_text_across_folds": sum(len(keys) for keys in self.same_text.values()),
+            },
+        }
+
+
+def gather(
+    collection: Collection,
+    dimension: str,
+    also: Sequence[Collection] = (),
+    held_out: Sequence[Collection] = (),
+    folds: int = 5,
+    seed: int = 0,
+    field: str = DEFAULT_FIELD,
+) -> TrainingData:
+    """The training data of ``dimension``: ``collection``'s judged pairs (cross-fitted over
+    ``folds`` query-disjoint folds) plus those of ``also``, each query read from the topic
+    ``field``; questions asked in ``collection`` or ``held_out`` are left out of ``also``, those
+    asked in ``held_out`` out of everything."""
+    _check_distinct(collection, also, held_out)
+    main = _pairs(collection, dimension, "", field)
+    _check_trainable(collection, dimension, main, folds)
+    others = [_pairs(c, dimension, f"{c.name}/", field) for c in also]
+    examples = pd.concat([main, *others], ignore_index=True)
+    qid_fold = assign_folds(main["qid"].unique(), folds, seed)
+    topics = collection.topics.astype({"qid": str})
+    sources = [_source(collection, dimension, "trained (cross-fitted folds)")]
+    sources += [_source(c, dimension, "also (added to training)") for c in also]
+    sources += [_source(c, dimension, "held out (evaluated with fold=all)") for c in held_out]
+    data = TrainingData(
+        collection=collection,
+        dimension=dimension,
+        examples=examples,
+        qid_fold=qid_fold,
+        untrained_qids=sorted(set(topics["qid"]) - set(qid_fold)),
+        query_hashes={q: query_hash(t) for q, t in _topic_texts(collection)},
+        sources=sources,
+    )
+    _find_overlaps(data, held_out, field)
+    if data.examples.loc[~data.examples["key"].isin(set(data.excluded)), "gain"].nunique() < 2:
+        raise ConfigError(f"training {dimension!r}: after the overlaps, one grade is left")
+    return data
+
+
+def _check_distinct(
+    collection: Collection, also: Sequence[Collection], held_out: Sequence[Collection]
+) -> None:
+    names = [collection.name, *(c.name for c in also), *(c.name for c in held_out)]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError(
+            f"training: collection(s) {', '.join(repeated)} named twice (the trained collection, "
+            "also and held_out must all differ)"
+        )
+
+
+def _pairs(collection: Collection, dimension: str, prefix: str, field: str) -> pd.DataFrame:
+    """The graded judgments of ``dimension`` whose document has text, with query and text."""
+    qrels = collection.qrels(dimension, labels="graded").astype({"qid": str, "docno": str})
+    candidates = collection.candidates().astype({"qid": str, "docno": str})
+    frame = qrels.merge(candidates, on=["qid", "docno"], how="inner")
+    frame = frame.drop_duplicates(["qid", "docno"], keep="last").reset_index(drop=True)
+    question = frame["query"].fillna("").astype(str)
+    query = question if field == DEFAULT_FIELD else frame["qid"].map(collection.topic_texts(field))
+    return pd.DataFrame(
+        {
+            "key": prefix + frame["qid"],
+            "source": collection.name,
+            "qid": frame["qid"],
+            "query": query.fillna("").astype(str),
+            "question": question,
+            "docno": frame["docno"],
+            "text": frame["text"].fillna("").astype(str),
+            "gain": frame["label"].astype(int),
+            "weight": 1.0 / _gain_span(collection.dimensions[dimension]),
+        },
+        columns=list(EXAMPLE_COLUMNS),
+    )
+
+
+def _gain_span(scale: LabelScale) -> float:
+    """Highest minus lowest gain the scale declares (at least 1)."""
+    gains = [g.gain for g in scale.grades.values() if g.gain is not None]
+    gains += [b.gain for b in scale.bins]
+    return float(max(1, max(gains, default=1) - min(gains, default=0)))
+
+
+def _check_trainable(
+    collection: Collection, dimension: str, pairs: pd.DataFrame, folds: int
+) -> None:
+    gains = sorted(pairs["gain"].unique())
+    if len(gains) < 2:
+        what = f"grade {gains[0]} only" if gains else "no graded judgment with text"
+        raise ConfigError(
+            f"dimension {dimension!r} of collection {collection.name!r} has {what} among its "
+            f"{len(pairs)} judged documents with text: nothing to learn an order from"
+        )
+    queries = pairs["qid"].nunique()
+    if queries < folds:
+        raise ConfigError(
+            f"dimension {dimension!r} of collection {collection.name!r} has {queries} judged "
+            f"queries, fewer than {folds} folds (use --folds {max(2, queries)} or fewer)"
+        )
+
+
+def _source(collection: Collection, dimension: str, role: str) -> dict[str, Any]:
+    scale = collection.dimensions.get(dimension)
+    return {
+        "name": collection.name,
+        "fingerprint": str(collection.meta.get("fingerprint", "")),
+        "role": role,
+        "label_scale": scale.to_json() if scale is not None else None,
+    }
+
+
+def _find_overlaps(data: TrainingData, held_out: Sequence[Collection], field: str) -> None:
+    """Fill ``excluded`` and ``same_text`` (see ``TrainingData``). A query's texts are its
+    topic query and its trained field; two queries ask the same when any texts are equal."""
+    queries = data.examples.drop_duplicates("key").set_index("key")
+    texts_of = {
+        key: {normalise_query(row["query"]), normalise_query(row["question"])} - {""}
+        for key, row in queries.iterrows()
+    }
+    main_texts: dict[str, list[str]] = {}
+    for qid, texts in _question_texts(data.collection, field):
+        for text in texts:
+            main_texts.setdefault(text, []).append(qid)
+    held: dict[str, str] = {}
+    for other in held_out:
+        for qid, texts in _question_texts(other, field):
+            for text in texts:
+                held.setdefault(text, f"{other.name}/{qid}")
+    for key, texts in texts_of.items():
+        repeated = sorted(texts & set(held))
+        shared = sorted(texts & set(main_texts))
+        if repeated:
+            data.excluded[key] = f"same question as held-out query {held[repeated[0]]}"
+        elif key not in data.qid_fold and shared:
+            data.excluded[key] = (
+                f"same question as {data.collection.name}/{main_texts[shared[0]][0]}"
+            )
+    data.same_text = _same_text_across_folds(data, texts_of, main_texts)
+
+
+def _same_text_across_folds(
+    data: TrainingData, texts_of: dict[str, set[str]], main_texts: dict[str, list[str]]
+) -> dict[int, list[str]]:
+    """For each fold, the trained collection's queries of other folds that ask one of its
+    questions (left out of that fold's model)."""
+    found: dict[int, set[str]] = {}
+    for key, fold in data.qid_fold.items():
+        for text in texts_of.get(key, set()):
+            for twin in main_texts.get(text, []):
+                other = data.qid_fold.get(twin)
+                if other is not None and other != fold and twin not in data.excluded:
+                    found.setdefault(fold, set()).add(twin)
+    return {fold: sorted(keys) for fold, keys in sorted(found.items())}
+
+
+def _question_texts(collection: Collection, field: str) -> list[tuple[str, set[str]]]:
+    """(qid, normalised texts: the topic's query, and ``field`` where the collection has it)."""
+    queries = _topic_texts(collection)
+    extra = collection.topic_texts(field) if field in collection.query_fields else {}
+    return [
+        (qid, {normalise_query(query), normalise_query(extra.get(qid, ""))} - {""})
+        for qid, query in queries
+    ]
+
+
+def _topic_texts(collection: Collection) -> list[tuple[str, str]]:
+    topics = collection.topics
+    return list(zip(topics["qid"].astype(str), topics["query"].fillna("").astype(str), strict=True))

@@ -1,0 +1,88 @@
+"""``TrainSettings``: everything ``train_ranker`` is told besides the collection, the dimension and
+the output folder, as one object; checked (``checked``) before anything is read or written."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from nrp.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """``base``: the checkpoint fine-tuned (``minilm``: the encoder of the packaged
+    all-MiniLM-L6-v2; any local folder). ``folds``/``seed``: the query-disjoint folds
+    (``nrp.collection.folds.assign_folds``) and every random choice. ``epochs``, ``batch``
+    (documents per step, from one or more queries), ``lr`` (AdamW, linear warm-up over
+    ``warmup`` of the steps, then linear decay to 0), ``weight_decay``, ``max_length`` (input
+    tokens of query and text together). ``train_layers``: the top N transformer layers are
+    trained (with the pooler and head) on features of the frozen layers below, computed once;
+    0 trains every layer and the embeddings. ``also``: other collections whose judgments of the
+    same dimension are added to training. ``held_out``: collections the models will be
+    evaluated on with ``fold=all``: training queries with the same question text are left out.
+    ``query``: the topic field read as the query (``Collection.query_fields``; rank with the same
+    ``query=`` then). ``device``: auto, cpu or cuda[:N]. ``max_steps``: stop each model after N
+    steps (0: no limit; benchmarks). ``verbose``: progress bars."""
+
+    base: str = "minilm"
+    folds: int = 5
+    seed: int = 0
+    epochs: int = 1
+    batch: int = 16
+    lr: float = 2e-4
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+    max_length: int = 256
+    train_layers: int = 1
+    also: Sequence[str] = ()
+    held_out: Sequence[str] = ()
+    query: str = "query"
+    device: str = "auto"
+    max_steps: int = 0
+    verbose: bool = True
+
+    def checked(self) -> TrainSettings:
+        """These settings with every number in range and the collection lists as tuples."""
+        limits = [
+            ("folds", self.folds >= 2, "at least 2"),
+            ("epochs", self.epochs >= 1, "at least 1"),
+            ("batch", self.batch >= 2, "at least 2 (pairs need two documents)"),
+            ("lr", self.lr > 0, "above 0"),
+            ("warmup", 0 <= self.warmup < 1, "in [0, 1)"),
+            ("weight_decay", self.weight_decay >= 0, "at least 0"),
+            ("max_length", self.max_length >= 8, "at least 8"),
+            ("train_layers", self.train_layers >= 0, "at least 0"),
+            ("max_steps", self.max_steps >= 0, "at least 0"),
+        ]
+        for name, ok, what in limits:
+            if not ok:
+                raise ConfigError(f"training: {name} must be {what}, got {getattr(self, name)}")
+        also, held_out = _names(self.also), _names(self.held_out)
+        for names, what in ((also, "also"), (held_out, "held_out")):
+            if len(set(names)) != len(names):
+                raise ConfigError(f"training: {what} names a collection twice")
+        return replace(self, also=also, held_out=held_out)
+
+    def hyper_parameters(self) -> dict[str, Any]:
+        """What ``training.json`` records of the optimisation (the data has its own entry)."""
+        return {
+            "epochs": self.epochs,
+            "batch": self.batch,
+            "lr": self.lr,
+            "warmup": self.warmup,
+            "weight_decay": self.weight_decay,
+            "max_length": self.max_length,
+            "train_layers": self.train_layers,
+            "max_steps": self.max_steps,
+            "optimizer": "AdamW, linear warm-up and decay, gradient norm clipped at 1",
+            "loss": "RankNet: grade-difference-weighted logistic loss on pairs of documents of "
+            "one query with different grades",
+        }
+
+
+def _names(value: Sequence[str] | str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    return tuple(str(v) for v in value)
