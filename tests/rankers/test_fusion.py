@@ -357,3 +357,34 @@ def test_fit_validates_and_scores(tmp_path):
     full = score_answers(collection, answers, spec, cache=False, full_rerank=True)
     for column in ("score", "rank", "ties", "nrp"):
         pd.testing.assert_series_equal(fast[column], full[column], check_dtype=False)
+
+
+def test_fitted_fusion_in_a_fresh_nrp_agreement_process(tmp_path):
+    """`nrp agreement` with a fitted fusion in a new interpreter: the weight fitter is installed
+    however the library was entered (it once needed nrp.validation imported first), and the
+    figures equal the in-process call's."""
+    import json
+    import subprocess
+    import sys
+    from importlib import resources
+
+    from nrp import api
+
+    manifest = resources.files("nrp") / "data" / "demo" / "manifest.yaml"
+    api.ingest(str(manifest), indexes_dir=tmp_path / "ix")
+    spec = "fuse:rankers=tfidf+bm25,weights=fit,folds=2,dimension=relevance"
+    out = tmp_path / "agreement"
+    proc = subprocess.run(
+        [sys.executable, "-m", "nrp", "agreement", "demo", "--rankers", spec,
+         "--out", str(out), "--indexes", str(tmp_path / "ix")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    written = json.loads((out / "agreement.json").read_text())["summary"]
+    direct = api.agreement(
+        api.Collection.load("demo", tmp_path / "ix"), [spec], dimensions=["relevance"]
+    ).summary
+    written = [row for row in written if row["dimension"] == "relevance"]
+    assert len(written) == len(direct) == 1
+    assert written[0]["tau_mean"] == pytest.approx(direct["tau_mean"].iloc[0], abs=1e-12)
+    assert written[0]["tau_pooled"] == pytest.approx(direct["tau_pooled"].iloc[0], abs=1e-12)

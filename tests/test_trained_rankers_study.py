@@ -1,0 +1,200 @@
+"""scripts/trained_rankers_study.py on the hand-made collections of tests/training (grade = one
+word) with a tiny BERT built here: the tables hold the expected rows, the trained ranker's
+figures are those ``nrp.api.agreement`` gives for the same spec, the transfer reports the
+questions it left out, a second run reuses the trained folders, and bad arguments are one line."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "training"))
+import handmade  # noqa: E402
+
+from nrp import api  # noqa: E402
+from nrp.statistics import paired_randomization_test  # noqa: E402
+
+SCRIPT = ROOT / "scripts" / "trained_rankers_study.py"
+AGREEMENT_ROLES = ["trained+dense (fit)", "dense", "tfidf", "random"]
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("trained_rankers_study", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+study = load_script()
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def options_for(root: Path, built: dict, **changes) -> object:
+    """The study on ``words`` (relevance) and the transfer from ``other`` (which asks two of
+    words' questions) to ``words``: 3 folds, a tiny base, 2 steps per model."""
+    words = study.StudyCollection("words", root / "words" / "manifest.yaml", ("narrative",))
+    other = study.StudyCollection("other", root / "other" / "manifest.yaml")
+    settings = {
+        "out": root / "study",
+        "indexes": built["indexes"],
+        "only": ("words/relevance", "transfer"),
+        "folds": 3,
+        "max_steps": 2,
+        "training": {"base": str(built["base"]), "lr": 1e-3, "batch": 16},
+        "collections": (words,),
+        "transfer": study.TransferPlan(other, "relevance", ("words",)),
+    }
+    return study.StudyOptions(**{**settings, **changes})
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory, one_thread):
+    root = tmp_path_factory.mktemp("study")
+    built = handmade.build(root)
+    options = options_for(root, built)
+    return root, built, options, study.run_study(options)
+
+
+def test_agreement_rows_are_the_library_figures(ran):
+    _, built, options, tables = ran
+    collection = api.Collection.load("words", built["indexes"])
+    rows = {(r["setting"], r["ranker"]): r for r in tables.agreement}
+    cross, transfer = study.CROSS_FITTED, study.TRANSFERRED
+    assert [r for s, r in rows if s == cross] == ["trained (fold=cross)", *AGREEMENT_ROLES]
+    assert [r for s, r in rows if s == transfer] == ["trained (fold=all)", *AGREEMENT_ROLES]
+    # 20 queries, 8 documents each, one labelled X (excluded): 7 judged documents per query
+    assert {(r["queries_used"], r["documents"]) for r in tables.agreement} == {(20, 140)}
+    trained = f"cross:model={options.out / 'models' / 'words' / 'relevance'}"
+    direct = api.agreement(collection, [trained, "random"], dimensions=["relevance"])
+    expected = direct.summary.iloc[0]
+    row = rows[(cross, "trained (fold=cross)")]
+    assert row["spec"] == expected["ranker"] == f"{trained.replace('cross:', 'cross:fold=cross,')}"
+    for column in ("tau_mean", "tau_ci_low", "tau_ci_high", "tau_pooled"):
+        assert row[column] == expected[column]
+    # the paired comparison with random: the library's per-query tau-b, differenced
+    per_query = direct.per_query[direct.per_query["skipped"] == ""]
+    mine = per_query[per_query["ranker"] == expected["ranker"]]["kendall_tau"].to_numpy()
+    other = per_query[per_query["ranker"] == "random"]["kendall_tau"].to_numpy()
+    paired = {(r["setting"], r["baseline"]): r for r in tables.paired}
+    versus_random = paired[(cross, "random")]
+    assert versus_random["queries"] == 20
+    assert versus_random["difference"] == pytest.approx(float(np.mean(mine - other)), abs=1e-12)
+    assert versus_random["p"] == paired_randomization_test(mine, other)
+    for setting in (cross, transfer):
+        family = [paired[(setting, b)] for b in study.COMPARED]
+        smallest = min(family, key=lambda r: r["p"])  # Holm: the smallest p times 3
+        assert smallest["p_holm"] == pytest.approx(min(1.0, 3 * smallest["p"]))
+
+
+def test_validation_rows_hold_every_ranker(ran):
+    _, _, _, tables = ran
+    names = [r["ranker"] for r in tables.validation if r["setting"] == study.CROSS_FITTED]
+    assert names == [
+        "trained (fold=cross)",
+        *AGREEMENT_ROLES[:1],
+        "dense",
+        "tfidf",
+        "random",
+        "bm25",
+        "dense+bm25 (fit)",
+        "dense:query=narrative",
+        "bm25:query=narrative",
+    ]
+    for setting in (study.CROSS_FITTED, study.TRANSFERRED):
+        rows = [r for r in tables.validation if r["setting"] == setting]
+        assert sum(r["chosen"] for r in rows) == 1
+        assert {r["queries"] for r in rows} == {20}  # every query has a relevant document
+        assert rows[0]["p_holm_vs_trained"] is None
+        assert all(0 < r["p_holm_vs_trained"] <= 1 for r in rows[1:])
+
+
+def test_transfer_reports_the_questions_it_left_out(ran):
+    _, _, _, tables = ran
+    counts = {r["check"]: r["count"] for r in tables.overlap}
+    # other asks two of words' questions (asthma, gout) in another spelling: 2 queries x 7 pairs
+    assert counts["questions also asked in words (left out of training)"] == 2
+    assert counts["total excluded queries"] == 2
+    assert counts["total excluded pairs"] == 14
+    near = [count for check, count in counts.items() if check.startswith("near duplicates")]
+    assert near == [0]  # "what helps hiccups" and "what helps asthma": Jaccard 2/4
+    roles = [(r["role"], r["collection"], r["status"]) for r in tables.trainings]
+    assert roles == [("cross-fitted", "words", "trained"), ("transfer", "other", "trained")]
+
+
+def test_near_duplicates_are_word_set_jaccard(ran):
+    _, built, _, _ = ran
+    words = api.Collection.load("words", built["indexes"])
+    other = api.Collection.load("other", built["indexes"])
+    # other's q01 "What HELPS  asthma?" is words' q01 "what helps asthma" once normalised
+    assert study.near_duplicates(other, ["q01", "q03"], words) == ["q01 ~ words/q01 (1.00)"]
+
+
+def test_outputs_are_written_and_a_second_run_reuses_the_models(ran):
+    root, built, options, tables = ran
+    for name in study.TABLES:
+        assert (options.out / "tables" / f"{name}.csv").exists()
+        saved = json.loads((options.out / "tables" / f"{name}.json").read_text())
+        assert len(saved) == len(getattr(tables, name))
+    text = (options.out / "study.md").read_text()
+    assert "Smoke run" in text and "Where the trained ranker is **not** significantly above" in text
+    again = study.run_study(options)
+    assert [r["status"] for r in again.trainings] == ["reused", "reused"]
+    assert [r["wall_seconds"] for r in again.trainings] == [
+        r["wall_seconds"] for r in tables.trainings
+    ]
+    assert again.agreement == tables.agreement
+    with pytest.raises(study.StudyError, match=r"other settings \(seed differ\)"):
+        study.run_study(options_for(root, built, seed=1))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--only", "nowhere"], "--only nowhere: no collection 'nowhere' in the study"),
+        (["--folds", "1"], "training: folds must be at least 2, got 1"),
+        (["--device", "gpu"], "unknown device 'gpu'"),
+        (["--epochs", "x"], "argument --epochs: invalid int value: 'x'"),
+    ],
+)
+def test_bad_arguments_are_one_line(tmp_path, capsys, argv, message):
+    try:
+        code = study.main(["--out", str(tmp_path / "out"), *argv])
+    except SystemExit as stop:  # argparse's own checks exit
+        code = stop.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("trained_rankers_study: error: ")
+    assert message in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.shared_data
+def test_the_mediqa_training_manifest_reads_three_files(shared_data, tmp_path):
+    shared_data("mediqa-2019")  # skips with a reason when ../shared/data is absent
+    api.ingest(ROOT / "manifests" / "mediqa-2019-train.yaml", indexes_dir=tmp_path)
+    collection = api.Collection.load("mediqa-2019-train", tmp_path)
+    qids = collection.topics["qid"].astype(str)
+    # training set 1 (104 questions), training set 2 (104), validation set (25)
+    assert [int(qids.str.startswith(p).sum()) for p in ("t1-", "t2-", "v-")] == [104, 104, 25]
+    qrels = collection.qrels("relevance")
+    assert len(qrels) == len(collection.candidates()) == 1935
+    # ReferenceScore 1..4 (491/716/322/406) as gains 0..3
+    assert qrels["label"].value_counts().sort_index().tolist() == [491, 716, 322, 406]
