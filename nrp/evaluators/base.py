@@ -126,6 +126,18 @@ class Evaluator(Component):
     def evaluate(self, items: pd.DataFrame) -> pd.DataFrame:
         raise NotImplementedError
 
+    def evaluate_checked(self, batch: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+        """``evaluate(batch)`` reduced to the columns ``names``, one row per item in order; an
+        evaluator that returns another row count or lacks a column is a bug, said loudly (the
+        local runner and the executor task both call this)."""
+        result = self.evaluate(batch)
+        if len(result) != len(batch):
+            raise RuntimeError(f"{self.spec()} returned {len(result)} rows for {len(batch)} items")
+        absent = [n for n in names if n not in result.columns]
+        if absent:
+            raise RuntimeError(f"{self.spec()} did not return columns {absent}")
+        return result[names].reset_index(drop=True)
+
 
 @dataclass(frozen=True)
 class EvaluatorInfo:

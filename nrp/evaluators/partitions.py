@@ -122,15 +122,7 @@ class EvaluationTask:
         parts = []
         for start in range(0, len(partition), size):
             batch = partition.iloc[start : start + size].reset_index(drop=True)
-            result = evaluator.evaluate(batch)
-            if len(result) != len(batch):
-                raise RuntimeError(
-                    f"{evaluator.spec()} returned {len(result)} rows for {len(batch)} items"
-                )
-            absent = [n for n in names if n not in result.columns]
-            if absent:
-                raise RuntimeError(f"{evaluator.spec()} did not return columns {absent}")
-            parts.append(result[names].reset_index(drop=True))
+            parts.append(evaluator.evaluate_checked(batch, names))
         if not parts:
             return pd.DataFrame(columns=names)
         return pd.concat(parts, ignore_index=True)

@@ -111,15 +111,7 @@ def _run_one(
     for start in range(0, len(todo), size):
         rows = todo[start : start + size]
         batch = items.iloc[rows].reset_index(drop=True)
-        result = evaluator.evaluate(batch)
-        if len(result) != len(batch):
-            raise RuntimeError(
-                f"{evaluator.spec()} returned {len(result)} rows for {len(batch)} items"
-            )
-        absent = [n for n in names if n not in result.columns]
-        if absent:
-            raise RuntimeError(f"{evaluator.spec()} did not return columns {absent}")
-        result = result[names].reset_index(drop=True)
+        result = evaluator.evaluate_checked(batch, names)
         if use_cache:
             cache.store(scope, evaluator.spec(), [keys[i] for i in rows], result)
         for j, i in enumerate(rows):
