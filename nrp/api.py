@@ -25,7 +25,9 @@ _EXPORTS: dict[str, str] = {
     "collection_info": "nrp.collection.info",
     "render_info": "nrp.collection.info",
     "all_formats": "nrp.collection.formats",
+    "irds_manifest": "nrp.collection.formats.irds",
     "Manifest": "nrp.collection.manifest",
+    "DATASET_PREFIX": "nrp.collection.manifest",
     "COMBINED": "nrp.collection.manifest",
     "STORE_FILE": "nrp.collection.store",
     # answers
@@ -36,6 +38,9 @@ _EXPORTS: dict[str, str] = {
     "all_rankers": "nrp.rankers.registry",
     "make_ranker": "nrp.rankers.registry",
     "parse_spec": "nrp.rankers.registry",
+    "as_ranker": "nrp.rankers.registry",
+    "from_transformer": "nrp.rankers.pyterrier",
+    "TransformerRanker": "nrp.rankers.pyterrier",
     "Ranker": "nrp.rankers.base",
     "ScoreCache": "nrp.rankers.cache",
     "SCORE_CACHE_FILE": "nrp.rankers.cache",
@@ -44,6 +49,9 @@ _EXPORTS: dict[str, str] = {
     "validate_runs": "nrp.validation.validate",
     "ValidationSettings": "nrp.validation.settings",
     "ValidationResult": "nrp.validation.result",
+    "read_run": "nrp.validation.runs",
+    "write_runs": "nrp.validation.runs",
+    "RunOut": "nrp.validation.runs",
     # training (rankers fitted on a collection's judgments)
     "train_ranker": "nrp.training.train",
     "TrainSettings": "nrp.training.settings",
@@ -75,6 +83,8 @@ _EXPORTS: dict[str, str] = {
     "EvaluationSettings": "nrp.evaluators.run",
     "EvaluationCache": "nrp.evaluators.cache",
     "EVALUATION_CACHE_FILE": "nrp.evaluators.cache",
+    "nrp_measures": "nrp.evaluators.pt_measures",
+    "NRPMeasure": "nrp.evaluators.pt_measures",
     # meta-evaluation
     "meta_from_files": "nrp.meta.report",
     "write_meta": "nrp.meta.report",

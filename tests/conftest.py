@@ -19,6 +19,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HOME", str(_cache_root / "hf"))
 os.environ.setdefault("MPLCONFIGDIR", str(_cache_root / "mpl"))
 os.environ.setdefault("NRP_MODELS", str(_cache_root / "nrp-models"))
+os.environ.setdefault("IR_DATASETS_HOME", str(_cache_root / "ir_datasets"))
 
 
 def shared(*parts: str) -> Path:

@@ -69,6 +69,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="skip (and list) answers with an unknown qid or empty text",
     )
     parser.add_argument("--no-cache", action="store_true", help="do not use the caches")
+    parser.add_argument(
+        "--trec",
+        type=Path,
+        metavar="DIR",
+        help="also write the injected rankings (D_q plus each answer) as TREC run files: "
+        "DIR/DIMENSION/LLM__PROMPT__SAMPLE.run, index DIR/runs.tsv; answers are positioned "
+        "afresh, not read from the results cache (DIR: new, empty, or written by nrp before)",
+    )
     add_indexes_option(parser)
     add_executor_options(parser)
     parser.set_defaults(run=handle)
@@ -103,7 +111,7 @@ def handle(args: argparse.Namespace) -> int:
         results = api.score_answers(
             collection, answer_set.answers, rankers, ties=args.ties,
             frozen_stats=args.frozen_stats, full_rerank=args.full_rerank, weights=weights,
-            cache=not args.no_cache, progress=print_progress, executor=executor,
+            cache=not args.no_cache, progress=print_progress, executor=executor, trec=args.trec,
         )  # fmt: skip
         report_executor(executor)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -114,4 +122,6 @@ def handle(args: argparse.Namespace) -> int:
         print(note)
     print(f"{results['answer_id'].nunique():,} answers scored; wrote {args.out}/results.parquet "
           f"and results.csv")  # fmt: skip
+    if args.trec:
+        print(f"wrote the injected rankings to {args.trec}")
     return 0

@@ -14,6 +14,7 @@ from nrp.cli.common import (
     print_progress,
     report_executor,
 )
+from nrp.errors import NrpError
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -67,6 +68,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="where to write the JSON that later steps read "
         "(default: INDEXES/COLLECTION/validation.json)",
     )
+    parser.add_argument(
+        "--save-runs",
+        type=Path,
+        metavar="DIR",
+        help="also write each ranker's ranking of D_q as a TREC run file (qid Q0 docno rank "
+        "score tag), DIR/RANKER.run, with an index DIR/runs.tsv (DIR: new, empty, or written "
+        "by nrp before)",
+    )
     add_indexes_option(parser)
     add_executor_options(parser)
     parser.set_defaults(run=handle)
@@ -77,16 +86,20 @@ def handle(args: argparse.Namespace) -> int:
     dimensions = args.dimensions.split(",") if args.dimensions else None
     options = dict(dimensions=dimensions, test=args.test, correction=args.correction, ci=args.ci)
     if args.runs:
+        if args.save_runs:
+            raise NrpError("--save-runs writes rankers' runs; with --runs the runs are the files")
         result = api.validate_runs(collection, args.runs, labels=args.labels, **options)
     else:
         with open_executor(args) as executor:
             result = api.validate(
                 collection, args.rankers, labels=args.labels, cache=not args.no_cache,
-                progress=print_progress, executor=executor, **options,
+                progress=print_progress, executor=executor, save_runs=args.save_runs, **options,
             )  # fmt: skip
             report_executor(executor)
     out = args.out or collection.path / "validation.json"
     result.to_json(out)
     print(result.format())
     print(f"\nwrote {out}")
+    if args.save_runs:
+        print(f"wrote the rankers' runs to {args.save_runs}")
     return 0

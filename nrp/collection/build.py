@@ -66,33 +66,40 @@ class IngestResult:
 
 
 def ingest(
-    manifest_path: str | Path,
+    manifest_path: str | Path | Manifest,
     name: str | None = None,
     indexes_dir: str | Path | None = None,
     data_root: str | Path | None = None,
     force: bool = False,
 ) -> IngestResult:
-    """Build ``indexes/NAME/collection.sqlite`` from a manifest. Does nothing when the manifest
-    and every input file are unchanged since the last build (unless ``force``)."""
-    manifest = Manifest.load(manifest_path, data_root)
+    """Build ``indexes/NAME/collection.sqlite`` from a manifest (a file, ``irds:DATASET_ID``,
+    or a ``Manifest`` built in memory). Does nothing when the manifest and every input are
+    unchanged since the last build (unless ``force``)."""
+    if isinstance(manifest_path, Manifest):
+        manifest = manifest_path
+    else:
+        manifest = Manifest.load(manifest_path, data_root)
     name = name or manifest.name
     _check_name(name)
     collection_dir = Path(indexes_dir or default_indexes_dir()) / name
     target = store_path(collection_dir)
-    fingerprint = fingerprint_of(manifest)
+    # inputs that are not files (ir_datasets) are fingerprinted by their records: read them now
+    files_only = all(get_format(s.format).reads_files for s in manifest.sources)
+    contents = None if files_only else read_sources(manifest)
+    fingerprint = fingerprint_of(manifest, contents)
     remove_stale_builds(collection_dir)
     if target.exists() and not force:
         meta = read_meta(target)
         if meta.get("fingerprint") == fingerprint and meta.get("schema_version") == SCHEMA_VERSION:
             return IngestResult(name, collection_dir, False, fingerprint, meta.get("counts", {}))
 
-    contents = read_sources(manifest)
+    contents = contents or read_sources(manifest)
     tables, counts, warnings = check_and_resolve(manifest, contents)
     meta = {
         "name": name,
         "description": manifest.description,
         "citation": manifest.citation,
-        "manifest_path": str(Path(manifest.path).resolve()),
+        "manifest_path": manifest.location,
         "manifest": manifest.text,
         "data_root": str(manifest.data_root.resolve()),
         "fingerprint": fingerprint,
@@ -114,13 +121,20 @@ def _check_name(name: str) -> None:
         raise InputError(None, None, f"invalid collection name {name!r}")
 
 
-def fingerprint_of(manifest: Manifest) -> str:
-    """SHA-256 over the manifest text, the data root and every input file's bytes."""
+def fingerprint_of(manifest: Manifest, contents: SourceContents | None = None) -> str:
+    """SHA-256 over the manifest text, the data root and every input file's bytes; an input
+    that is not a file (ir_datasets) counts by the records read from it (``contents``, read
+    here when not given). The data root counts only when some input is a file under it."""
     digest = hashlib.sha256()
     digest.update(f"nrp-store-{FINGERPRINT_VERSION}\0".encode())
     digest.update(manifest.text.encode())
-    digest.update(str(manifest.data_root.resolve()).encode())
+    if any(get_format(s.format).reads_files for s in manifest.sources):
+        digest.update(str(manifest.data_root.resolve()).encode())
     for source in manifest.sources:
+        if not get_format(source.format).reads_files:
+            contents = contents or read_sources(manifest)
+            digest.update(contents.digests[source.position].encode())
+            continue
         for file in _files_of(source):
             digest.update(
                 str(file.relative_to(source.path) if source.path.is_dir() else file.name).encode()
@@ -146,6 +160,8 @@ class SourceContents:
     judgments: list[Judgment] = field(default_factory=list)
     references: list[Reference] = field(default_factory=list)
     report: ReadReport = field(default_factory=ReadReport)
+    #: SHA-256 of the records of each input that is not a file, by source position
+    digests: dict[int, str] = field(default_factory=dict)
 
 
 def read_sources(manifest: Manifest) -> SourceContents:
@@ -158,10 +174,15 @@ def read_sources(manifest: Manifest) -> SourceContents:
     }
     for source in manifest.sources:
         fmt = get_format(source.format)
-        if not source.path.exists():
+        if fmt.reads_files and not source.path.exists():
             raise InputError(source.path, None, f"file not found ({source.describe()})")
+        digest = None if fmt.reads_files else hashlib.sha256()
         for record in fmt.read(source.path, source.options, contents.report):
             lists[type(record)].append(record)
+            if digest is not None:
+                digest.update(repr(record).encode())
+        if digest is not None:
+            contents.digests[source.position] = digest.hexdigest()
     return contents
 
 

@@ -22,6 +22,8 @@ from nrp.errors import ConfigError, InputError
 # "combined": that is a real ArgQuality quality dimension. A collection may not declare a
 # dimension of this name.
 COMBINED = "weighted"
+#: what names an ir_datasets collection where a manifest path is expected (``irds:vaswani``)
+DATASET_PREFIX = "irds:"
 
 REPEATED_JUDGMENT_POLICIES = ("error", "max", "min", "mean", "first", "last")
 _TOP_LEVEL_KEYS = {
@@ -60,13 +62,41 @@ class Manifest:
     sources: tuple[SourceSpec, ...]
     repeated_policy: str
     repeated_reason: str
+    #: built in memory (``nrp ingest irds:ID``), not read from a file: ``path`` names its source
+    generated: bool = False
+
+    @property
+    def location(self) -> str:
+        """Where the manifest came from: its file (absolute), or what it was built from."""
+        return str(self.path) if self.generated else str(Path(self.path).resolve())
 
     @classmethod
     def load(cls, path: str | Path, data_root: str | Path | None = None) -> Manifest:
         """Read and check a manifest. ``data_root`` (the CLI's --data-root) replaces the
-        manifest's own; a relative manifest ``data_root`` is taken from the manifest's folder."""
+        manifest's own; a relative manifest ``data_root`` is taken from the manifest's folder.
+        ``irds:DATASET_ID`` builds the manifest of an ir_datasets collection instead
+        (``nrp.collection.formats.irds.irds_manifest``, its dimension ``relevance``)."""
+        if str(path).startswith(DATASET_PREFIX):
+            from nrp.collection.formats.irds import irds_manifest
+
+            if data_root is not None:
+                raise ConfigError(f"{path}: --data-root does not apply to an ir_datasets id")
+            return irds_manifest(str(path))
         path = Path(path)
         raw, text = _read_mapping(path)
+        return cls.from_mapping(raw, text, path, data_root)
+
+    @classmethod
+    def from_mapping(
+        cls,
+        raw: Mapping[str, Any],
+        text: str,
+        path: Path,
+        data_root: str | Path | None = None,
+        generated: bool = False,
+    ) -> Manifest:
+        """Check a manifest already parsed (``raw``, from ``text``); ``path`` names it in
+        errors and is the base of a relative ``data_root``."""
         where = str(path)
         unknown = set(raw) - _TOP_LEVEL_KEYS
         if unknown:
@@ -103,6 +133,7 @@ class Manifest:
             sources=tuple(_source(i, s, root, where) for i, s in enumerate(sources)),
             repeated_policy=policy,
             repeated_reason=reason,
+            generated=generated,
         )
 
 
@@ -150,12 +181,16 @@ def _repeated_policy(spec: Any, where: str) -> tuple[str, str]:
 
 def _source(position: int, spec: Any, root: Path, where: str) -> SourceSpec:
     at = f"{where}: sources[{position}]"
-    if not isinstance(spec, Mapping) or "format" not in spec or "path" not in spec:
+    if not isinstance(spec, Mapping) or "format" not in spec:
         raise ConfigError(f"{at} needs `format` and `path`")
     try:
         fmt = get_format(str(spec["format"]))
     except ConfigError as err:
         raise ConfigError(f"{at}: {err}") from None
+    if fmt.reads_files and "path" not in spec:
+        raise ConfigError(f"{at} needs `format` and `path`")
+    if not fmt.reads_files and "path" in spec:
+        raise ConfigError(f"{at} ({fmt.name}): reads no file, so it takes no `path`")
     given = {k: v for k, v in spec.items() if k not in ("format", "path")}
     unknown = set(given) - set(fmt.options)
     if unknown:
@@ -180,4 +215,6 @@ def _source(position: int, spec: Any, root: Path, where: str) -> SourceSpec:
             )
         else:
             options[key] = option.default
+    if fmt.locator is not None:
+        return SourceSpec(position, fmt.name, Path(fmt.locator(options)), options)
     return SourceSpec(position, fmt.name, root / str(spec["path"]), options)

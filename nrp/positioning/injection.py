@@ -57,6 +57,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -81,6 +82,18 @@ FULL_TRANSFORM = "full:transform"
 FULL_LEXICAL_FROZEN = "full:lexical-frozen"
 
 ANSWER_COLUMNS = ("answer_id", "qid", "text")
+
+
+class InjectedRanking(NamedTuple):
+    """What the ranker made of D_q with one answer injected: D_q's docnos and scores (as
+    scored beside the answer: lexical statistics and duoT5's pairwise stage include it) and the
+    answer's score. Kept only when asked (``AnswerInjector.keep_rankings``: ``nrp score
+    --trec``)."""
+
+    qid: str
+    docnos: list[str]
+    doc_scores: np.ndarray
+    score: float
 
 
 @dataclass
@@ -200,6 +213,29 @@ class AnswerInjector:
         self._fingerprints: dict[int, str] = {}
         self._cached_rankers: dict[int, CachedRanker] = {}
         self._pair_scope_key: str | None = None
+        #: answer_id -> its injected ranking, for every answer positioned (None: not kept)
+        self.rankings: dict[str, InjectedRanking] | None = None
+
+    def keep_rankings(self) -> None:
+        """From now on keep each positioned answer's ``InjectedRanking`` in ``rankings``."""
+        if self.rankings is None:
+            self.rankings = {}
+
+    def _keep(
+        self,
+        answer_id: str,
+        qid: str,
+        score: float,
+        doc_scores: np.ndarray,
+        docnos: list[str] | None = None,
+    ) -> None:
+        """Keep the answer's injected ranking when asked; ``docnos``: in ``doc_scores``' order
+        (default: D_q's own order)."""
+        if self.rankings is not None:
+            if docnos is None:
+                docnos = self._dq[qid]["docno"].astype(str).tolist()
+            ranking = InjectedRanking(qid, list(docnos), np.array(doc_scores), float(score))
+            self.rankings[str(answer_id)] = ranking
 
     # -- inputs ------------------------------------------------------------------------------
     def docs(self, qid: str) -> pd.DataFrame:
@@ -266,6 +302,7 @@ class AnswerInjector:
     def _row(self, answer_id: str, qid: str, score: float, doc_scores: np.ndarray) -> tuple:
         """One result row; strict = above + ties (the appended answer goes below its ties)."""
         above, ties = position(doc_scores, score, self.tolerance)
+        self._keep(answer_id, qid, score, doc_scores)
         return (answer_id, qid, float(score), above, ties, above + ties, len(doc_scores))
 
     # -- D_q scores from the score cache -----------------------------------------------------
@@ -439,6 +476,7 @@ class AnswerInjector:
                 )
             )
             above, ties = position(scores[:-1], scores[-1])  # lexical: exact (tolerance 0)
+            self._keep(answer_id, qid, scores[-1], scores[:-1])
             strict = int(ranked["rank"].iloc[-1])
             rows.append((answer_id, qid, float(scores[-1]), above, ties, strict, len(docs)))
         return rows
@@ -471,6 +509,8 @@ class AnswerInjector:
                 score = float(ranked.loc[is_answer, "score"].iloc[0])
                 doc_scores = ranked.loc[~is_answer, "score"].to_numpy(dtype=np.float64)
                 above, ties = position(doc_scores, score, self.tolerance)
+                docnos = ranked.loc[~is_answer, "docno"].astype(str).tolist()
+                self._keep(answer_id, qid, score, doc_scores, docnos)
                 # exact rankers: the rank add_ranks gave the appended answer (the tests check it
                 # equals above + ties); with a tolerance, ties are not exact equalities that a
                 # sort could see, and the same rule as the fast mode applies

@@ -9,6 +9,7 @@ into the same caches under the same scope.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -18,6 +19,7 @@ from nrp.positioning.injection import injection_mode
 from nrp.positioning.results_cache import RESULTS_FILE, PairCache, PositionScope, ResultsCache
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, ScoreCache
+from nrp.rankers.registry import as_ranker
 
 
 @dataclass(frozen=True)
@@ -77,11 +79,16 @@ class PositionJob:
     def of(
         cls,
         collection: Collection,
-        ranker: Ranker,
+        ranker: Any,
         options: PositionOptions | None = None,
         caches: PositionCaches | None = None,
     ) -> PositionJob:
-        return cls(collection, ranker, ranker.fingerprint(), options or PositionOptions(),
+        """The job of ``ranker``: a ``Ranker``, a spec or any PyTerrier transformer
+        (``as_ranker``; one it builds here is bound to ``collection``)."""
+        built = as_ranker(ranker)
+        if built is not ranker:
+            built.bind_collection(collection)
+        return cls(collection, built, built.fingerprint(), options or PositionOptions(),
                    caches or PositionCaches())  # fmt: skip
 
     @property

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +48,14 @@ from nrp.collection.collection import Collection
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, NrpError
 from nrp.executors.base import Executor, active_executor
-from nrp.positioning.injection import InjectionCounts, describe_mode
+from nrp.positioning.injected_runs import check_injected_runs, write_injected_runs
+from nrp.positioning.injection import InjectedRanking, InjectionCounts, describe_mode
 from nrp.positioning.job import PositionCaches, PositionJob, PositionOptions
 from nrp.positioning.positioner import Positioner
 from nrp.positioning.results_cache import text_sha
 from nrp.positioning.ties import check_tie_mode, nrp_value, rank_from_counts
 from nrp.rankers.base import Ranker
-from nrp.rankers.registry import make_ranker
+from nrp.rankers.registry import as_ranker
 from nrp.settings import settings_with
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,9 @@ RESULT_COLUMNS = (
     "nrp",
 )
 Progress = Callable[[str], None]
-RankerChoice = Mapping[str, "str | Ranker"] | str | Path | Ranker
+#: dimension -> ranker-ish, a validation JSON path, or one ranker-ish (``as_ranker``: a spec, a
+#: ``Ranker`` or any ``pt.Transformer``) for every dimension
+RankerChoice = Mapping[str, Any] | str | Path | Ranker | pt.Transformer
 
 
 # -- inputs ------------------------------------------------------------------------------------
@@ -110,12 +113,13 @@ def resolve_rankers(
 ) -> tuple[dict[str, Ranker], list[str]]:
     """dimension -> ranker (built, bound to the collection), and warnings.
 
-    ``rankers``: a mapping dimension -> spec or ``Ranker``; a path to a validation JSON (its
-    chosen ranker per dimension); a single spec or ``Ranker`` for every dimension of the
-    collection. The same spec string builds one ranker object."""
+    ``rankers``: a mapping dimension -> spec, ``Ranker`` or PyTerrier transformer; a path to a
+    validation JSON (its chosen ranker per dimension); a single spec, ``Ranker`` or transformer
+    for every dimension of the collection (``as_ranker`` turns each into a ranker). The same
+    spec string, or the same object, builds one ranker object."""
     warnings: list[str] = []
-    if isinstance(rankers, Ranker):
-        chosen: Mapping[str, str | Ranker] = dict.fromkeys(collection.dimensions, rankers)
+    if isinstance(rankers, pt.Transformer):
+        chosen: Mapping[str, Any] = dict.fromkeys(collection.dimensions, rankers)
     elif isinstance(rankers, str | Path):
         text = str(rankers)
         if text.endswith(".json") or Path(text).is_file():
@@ -127,21 +131,20 @@ def resolve_rankers(
     if not chosen:
         raise ConfigError("no rankers: nothing to score answers with")
     built: dict[str, Ranker] = {}
-    by_spec: dict[str, Ranker] = {}
+    by_choice: dict[Any, Ranker] = {}  # spec string or object id -> its one ranker
     for dimension, choice in chosen.items():
-        if isinstance(choice, str):
-            if choice.startswith("run:"):
-                raise ConfigError(
-                    f"dimension {dimension!r}: {choice} is a run file; a run ranks only its "
-                    "own documents and cannot rank a new answer (validate a ranker for it)"
-                )
-            if choice not in by_spec:
-                by_spec[choice] = make_ranker(choice)
-            built[str(dimension)] = by_spec[choice]
-        elif isinstance(choice, Ranker):
-            built[str(dimension)] = choice
-        else:
-            raise ConfigError(f"dimension {dimension!r}: not a ranker spec or Ranker: {choice!r}")
+        if isinstance(choice, str) and choice.startswith("run:"):
+            raise ConfigError(
+                f"dimension {dimension!r}: {choice} is a run file; a run ranks only its "
+                "own documents and cannot rank a new answer (validate a ranker for it)"
+            )
+        key = choice if isinstance(choice, str) else id(choice)
+        if key not in by_choice:
+            try:
+                by_choice[key] = as_ranker(choice)
+            except ConfigError as error:
+                raise ConfigError(f"dimension {dimension!r}: {error}") from None
+        built[str(dimension)] = by_choice[key]
     for ranker in {id(r): r for r in built.values()}.values():
         ranker.bind_collection(collection)
     return built, warnings
@@ -212,16 +215,21 @@ def score_answers(
     *,
     progress: Progress | None = None,
     executor: Executor | None = None,
+    trec: str | Path | None = None,
     **overrides: Any,
 ) -> pd.DataFrame:
     """NRP of every answer per dimension, and combined (see the module docstring).
 
     ``answers_df``: answer_id, qid, text (llm, prompt, sample optional). ``rankers``: dimension
-    -> spec or Ranker, a validation JSON path, or one spec / Ranker for every dimension.
+    -> spec, Ranker or PyTerrier transformer, a validation JSON path, or one spec / Ranker /
+    transformer for every dimension (``resolve_rankers``).
     ``settings`` (``ScoreSettings``), or its fields as keywords (``ties="strict"``).
     ``progress``: called with one line per ranker and batch. ``executor``: where the answers
     missing from the results cache are positioned (``nrp.executors``; default: the active
     executor, else this process), in per-query partitions of up to ``chunk_size`` answers.
+    ``trec``: a folder to write the injected rankings to as TREC run files
+    (``nrp.positioning.injected_runs``); they are kept as positions are computed, so every
+    answer is positioned here, the results cache neither read nor written.
     """
     settings = settings_with(ScoreSettings, settings, overrides)
     executor = executor if executor is not None else active_executor()
@@ -234,9 +242,13 @@ def score_answers(
     candidates = collection.candidates()
     ranked, skipped = _rankable(answers, collection, candidates, warnings)
     caches = PositionCaches.beside(collection, settings.cache)
-    run = _position_all(
-        _jobs(collection, by_dimension, options, caches, candidates), ranked, executor, progress
-    )
+    if trec is not None:
+        check_injected_runs(trec, ranked, candidates)
+        caches, executor = replace(caches, results=None), None
+    jobs = _jobs(collection, by_dimension, options, caches, candidates)
+    run = _position_all(jobs, ranked, executor, progress, keep_rankings=trec is not None)
+    if trec is not None:
+        write_injected_runs(trec, ranked, run.rankings_by(by_dimension))
     frame = result_frame(
         ranked,
         {d: (r.spec(), run.positions[run.fingerprints[d]]) for d, r in by_dimension.items()},
@@ -336,6 +348,14 @@ class _Positions:
     modes: dict[str, str] = field(default_factory=dict)  # ranker spec -> injection mode
     counts_by_ranker: dict[str, dict[str, int]] = field(default_factory=dict)
     total: InjectionCounts = field(default_factory=InjectionCounts)
+    #: fingerprint -> answer_id -> injected ranking (``keep_rankings``)
+    rankings: dict[str, dict[str, InjectedRanking]] = field(default_factory=dict)
+
+    def rankings_by(
+        self, by_dimension: Mapping[str, Ranker]
+    ) -> dict[str, tuple[str, dict[str, InjectedRanking]]]:
+        """dimension -> (ranker spec, answer_id -> injected ranking)."""
+        return {d: (r.spec(), self.rankings[self.fingerprints[d]]) for d, r in by_dimension.items()}
 
 
 def _position_all(
@@ -343,8 +363,10 @@ def _position_all(
     answers: pd.DataFrame,
     executor: Executor | None,
     progress: Progress | None,
+    keep_rankings: bool = False,
 ) -> _Positions:
-    """Every distinct ranker positions the answers once, shared by its dimensions."""
+    """Every distinct ranker positions the answers once, shared by its dimensions;
+    ``keep_rankings``: with each answer's injected ranking (positioned here)."""
     run = _Positions()
     for dimension, job in jobs.items():
         run.fingerprints[dimension] = job.fingerprint
@@ -352,7 +374,12 @@ def _position_all(
             continue
         spec = job.ranker.spec()
         run.modes[spec] = describe_mode(job.mode, job.ranker)
-        found, counts = Positioner(job).position(answers, executor, progress)
+        positioner = Positioner(job)
+        if keep_rankings:
+            positioner.injector.keep_rankings()
+        found, counts = positioner.position(answers, executor, progress)
+        if keep_rankings:
+            run.rankings[job.fingerprint] = positioner.injector.rankings or {}
         run.positions[job.fingerprint] = found
         run.counts_by_ranker[spec] = counts.as_dict()
         run.total.add(counts)
@@ -467,12 +494,15 @@ class NRPScorer(pt.Transformer):
     ``score`` (the ranker's score of the answer), ``rank`` (r, zero-based; a half-integer under
     the mid rule), ``ties``, ``n_docs`` (|D_q|) and ``nrp``. Rows of queries without judged
     documents get NaN (and a logged warning). Caching and options as ``score_answers``.
+    ``ranker_spec``: a spec, a ``Ranker`` or any PyTerrier transformer (``as_ranker``). Its
+    output is not a ranking of judged documents: to report NRP in ``pt.Experiment``, use the
+    measures of ``nrp.evaluators.pt_measures`` instead of this transformer in a pipeline.
     """
 
     def __init__(
         self,
         collection: Collection | str,
-        ranker_spec: str | Ranker,
+        ranker_spec: str | Ranker | pt.Transformer,
         *,
         ties: str = "mid",
         frozen_stats: bool = False,
@@ -480,7 +510,7 @@ class NRPScorer(pt.Transformer):
         cache: bool = True,
     ):
         self.collection = _collection(collection)
-        self.ranker = make_ranker(ranker_spec) if isinstance(ranker_spec, str) else ranker_spec
+        self.ranker = as_ranker(ranker_spec)
         self.ranker.bind_collection(self.collection)
         self.ties = check_tie_mode(ties)
         self.frozen_stats = frozen_stats

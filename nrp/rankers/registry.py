@@ -6,6 +6,10 @@ Like ir_measures' measures: each ranker module declares its rankers with one
 named in ``BUILTIN_MODULES``; another package adds rankers by naming its module under the
 entry-point group ``nrp.rankers`` (docs/extending.md). Modules must not import heavy libraries
 at import time (torch, faiss): ``available`` and ``build`` import them when called.
+
+``as_ranker`` is the one place where "a ranker-ish thing" becomes a ranker, for every entry that
+takes one (validation, scoring, ``NRPScorer``, ``PositionJob.of``): a spec string, a ranker
+object, or any other PyTerrier transformer (wrapped by ``nrp.rankers.pyterrier``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ __all__ = [
     "Param",
     "RankerInfo",
     "all_rankers",
+    "as_ranker",
+    "as_rankers",
     "make_ranker",
     "parse_spec",
     "register",
@@ -87,3 +93,38 @@ def make_ranker(spec: str):
     if not ok:
         raise ConfigError(f"ranker {info.name!r} is not available here: {reason}")
     return info.build(params)
+
+
+def as_ranker(choice: Any):
+    """A spec string (built by ``make_ranker``; ``pyterrier:key=KEY`` is the transformer wrapped
+    under that key in this process), a ``Ranker`` (itself), or any other ``pt.Transformer``
+    (wrapped by ``nrp.rankers.pyterrier.from_transformer``, its cache key derived from repr)."""
+    if isinstance(choice, str):
+        from nrp.rankers import pyterrier as adapter
+
+        if choice.strip().partition(":")[0] == adapter.NAME:
+            return adapter.wrapped(choice)
+        return make_ranker(choice)
+    import pyterrier as pt
+
+    from nrp.rankers.base import Ranker
+
+    if isinstance(choice, Ranker):
+        return choice
+    if isinstance(choice, pt.Transformer):
+        from nrp.rankers.pyterrier import from_transformer
+
+        return from_transformer(choice)
+    raise ConfigError(f"not a ranker spec, Ranker or pt.Transformer: {choice!r}")
+
+
+def as_rankers(choices: Any) -> list:
+    """``as_ranker`` of each: a comma-separated string of specs, one ranker-ish value, or a
+    sequence of them."""
+    if isinstance(choices, str):
+        return [as_ranker(spec) for spec in split_specs(choices)]
+    import pyterrier as pt
+
+    if isinstance(choices, pt.Transformer):
+        return [as_ranker(choices)]
+    return [as_ranker(choice) for choice in choices]

@@ -15,12 +15,25 @@ bytes that are not UTF-8.
 Ordering: like trec_eval, nrp ranks by score (descending) and breaks ties by docno in descending
 string order; the rank column is not used. A file whose ranks disagree with its scores gets a
 warning, because the author probably meant the ranks.
+
+Writing (``write_runs``: ``nrp validate --save-runs``, ``nrp score --trec``): TREC run files in
+one folder, ``qid Q0 docno rank score tag``, each query's rows in that same order with ranks
+1, 2, ... and scores written exactly (shortest round-trip decimal), so trec_eval and
+``pyterrier.io.read_results`` read back the ranking nrp evaluated; plus ``runs.tsv``, an index
+of the files (file, tag, what each run is). The folder is written aside and renamed into place:
+a reader never sees half of it. It must be new, empty, or a run folder nrp wrote before (every
+entry listed in its ``runs.tsv``), which is then replaced; a file in the way or another
+non-empty folder is an error before any work is done.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import os
+import re
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -28,7 +41,7 @@ from typing import Literal
 import pandas as pd
 
 from nrp.collection.formats._io import iter_lines, iter_table, read_text
-from nrp.errors import InputError
+from nrp.errors import InputError, NrpError
 
 RunFormat = Literal["trec", "csv", "tsv"]
 TABLE_COLUMNS = ("qid", "docno", "score")
@@ -155,3 +168,149 @@ def _queries_with_ranks_against_scores(frame: pd.DataFrame) -> list[str]:
         if (scores[1:] > scores[:-1]).any():
             bad.append(str(qid))
     return bad
+
+
+# -- writing -----------------------------------------------------------------------------------
+RUN_SUFFIX = ".run"
+RUNS_INDEX = "runs.tsv"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=+,-]")
+
+
+@dataclass(frozen=True)
+class RunOut:
+    """One run to write: its file under the folder (``relevance/x.run``), its tag, its rows
+    (qid, docno, score; any order) and what the index says of it (column -> value)."""
+
+    file: str
+    tag: str
+    frame: pd.DataFrame
+    about: Mapping[str, object] = field(default_factory=dict)
+
+
+def safe_tag(text: str) -> str:
+    """``text`` as a run tag: whitespace (which would split the line) becomes ``_``."""
+    return re.sub(r"\s", "_", str(text)) or "_"
+
+
+def safe_name(text: str) -> str:
+    """``text`` as a file name: characters other than letters, digits and ``._=+,-`` become
+    ``_`` (a spec's ``:`` and ``/``, whitespace), no leading dot."""
+    return _UNSAFE.sub("_", str(text)).lstrip(".") or "_"
+
+
+def unique_file(name: str, used: set[str], suffix: str = RUN_SUFFIX) -> str:
+    """``safe_name(name) + suffix``, numbered (``-2``, ``-3``) when ``used`` has it; added to
+    ``used``."""
+    stem = safe_name(name)
+    file, number = f"{stem}{suffix}", 2
+    while file in used:
+        file, number = f"{stem}-{number}{suffix}", number + 1
+    used.add(file)
+    return file
+
+
+def frame_of(run: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
+    """A run held as qid -> docno -> score, as rows (qid, docno, score)."""
+    rows = [(q, d, s) for q, docs in run.items() for d, s in docs.items()]
+    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def check_trec_ids(values: Iterable[object], what: str) -> None:
+    """qids and docnos go into whitespace-separated columns: none may be empty or hold
+    whitespace (a one-line error naming the first, before any work is done)."""
+    for value in values:
+        text = str(value)
+        if not text or any(c.isspace() for c in text):
+            raise NrpError(f"{what} {text!r} cannot be written to a TREC run (empty or whitespace)")
+
+
+def ranked_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """qid, docno, rank, score in trec_eval's order: queries as they first appear, then score
+    descending, ties by docno in descending string order; ranks 1, 2, ... per query."""
+    out = frame[list(TABLE_COLUMNS)].astype({"qid": str, "docno": str, "score": float})
+    order = pd.Series(range(out["qid"].nunique()), index=out["qid"].unique())
+    out = out.assign(_query=out["qid"].map(order)).sort_values(
+        ["_query", "score", "docno"], ascending=[True, False, False], kind="stable"
+    )
+    out["rank"] = out.groupby("_query").cumcount() + 1
+    return out[["qid", "docno", "rank", "score"]].reset_index(drop=True)
+
+
+def trec_text(frame: pd.DataFrame, tag: str) -> str:
+    """The run as TREC lines ``qid Q0 docno rank score tag`` (``ranked_rows`` order)."""
+    rows = ranked_rows(frame)
+    check_trec_ids(rows["qid"].unique(), "qid")
+    check_trec_ids(rows["docno"].unique(), "docno")
+    tag = safe_tag(tag)
+    return "".join(
+        f"{q} Q0 {d} {r} {float(s)!r} {tag}\n"
+        for q, d, r, s in zip(rows["qid"], rows["docno"], rows["rank"], rows["score"], strict=True)
+    )
+
+
+def _written_by_nrp(folder: Path) -> bool:
+    """Whether every entry of ``folder`` is a run its ``runs.tsv`` lists (or that index)."""
+    index = folder / RUNS_INDEX
+    if not index.is_file():
+        return False
+    try:
+        listed = set(pd.read_csv(index, sep="\t", dtype=str)["file"])
+    except (ValueError, KeyError, OSError, pd.errors.ParserError):
+        return False
+    found = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    return found - {RUNS_INDEX} <= listed
+
+
+def check_run_folder(folder: str | Path) -> Path:
+    """The folder runs will be written to, checked before any work: new, empty, or a run folder
+    nrp wrote before (replaced); a file in the way or another non-empty folder is an error."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(folder, None, "a file is in the way: runs are written to a folder")
+    if folder.is_dir() and any(folder.iterdir()) and not _written_by_nrp(folder):
+        raise InputError(
+            folder,
+            None,
+            f"folder is not empty and holds files no {RUNS_INDEX} of nrp lists; give a new or "
+            "empty folder (a run folder nrp wrote is replaced)",
+        )
+    return folder
+
+
+def write_runs(folder: str | Path, runs: Sequence[RunOut]) -> list[Path]:
+    """Write ``runs`` and their index into ``folder`` (module docstring), all or nothing; the
+    paths written."""
+    folder = check_run_folder(folder).resolve()
+    files = [run.file for run in runs]
+    repeated = sorted({f for f in files if files.count(f) > 1})
+    if repeated:
+        raise NrpError(f"two runs would be written to {repeated[0]}")
+    texts = [trec_text(run.frame, run.tag) for run in runs]  # every check before a byte
+    partial = folder.with_name(f".{folder.name}.partial-{os.getpid()}")
+    old = folder.with_name(f".{folder.name}.old-{os.getpid()}")
+    try:
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        for run, text in zip(runs, texts, strict=True):
+            target = partial / run.file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        index = pd.DataFrame(
+            [
+                {"file": run.file, "tag": safe_tag(run.tag), **run.about,
+                 "queries": run.frame["qid"].nunique(), "rows": len(run.frame)}
+                for run in runs
+            ]
+        )  # fmt: skip
+        index.to_csv(partial / RUNS_INDEX, sep="\t", index=False)
+        if folder.exists():
+            folder.rename(old)
+        partial.rename(folder)
+    except OSError as err:
+        if old.exists() and not folder.exists():
+            old.rename(folder)  # the previous runs back in place
+        raise NrpError(f"{folder}: cannot write the run files: {err.strerror or err}") from None
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)  # the previous runs, replaced
+    return [folder / run.file for run in runs]

@@ -24,7 +24,7 @@ from nrp.errors import ConfigError, InputError, NrpError
 from nrp.executors.base import Executor, active_executor
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
-from nrp.rankers.registry import make_ranker, split_specs
+from nrp.rankers.registry import as_rankers
 from nrp.settings import settings_with
 from nrp.validation.measures import (
     DimensionQrels,
@@ -41,7 +41,17 @@ from nrp.validation.result import (
     SystemInfo,
     ValidationResult,
 )
-from nrp.validation.runs import RunFile, RunFormat, read_run
+from nrp.validation.runs import (
+    RunFile,
+    RunFormat,
+    RunOut,
+    check_run_folder,
+    check_trec_ids,
+    frame_of,
+    read_run,
+    unique_file,
+    write_runs,
+)
 from nrp.validation.selection import SELECTION_RULE, choose
 from nrp.validation.settings import ValidationSettings
 
@@ -59,37 +69,58 @@ def validate(
     cache: bool = True,
     progress: Progress | None = None,
     executor: Executor | None = None,
+    save_runs: str | Path | None = None,
     **overrides: Any,
 ) -> ValidationResult:
     """Rank D_q with each ranker and choose the best ranker per dimension.
 
     ``ranker_specs``: spec strings (``"bm25"``, ``"monot5:batch=64"``, ``"random"``), a
-    comma-separated string of them, or ``Ranker`` objects. ``settings`` and ``overrides`` (its
-    fields: ``labels="raw"``, ``dimensions=[...]``, ...): see ``ValidationSettings``.
+    comma-separated string of them, ``Ranker`` objects or any PyTerrier transformers (wrapped
+    by ``nrp.rankers.pyterrier.from_transformer``), or one of these. ``settings`` and
+    ``overrides`` (its fields: ``labels="raw"``, ``dimensions=[...]``, ...): see
+    ``ValidationSettings``.
     ``cache``: serve and store scores in ``collection.path / "scores.sqlite"``. ``progress``:
     called with one line per ranker. ``executor``: where the documents are scored
     (``nrp.executors``; default: the active executor, else this process), in per-query
     partitions stored in the score cache as they arrive; the measures are computed here either
-    way."""
+    way. ``save_runs``: a folder to write each ranker's ranking of D_q to, as a TREC run file
+    (``nrp.validation.runs.write_runs``; checked before any ranking)."""
     checked = settings_with(ValidationSettings, settings, overrides).checked(collection)
     rankers = _rankers(collection, ranker_specs)
     executor = executor if executor is not None else active_executor()
     candidates = collection.candidates()
+    if save_runs is not None:
+        check_run_folder(save_runs)
+        check_trec_ids(candidates["qid"].unique(), "qid")
+        check_trec_ids(candidates["docno"].unique(), "docno")
     score_cache = ScoreCache(collection.path / SCORE_CACHE_FILE) if cache else None
     systems = [
         _ranker_system(collection, ranker, candidates, score_cache, executor, progress)
         for ranker in rankers
     ]
-    return _evaluate(collection, checked, systems, candidates, warnings=[])
+    result = _evaluate(collection, checked, systems, candidates, warnings=[])
+    if save_runs is not None:
+        _save_runs(save_runs, systems)
+    return result
+
+
+def _save_runs(folder: str | Path, systems: list[System]) -> None:
+    """Each system's run as ``NAME.run`` (its name made a file name), tagged with its name."""
+    used: set[str] = set()
+    runs = [
+        RunOut(unique_file(info.name, used), info.name, frame_of(run),
+               {"spec": info.spec, "fingerprint": info.fingerprint})
+        for info, run in systems
+    ]  # fmt: skip
+    write_runs(folder, runs)
 
 
 def _rankers(collection: Collection, ranker_specs: Sequence[str | Ranker] | str) -> list[Ranker]:
-    """The rankers of ``ranker_specs``, bound to ``collection``, their specs unique."""
-    if isinstance(ranker_specs, str):
-        ranker_specs = split_specs(ranker_specs)
-    if not ranker_specs:
+    """The rankers of ``ranker_specs`` (``as_rankers``), bound to ``collection``, their specs
+    unique."""
+    rankers = as_rankers(ranker_specs)
+    if not rankers:
         raise ConfigError("no rankers to validate")
-    rankers = [make_ranker(s) if isinstance(s, str) else s for s in ranker_specs]
     for ranker in rankers:
         ranker.bind_collection(collection)
     _check_unique([r.spec() for r in rankers], "ranker spec")

@@ -29,6 +29,7 @@ BUILTIN_MODULES = tuple(
         "argquality",
         "cranfield",
         "html_folder",
+        "irds",
         "liveqa_med",
         "mediqa",
         "table",

@@ -52,3 +52,11 @@ class Format:
     read: Reader
     options: Mapping[str, Option] = field(default_factory=dict)
     path_is_folder: bool = False
+    #: for an input that is not a file under the data root (an ir_datasets id): what names it,
+    #: from the source's options (``irds:vaswani``). Such a source has no ``path`` in the
+    #: manifest, and ingest fingerprints the records it reads instead of file bytes.
+    locator: Callable[[Mapping[str, Any]], str] | None = None
+
+    @property
+    def reads_files(self) -> bool:
+        return self.locator is None
