@@ -38,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "parse_spec": "nrp.rankers.registry",
     "Ranker": "nrp.rankers.base",
     "ScoreCache": "nrp.rankers.cache",
+    "PACKAGED_MODELS": "nrp.models.folders",
     "SCORE_CACHE_FILE": "nrp.rankers.cache",
     # validation
     "validate": "nrp.validation.validate",

@@ -137,7 +137,10 @@ def test_model_paths_in_specs_are_checked_and_resolved(tmp_path):
     assert check("dense:model=minilm,batch=8") == "dense:model=minilm,batch=8"
     assert check("dense:model=models/mini") == f"dense:model={root / 'models' / 'mini'}"
     assert check(f"dense:model={root / 'models' / 'mini'}").endswith("models/mini")
-    assert check("dense:model=org/hub-id") == "dense:model=org/hub-id"
+    # issue 16: a hub id is no folder of a root (and a request must not make the server fetch
+    # a model): refused, where it used to pass through to the worker
+    with pytest.raises(RequestError, match="'org/hub-id' is not a model this server offers"):
+        check("dense:model=org/hub-id")
     for outside in ("/etc", "../models", str(tmp_path)):
         with pytest.raises(RequestError, match="outside the data roots"):
             check(f"dense:model={outside}")
