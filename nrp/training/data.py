@@ -11,8 +11,11 @@ models will be evaluated on.
 
 Queries are keyed by their qid in the trained (evaluation) collection and by ``NAME/qid`` in the
 collections of ``also``, so qids that repeat across collections stay apart. Two queries are the
-same question when their normalised texts are equal (``nrp.rankers.cross.normalise_query``:
-case-folded, punctuation and spacing ignored).
+same question (``same_question``) when their normalised texts are equal
+(``nrp.rankers.cross.normalise_query``: case-folded, punctuation and spacing ignored) or nearly
+equal: the Jaccard similarity of their word sets is at least ``NEAR_DUPLICATE`` (an edited date,
+a placeholder such as ``[NAME]`` for a name, a subject line added). Near duplicates are a leak as
+much as equal texts, and leaving out a training query that only looked alike costs little.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from nrp.rankers.cross import normalise_query, query_hash
 EXAMPLE_COLUMNS = ("key", "source", "qid", "query", "question", "docno", "text", "gain", "weight")
 #: the topic field read as the query unless training names another
 DEFAULT_FIELD = "query"
+#: word-set Jaccard similarity from which two normalised question texts are the same question
+NEAR_DUPLICATE = 0.7
 
 
 @dataclass
@@ -81,7 +86,8 @@ class TrainingData:
     def overlap_record(self) -> dict[str, Any]:
         """What ``training.json`` records of the questions shared between collections."""
         return {
-            "rule": "normalised query text equality (case, punctuation and spacing ignored)",
+            "rule": "normalised query texts equal (case, punctuation and spacing ignored) or "
+            f"their word sets at Jaccard similarity >= {NEAR_DUPLICATE}",
             "excluded": dict(sorted(self.excluded.items())),
             "same_text_across_folds": {str(f): keys for f, keys in sorted(self.same_text.items())},
             "counts": {
@@ -201,47 +207,58 @@ def _source(collection: Collection, dimension: str, role: str) -> dict[str, Any]
     }
 
 
+def same_question(mine: set[str], theirs: set[str]) -> bool:
+    """Whether two sets of normalised question texts share a question: one text equal, or two
+    texts whose word sets have a Jaccard similarity of at least ``NEAR_DUPLICATE``."""
+    if mine & theirs:
+        return True
+    for text in mine:
+        words = set(text.split())
+        for other in theirs:
+            others = set(other.split())
+            if len(words & others) >= NEAR_DUPLICATE * len(words | others) > 0:
+                return True
+    return False
+
+
 def _find_overlaps(data: TrainingData, held_out: Sequence[Collection], field: str) -> None:
     """Fill ``excluded`` and ``same_text`` (see ``TrainingData``). A query's texts are its
-    topic query and its trained field; two queries ask the same when any texts are equal."""
+    topic query and its trained field; two queries ask the same when ``same_question``."""
     queries = data.examples.drop_duplicates("key").set_index("key")
     texts_of = {
         key: {normalise_query(row["query"]), normalise_query(row["question"])} - {""}
         for key, row in queries.iterrows()
     }
-    main_texts: dict[str, list[str]] = {}
-    for qid, texts in _question_texts(data.collection, field):
-        for text in texts:
-            main_texts.setdefault(text, []).append(qid)
-    held: dict[str, str] = {}
-    for other in held_out:
-        for qid, texts in _question_texts(other, field):
-            for text in texts:
-                held.setdefault(text, f"{other.name}/{qid}")
+    main = _question_texts(data.collection, field)
+    held = [
+        (f"{other.name}/{qid}", texts)
+        for other in held_out
+        for qid, texts in _question_texts(other, field)
+    ]
     for key, texts in texts_of.items():
-        repeated = sorted(texts & set(held))
-        shared = sorted(texts & set(main_texts))
-        if repeated:
-            data.excluded[key] = f"same question as held-out query {held[repeated[0]]}"
-        elif key not in data.qid_fold and shared:
-            data.excluded[key] = (
-                f"same question as {data.collection.name}/{main_texts[shared[0]][0]}"
-            )
-    data.same_text = _same_text_across_folds(data, texts_of, main_texts)
+        repeated = next((name for name, other in held if same_question(texts, other)), None)
+        shared = next((qid for qid, other in main if same_question(texts, other)), None)
+        if repeated is not None:
+            data.excluded[key] = f"same question as held-out query {repeated}"
+        elif key not in data.qid_fold and shared is not None:
+            data.excluded[key] = f"same question as {data.collection.name}/{shared}"
+    data.same_text = _same_text_across_folds(data, texts_of, main)
 
 
 def _same_text_across_folds(
-    data: TrainingData, texts_of: dict[str, set[str]], main_texts: dict[str, list[str]]
+    data: TrainingData, texts_of: dict[str, set[str]], main: list[tuple[str, set[str]]]
 ) -> dict[int, list[str]]:
     """For each fold, the trained collection's queries of other folds that ask one of its
     questions (left out of that fold's model)."""
     found: dict[int, set[str]] = {}
     for key, fold in data.qid_fold.items():
-        for text in texts_of.get(key, set()):
-            for twin in main_texts.get(text, []):
-                other = data.qid_fold.get(twin)
-                if other is not None and other != fold and twin not in data.excluded:
-                    found.setdefault(fold, set()).add(twin)
+        texts = texts_of.get(key, set())
+        for twin, other_texts in main:
+            other = data.qid_fold.get(twin)
+            if other is None or other == fold or twin in data.excluded:
+                continue
+            if same_question(texts, other_texts):
+                found.setdefault(fold, set()).add(twin)
     return {fold: sorted(keys) for fold, keys in sorted(found.items())}
 
 

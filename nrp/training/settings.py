@@ -29,7 +29,7 @@ class TrainSettings:
     base: str = "minilm"
     folds: int = 5
     seed: int = 0
-    epochs: int = 1
+    epochs: int = 2
     batch: int = 16
     lr: float = 2e-4
     warmup: float = 0.1

@@ -18,7 +18,7 @@ from nrp import api
 from nrp.cli import main
 from nrp.collection.folds import assign_folds
 from nrp.rankers.registry import make_ranker
-from nrp.training.data import gather
+from nrp.training.data import gather, same_question
 
 # 8 epochs of full fine-tuning teach the tiny model the word (about 6 s on one thread)
 LEARN = {"epochs": 8, "lr": 3e-3, "batch": 16, "train_layers": 0, "device": "cpu"}
@@ -177,6 +177,27 @@ def test_held_out_collections_questions_train_no_model(built, tmp_path):
     for entry in [*record["models"]["folds"], record["models"]["all"]]:
         assert not {"q01", "q05"} & set(entry["trained_queries"])
     assert {"q01", "q05"} <= set(record["folds"]["qid_fold"])  # still scored cross-fitted
+
+
+def test_same_question_takes_equal_texts_and_near_duplicates():
+    assert same_question({"what helps asthma"}, {"x", "what helps asthma"})
+    # {what, helps, asthma} / {what, helps, really, asthma}: Jaccard 3/4 = 0.75 >= 0.7
+    assert same_question({"what helps asthma"}, {"what really helps asthma"})
+    # {what, helps, gout} / {what, helps, gout, at, night}: 3/5 = 0.6 < 0.7
+    assert not same_question({"what helps gout"}, {"what helps gout at night"})
+    assert not same_question(set(), {"what helps gout"})
+
+
+def test_held_out_near_duplicates_are_left_out_like_equal_questions(built, tmp_path):
+    near = handmade.write_collection(
+        tmp_path / "near", built["indexes"], "near", ["really asthma", "gout at night"], seed=4
+    )
+    words = api.Collection.load("words", built["indexes"])
+    data = gather(words, "relevance", held_out=[near], folds=5, seed=0)
+    # "what helps really asthma" nearly asks q01 "what helps asthma"; q05's gout question is
+    # only 3 of 5 words of "what helps gout at night"
+    assert data.excluded == {"q01": "same question as held-out query near/q01"}
+    assert "Jaccard similarity >= 0.7" in data.overlap_record()["rule"]
 
 
 def test_a_question_asked_twice_is_left_out_of_the_other_fold_model(built, tmp_path):
