@@ -27,6 +27,9 @@ _EXPORTS: dict[str, str] = {
     "all_formats": "nrp.collection.formats",
     "Manifest": "nrp.collection.manifest",
     "COMBINED": "nrp.collection.manifest",
+    "inside_roots": "nrp.collection.manifest",
+    "first_outside": "nrp.collection.manifest",
+    "read_mapping_text": "nrp.collection.mapping_files",
     "STORE_FILE": "nrp.collection.store",
     # answers
     "read_answers": "nrp.answers",

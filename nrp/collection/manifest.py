@@ -6,7 +6,7 @@ file and the key, raised before any input is read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,22 +126,37 @@ class Manifest:
         )
 
 
-def inside_root(path: Path, root: Path) -> bool:
-    """Whether ``path`` lies inside ``root`` once both are resolved (``..`` and links followed):
-    the one rule that keeps a manifest's sources under its data root."""
-    return Path(path).resolve().is_relative_to(Path(root).resolve())
+def inside_roots(path: Path, roots: Iterable[Path]) -> bool:
+    """Whether ``path`` lies inside one of ``roots`` once all are resolved (``..`` and links
+    followed): the one rule that keeps the files a manifest (CLI) or a request (service) names
+    under their data roots."""
+    resolved = Path(path).resolve()
+    return any(resolved.is_relative_to(Path(root).resolve()) for root in roots)
+
+
+def first_outside(
+    sources: Iterable[SourceSpec], roots: Iterable[Path]
+) -> tuple[SourceSpec, Path] | None:
+    """The first source, and the file it reads (its path or a file a path option names), that
+    lies inside none of ``roots``; None when every file does."""
+    roots = tuple(roots)
+    for source in sources:
+        for file in source.files():
+            if not inside_roots(file, roots):
+                return source, file
+    return None
 
 
 def _confine(sources: tuple[SourceSpec, ...], root: Path, where: str) -> None:
     """Every file the sources name lies inside the data root, or a ConfigError names the first
     that does not (a manifest says ``allow_outside_root: true`` to read files elsewhere)."""
-    for source in sources:
-        for file in source.files():
-            if not inside_root(file, root):
-                raise ConfigError(
-                    f"{where}: sources[{source.position}] reads {quote(str(file))}, outside the "
-                    f"data root {root}; say `allow_outside_root: true` in the manifest to allow it"
-                )
+    found = first_outside(sources, (root,))
+    if found is not None:
+        source, file = found
+        raise ConfigError(
+            f"{where}: sources[{source.position}] reads {quote(str(file))}, outside the "
+            f"data root {root}; say `allow_outside_root: true` in the manifest to allow it"
+        )
 
 
 def _path_text(value: Any, what: str) -> str:

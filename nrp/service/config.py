@@ -4,8 +4,8 @@ Settings come from, in increasing precedence: the defaults below, a config file 
 ``--config``), environment variables (``NRP_TOKENS``, ``NRP_SERVICE_STORE``, ``NRP_EXECUTOR``,
 ``NRP_RAY_ADDRESS``; ``NRP_INDEXES`` only when the file names no ``indexes``, as for the other
 commands) and command-line options.
-Every unknown key or bad value is a ``ConfigError`` naming the file and key, so a typo never
-silently falls back to a default.
+Every unknown key, key given twice or bad value is a ``ConfigError`` naming the file and key
+(and line), so a typo never silently falls back to a default.
 
 Choices, and why:
 
@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from nrp import api
-from nrp.errors import ConfigError
+from nrp.errors import ConfigError, InputError
 
 SCOPES = ("admin", "read")
 DEFAULT_STORE_FILE = "service.sqlite"
@@ -399,18 +399,15 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
-    text = path.read_text(encoding="utf-8")
     try:
-        if path.suffix.lower() == ".toml":
-            import tomllib
-
-            data = tomllib.loads(text)
-        else:
-            import yaml
-
-            data = yaml.safe_load(text) or {}
-    except Exception as err:  # parser errors have many types
-        raise ConfigError(f"{path}: cannot parse: {' '.join(str(err).split())}") from None
+        # strictly, as manifests: a setting given twice is an error at its line, not "last wins"
+        data = api.read_mapping_text(path, path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: cannot parse: not valid UTF-8") from None
+    except InputError as err:
+        where = path if err.line is None else f"{path}:{err.line}"
+        raise ConfigError(f"{where}: cannot parse: {err.problem}") from None
+    data = data or {}  # an empty file: no settings
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings")
     base = path.parent

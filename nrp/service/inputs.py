@@ -75,22 +75,20 @@ def resolve_in_roots(text: str, roots: Sequence[Path], what: str) -> Path:
     raise RequestError(422, f"{what}: {raw!r} not found in the data roots")
 
 
-def inside_roots(path: Path, roots: Sequence[Path]) -> bool:
-    resolved = Path(path).resolve()
-    return any(resolved.is_relative_to(root) for root in roots)
-
-
 def check_manifest(manifest_text: str, roots: Sequence[Path]) -> Path:
-    """The manifest a request names, with every source it reads inside the data roots."""
+    """The manifest a request names, with every file its sources read (their paths and the
+    files their options name, such as ``narratives``) inside the data roots: the collection
+    layer's rule (``api.first_outside``), whatever the manifest's own ``data_root`` or
+    ``allow_outside_root`` say."""
     path = resolve_in_roots(manifest_text, roots, "manifest")
     manifest = api.Manifest.load(path)
-    for source in manifest.sources:
-        if not inside_roots(source.path, roots):
-            raise RequestError(
-                422,
-                f"manifest {manifest_text}: {source.describe().split(' (')[0]} reads a file "
-                "outside the data roots",
-            )
+    found = api.first_outside(manifest.sources, roots)
+    if found is not None:
+        raise RequestError(
+            422,
+            f"manifest {manifest_text}: sources[{found[0].position}] reads a file outside the "
+            "data roots",
+        )
     return path
 
 
@@ -149,7 +147,7 @@ class ModelPlaces:
         target, or a folder inside a root."""
         if resolved in api.PACKAGED_MODELS or resolved in dict(self.named).values():
             return True
-        return Path(resolved).is_absolute() and inside_roots(Path(resolved), self.roots)
+        return Path(resolved).is_absolute() and api.inside_roots(Path(resolved), self.roots)
 
 
 def check_spec_paths(
@@ -197,7 +195,7 @@ def _spec_path(value: str, roots: Sequence[Path], what: str, label: str = "data 
         return value
     if pure.is_absolute() or value.startswith("~") or ".." in pure.parts:
         resolved = Path(value).expanduser().resolve()
-        if roots and inside_roots(resolved, roots) and ".." not in pure.parts:
+        if roots and api.inside_roots(resolved, roots) and ".." not in pure.parts:
             return str(resolved)
         raise RequestError(422, f"{what}: {value!r} is outside the {label}")
     for root in roots:

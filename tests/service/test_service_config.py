@@ -103,6 +103,27 @@ def test_nrp_serve_with_a_bad_config_exits_2_with_one_line(tmp_path, capsys):
     assert len(err.splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "line", "problem"),
+    [
+        # the last value is out of range: a reader that keeps it fails, never starts a server
+        ("service.yaml", "port: 9001\nhost: 127.0.0.1\nport: 70000\n", 3,
+         "key 'port' given twice (first at line 1)"),
+        ("service.toml", "port = 9001\nhost = '127.0.0.1'\nport = 70000\n", 3,
+         "Cannot overwrite"),
+    ],
+)  # fmt: skip
+def test_nrp_serve_refuses_a_config_file_that_gives_a_setting_twice(
+    tmp_path, capsys, name, text, line, problem
+):
+    path = tmp_path / name
+    path.write_text(text)
+    assert cli_main(["serve", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"nrp: error: {path}:{line}: cannot parse: ")
+    assert problem in err and len(err.strip().splitlines()) == 1
+
+
 def test_server_paths_stay_inside_the_data_roots(tmp_path):
     root = (tmp_path / "root").resolve()
     (root / "sub").mkdir(parents=True)
