@@ -44,6 +44,7 @@ bench: setup
 	$(BIN)/python scripts/bench_rankers.py
 	$(BIN)/python scripts/bench_nrp.py
 	$(BIN)/python scripts/bench_ray.py
+	$(BIN)/python scripts/bench_train.py
 
 lint: setup
 	$(BIN)/lint-imports

@@ -9,6 +9,10 @@ Formats (by suffix; a folder is read file by file, see ``read_answers``):
   ``answer1..answerN``; the LLM is the parent folder's name, the prompt the file's stem, sample is
   N - 1. A CSV, TSV or Parquet file is wide when it has answerN columns and no ``text`` column.
 
+Identifiers (llm, prompt, qid, answer_id) are read in Unicode NFC, as the collection's ids are,
+so an answer whose qid an editor wrote in NFD still meets its topic; ``sample`` is an integer
+from 0 to ``MAX_SAMPLE``.
+
 Everything is strict: a bad value is an ``InputError`` naming the file and line (Parquet: row),
 unless ``skip_invalid`` is set, in which case the answer is left out and listed in
 ``AnswerSet.skipped`` with its location and reason, so nothing is ever dropped silently. Problems
@@ -28,8 +32,9 @@ from typing import Any, Literal, Protocol
 
 import pandas as pd
 
-from nrp.collection.formats._io import iter_lines, iter_table
-from nrp.errors import InputError
+from nrp.collection.formats._io import iter_lines, iter_table, json_problem
+from nrp.collection.records import nfc
+from nrp.errors import InputError, clip, quote
 
 COLUMNS = ["answer_id", "llm", "prompt", "qid", "sample", "text"]
 # llm and prompt are required, not defaulted: NRP is aggregated per llm x prompt, and a default
@@ -40,7 +45,10 @@ LONG_SUFFIXES = (".jsonl", ".ndjson")
 TABLE_SUFFIXES = (".csv", ".tsv")
 PARQUET_SUFFIXES = (".parquet",)
 SUFFIXES = LONG_SUFFIXES + TABLE_SUFFIXES + PARQUET_SUFFIXES
-WIDE_COLUMN = re.compile(r"answer(\d+)")
+#: the largest sample number an answer may have (also the wide layout's answerN - 1): a 32-bit
+#: signed integer, so every store and frame holds it
+MAX_SAMPLE = 2**31 - 1
+WIDE_COLUMN = re.compile(r"answer([0-9]{1,10})")
 
 Unit = Literal["line", "row"]
 
@@ -173,7 +181,7 @@ def _answer_files(path: Path) -> list[Path]:
             raise InputError(
                 path,
                 None,
-                f"cannot read answers from a {path.suffix!r} file "
+                f"cannot read answers from a {quote(path.suffix)} file "
                 f"(expected one of {', '.join(SUFFIXES)})",
             )
         return [path]
@@ -277,10 +285,8 @@ class AnswerReader:
             where = AnswerLocation(file, number)
             try:
                 value = json.loads(line)
-            except json.JSONDecodeError as err:
-                self._invalid(
-                    where, "malformed_json", f"invalid JSON: {err.msg} at column {err.colno}"
-                )
+            except ValueError as err:  # JSONDecodeError, or a number of over 4,300 digits
+                self._invalid(where, "malformed_json", json_problem(err))
                 continue
             if not isinstance(value, dict):
                 self._invalid(
@@ -313,7 +319,11 @@ class AnswerReader:
                 raise InputError(file, None, "missing column 'qid' (wide layout: qid, answer1..N)")
             if 0 in wide.values():
                 raise InputError(file, None, "answer columns are numbered from answer1")
-            llm, prompt = file.parent.resolve().name, file.stem
+            if max(wide.values()) > MAX_SAMPLE + 1:
+                raise InputError(
+                    file, None, f"answer columns are numbered up to answer{MAX_SAMPLE + 1}"
+                )
+            llm, prompt = nfc(file.parent.resolve().name), nfc(file.stem)
             for line, record in records:
                 self._wide_row(AnswerLocation(file, line, unit), record, wide, llm, prompt)
             return
@@ -322,7 +332,8 @@ class AnswerReader:
             raise InputError(
                 file,
                 None,
-                f"missing column(s) {', '.join(map(repr, missing))} (found: {', '.join(columns)}); "
+                f"missing column(s) {', '.join(map(repr, missing))} "
+                f"(found: {clip(', '.join(columns))}); "
                 f"an answer file has {', '.join(LONG_REQUIRED)} and optionally answer_id, sample, "
                 "or the wide layout qid, answer1..answerN",
             )
@@ -389,11 +400,13 @@ class AnswerReader:
         text: str,
     ) -> None:
         if self.known_qids is not None and qid not in self.known_qids:
-            raise _Invalid("unknown_qid", f"unknown qid {qid!r}: not a topic of the collection")
+            raise _Invalid(
+                "unknown_qid", f"unknown qid {quote(qid)}: not a topic of the collection"
+            )
         first = self.first_seen.get(answer_id)
         if first is not None:
             raise _Invalid(
-                "duplicate_answer_id", f"duplicate answer_id {answer_id!r} (first at {first})"
+                "duplicate_answer_id", f"duplicate answer_id {quote(answer_id)} (first at {first})"
             )
         self.first_seen[answer_id] = where
         for column, value in zip(COLUMNS, (answer_id, llm, prompt, qid, sample, text), strict=True):
@@ -437,7 +450,7 @@ def _optional_name(value: Any, what: str) -> str | None:
         raise _Invalid(
             "invalid_value", f"{what} must be a string or integer, found {type(value).__name__}"
         )
-    text = str(value).strip()
+    text = nfc(value.strip()) if isinstance(value, str) else str(value)
     return text or None
 
 
@@ -449,18 +462,25 @@ def _name(value: Any, what: str) -> str:
 
 
 def _sample(value: Any) -> int | None:
-    """A non-negative integer, or None when absent (then derived from the order)."""
+    """An integer from 0 to ``MAX_SAMPLE``, or None when absent (then derived from the order)."""
     if _is_missing(value) or (isinstance(value, str) and not value.strip()):
         return None
     number: int | None = None
+    digits = re.fullmatch(r"\s*\+?([0-9]+)\s*", value) if isinstance(value, str) else None
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
-    elif (isinstance(value, float) and value.is_integer()) or (  # Parquet ints with nulls
-        isinstance(value, str) and re.fullmatch(r"\s*\+?\d+\s*", value)
-    ):
+    elif isinstance(value, float) and value.is_integer():  # Parquet ints with nulls
         number = int(value)
+    elif digits is not None:  # no int() of a 5,000-digit string: too long is out of range
+        number = int(digits[1]) if len(digits[1].lstrip("0")) <= 10 else MAX_SAMPLE + 1
     if number is None or number < 0:
-        raise _Invalid("invalid_sample", f"sample must be a non-negative integer, found {value!r}")
+        raise _Invalid(
+            "invalid_sample", f"sample must be a non-negative integer, found {quote(value)}"
+        )
+    if number > MAX_SAMPLE:
+        raise _Invalid(
+            "invalid_sample", f"sample {quote(value)} is out of range (0 to {MAX_SAMPLE:,})"
+        )
     return number
 
 
@@ -519,7 +539,7 @@ def _decode(file: Path, row: int, column: str, item: bytes | None) -> str | None
         raise InputError(
             file,
             None,
-            f"row {row}: column {column!r} is not valid UTF-8: "
+            f"row {row}: column {quote(column)} is not valid UTF-8: "
             f"byte 0x{item[err.start]:02x} cannot be decoded",
         ) from None
 

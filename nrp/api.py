@@ -29,6 +29,9 @@ _EXPORTS: dict[str, str] = {
     "Manifest": "nrp.collection.manifest",
     "DATASET_PREFIX": "nrp.collection.manifest",
     "COMBINED": "nrp.collection.manifest",
+    "inside_roots": "nrp.collection.manifest",
+    "first_outside": "nrp.collection.manifest",
+    "read_mapping_text": "nrp.collection.mapping_files",
     "STORE_FILE": "nrp.collection.store",
     # answers
     "read_answers": "nrp.answers",
@@ -43,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "TransformerRanker": "nrp.rankers.pyterrier",
     "Ranker": "nrp.rankers.base",
     "ScoreCache": "nrp.rankers.cache",
+    "PACKAGED_MODELS": "nrp.models.folders",
     "SCORE_CACHE_FILE": "nrp.rankers.cache",
     # validation
     "validate": "nrp.validation.validate",

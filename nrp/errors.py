@@ -4,6 +4,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
+#: the most characters of one value an error message quotes: a 5 MB cell or label stays out of
+#: the message (the value is cut, and the message says how long it was)
+QUOTE_LIMIT = 200
+#: the longest problem text an ``InputError`` keeps, whatever it quotes (several values, a list)
+PROBLEM_LIMIT = 1000
+
+
+def clip(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was when cut."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(value)`` for an error message, quoting at most ``limit`` characters of it."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value):,} characters)"
+    return clip(repr(value), limit)
+
 
 class NrpError(Exception):
     """Base class of every error nrp reports to a user (the CLI prints it and exits 2)."""
@@ -15,7 +34,8 @@ class InputError(NrpError):
     def __init__(self, path: str | Path | None, line: int | None, problem: str):
         self.path = None if path is None else str(path)
         self.line = line
-        self.problem = " ".join(str(problem).split())  # always one line
+        # always one line, and never a whole file's worth of quoted data
+        self.problem = clip(" ".join(str(problem).split()), PROBLEM_LIMIT)
         super().__init__(self.__str__())
 
     def __str__(self) -> str:

@@ -8,11 +8,16 @@ kind spells and validates its options the same way.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nrp.errors import ConfigError
+from nrp.errors import ConfigError, quote
+
+#: the range of every integer parameter (batch sizes, seeds, passage lengths, k): a 32-bit signed
+#: integer, which every library the components call takes; anything larger is a typo or an attack
+INT_RANGE = (-(2**31), 2**31 - 1)
 
 
 @dataclass(frozen=True)
@@ -35,8 +40,17 @@ def convert(value: str, param: Param, kind: str, name: str, key: str) -> Any:
             converted = param.type(value)
     except ValueError:
         raise ConfigError(
-            f"{kind} {name!r}: parameter {key}={value!r} is not a {param.type.__name__}"
+            f"{kind} {name!r}: parameter {key}={quote(value)} is not a {param.type.__name__}"
         ) from None
+    if param.type is int and not INT_RANGE[0] <= converted <= INT_RANGE[1]:
+        raise ConfigError(
+            f"{kind} {name!r}: parameter {key}={quote(value)} is out of range "
+            f"({INT_RANGE[0]:,} to {INT_RANGE[1]:,})"
+        )
+    if param.type is float and not math.isfinite(converted):
+        raise ConfigError(
+            f"{kind} {name!r}: parameter {key}={quote(value)} must be a finite number"
+        )
     if param.choices is not None and converted not in param.choices:
         raise ConfigError(
             f"{kind} {name!r}: parameter {key}={value!r} must be one of "

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The trained-rankers study: the figures of issue 13, from the shared collections, resumable.
 
-For every dimension of MEDIQA 2019 test, the LiveQA-Med MedQuAD pool, Webis-ArgQuality-20 and
-CLEF eHealth 2021, a cross-encoder is trained on the collection's own judgments with
+For every dimension of MEDIQA 2019 test, the LiveQA-Med MedQuAD pool, Webis-ArgQuality-20,
+CLEF eHealth 2021 and Cranfield, a cross-encoder is trained on the collection's own judgments with
 query-disjoint folds (``nrp.api.train_ranker``, the defaults of ``nrp train``), and its
 cross-fitted scores (``cross:model=DIR``, fold=cross) are compared with the zoo:
 
@@ -19,9 +19,9 @@ cross-fitted scores (``cross:model=DIR``, fold=cross) are compared with the zoo:
 
 Transfer: one ranker trained on the MEDIQA 2019 training and validation sets
 (manifests/mediqa-2019-train.yaml) with the evaluation collections held out (their questions
-are left out of training; 2 folds, whose models are not read), evaluated with fold=all on the LiveQA pool and the MEDIQA test set
-(agreement, paired comparisons and validation as above); the overlap checks come from its
-``training.json``.
+are left out of training; 2 folds, whose models are not read), evaluated with fold=all on the
+LiveQA pool and the MEDIQA test set (agreement, paired comparisons and validation as above); the
+overlap checks come from its ``training.json``.
 
 Output in ``--out DIR``: ``indexes/`` (unless ``--indexes``), ``models/`` (the trained folders,
 each with a ``.timing.json`` beside it), ``tables/*.csv`` and ``tables/*.json`` (trainings,
@@ -29,6 +29,8 @@ agreement, paired, validation, overlap) and ``study.md``, which is printed at th
 are rewritten after each collection and dimension, so a long run shows its figures as they come.
 A run that is stopped continues where it was: a complete trained folder is used again (after
 checking that it was trained with the same settings), and scores come from the score cache.
+Runs of parts add up: the rows an earlier run wrote for parts this run does not select are kept
+in the tables and the summary.
 
     .venv/bin/python scripts/trained_rankers_study.py --out runs/study
     .venv/bin/python scripts/trained_rankers_study.py --out runs/smoke \\
@@ -123,6 +125,7 @@ COLLECTIONS = (
     ),
     StudyCollection("argquality-20", MANIFESTS / "argquality-20.yaml", ("short",)),
     StudyCollection("clef-ehealth-2021", MANIFESTS / "clef-ehealth-2021.yaml", ("narrative",)),
+    StudyCollection("cranfield", MANIFESTS / "cranfield.yaml"),
 )
 MEDIQA_TRAIN = StudyCollection("mediqa-2019-train", MANIFESTS / "mediqa-2019-train.yaml")
 TRANSFER_PLAN = TransferPlan(MEDIQA_TRAIN, "relevance", ("liveqa-med-2017", "mediqa-2019"))
@@ -613,7 +616,7 @@ def run_study(options: StudyOptions) -> StudyTables:
     """Ingest, train, evaluate; the tables are written after each step."""
     selection = select(options)
     loaded = ingest(options, selection)
-    tables = StudyTables()
+    tables = earlier_tables(options, selection)
     for item in options.collections:
         if item.name not in selection.targets:
             continue
@@ -625,6 +628,31 @@ def run_study(options: StudyOptions) -> StudyTables:
         study_transfer(options, loaded, tables)
     write_outputs(options, tables)
     return tables
+
+
+def earlier_tables(options: StudyOptions, selection: Selection) -> StudyTables:
+    """The rows an earlier run wrote to ``out/tables`` for what this run does not select, so
+    that runs of parts (``--only``) add up to one study; the selected parts are computed anew."""
+    kept = StudyTables()
+    for name in TABLES:
+        path = options.out / "tables" / f"{name}.json"
+        if path.exists():
+            rows = json.loads(path.read_text(encoding="utf-8"))
+            setattr(kept, name, [r for r in rows if not _selected(r, selection, options)])
+    return kept
+
+
+def _selected(row: Mapping[str, Any], selection: Selection, options: StudyOptions) -> bool:
+    """Whether this run computes ``row`` again (its collection and dimension, or the transfer)."""
+    transfer = row.get("role") == TRANSFER or row.get("setting") == TRANSFERRED
+    transfer = transfer or ("check" in row and row.get("trained_on") == options.transfer.train.name)
+    if transfer:
+        return selection.transfer
+    collection = row.get("collection", row.get("trained_on"))
+    if collection not in selection.targets:
+        return False
+    dimensions = selection.targets[collection]
+    return dimensions is None or row.get("dimension") in dimensions
 
 
 # -- output ----------------------------------------------------------------------------------------

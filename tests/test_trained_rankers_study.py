@@ -5,6 +5,7 @@ questions it left out, a second run reuses the trained folders, and bad argument
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import sys
@@ -163,6 +164,20 @@ def test_outputs_are_written_and_a_second_run_reuses_the_models(ran):
     assert again.agreement == tables.agreement
     with pytest.raises(study.StudyError, match=r"other settings \(seed differ\)"):
         study.run_study(options_for(root, built, seed=1))
+
+
+def test_a_run_of_one_part_keeps_the_rows_of_the_others(ran):
+    _, _, options, tables = ran
+    saved = json.loads((options.out / "tables" / "agreement.json").read_text())
+    again = study.run_study(dataclasses.replace(options, only=("transfer",)))
+    assert [(r["role"], r["status"]) for r in again.trainings] == [
+        ("cross-fitted", "reused"),  # the earlier run's row, kept
+        ("transfer", "reused"),
+    ]
+    cross = [r for r in saved if r["setting"] == study.CROSS_FITTED]
+    assert cross and [r for r in again.agreement if r["setting"] == study.CROSS_FITTED] == cross
+    assert len(again.agreement) == len(tables.agreement)
+    assert len(again.overlap) == len(tables.overlap)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from nrp import api
-from nrp.cli.common import add_indexes_option, print_progress
+from nrp.cli.common import add_indexes_option, check_out, print_progress
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -27,6 +27,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    check_out(args.out)
     collection = api.Collection.load(args.collection, args.indexes)
     result = api.agreement(
         collection, args.rankers, labels=args.labels, ties=args.ties, progress=print_progress

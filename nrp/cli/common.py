@@ -10,7 +10,7 @@ import argparse
 import sys
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from nrp import api
 from nrp.errors import NrpError
@@ -71,13 +71,34 @@ def read_answer_set(path: Path, collection: object, skip_invalid: bool) -> Any:
     return answer_set
 
 
+def check_out(path: Path | None, kind: Literal["folder", "file"] = "folder") -> None:
+    """An ``--out`` that cannot be written is a one-line error before any work is done: a folder
+    that exists as a file (or lies under a file), a file that exists as a folder."""
+    if path is None:
+        return
+    if kind == "folder" and path.exists() and not path.is_dir():
+        raise NrpError(f"--out {path}: exists and is not a folder")
+    if kind == "file" and path.is_dir():
+        raise NrpError(f"--out {path}: is a folder; give a file name")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise NrpError(f"--out {path}: {parent} is a file, not a folder")
+            return
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Run the sub-command ``args`` names; a library error is one line on stderr and exit 2
-    (argparse's code for a usage error), an interrupt exit 130."""
+    (argparse's code for a usage error), and so is a file that cannot be read or written (no
+    permission, a name too long, a full disk); an interrupt exits 130."""
     try:
         return args.run(args)
     except NrpError as err:
         print(f"nrp: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"nrp: error: {where}{err.strerror or err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("nrp: interrupted", file=sys.stderr)

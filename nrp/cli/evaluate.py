@@ -10,6 +10,7 @@ from nrp import api
 from nrp.cli.common import (
     add_executor_options,
     add_indexes_option,
+    check_out,
     open_executor,
     print_progress,
     read_answer_set,
@@ -67,6 +68,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    check_out(args.out)
     collection = api.Collection.load(args.collection, args.indexes)
     answer_set = read_answer_set(args.answers, collection, args.skip_invalid)
     with open_executor(args) as executor:

@@ -10,6 +10,7 @@ from nrp import api
 from nrp.cli.common import (
     add_executor_options,
     add_indexes_option,
+    check_out,
     open_executor,
     print_progress,
     report_executor,
@@ -62,6 +63,7 @@ def _llm(args: argparse.Namespace) -> object:
 
 
 def handle(args: argparse.Namespace) -> int:
+    check_out(args.out, "file")
     llm = _llm(args)
     options = api.GenerationOptions(
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,

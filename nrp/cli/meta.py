@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from nrp import api
+from nrp.cli.common import check_out
 from nrp.errors import NrpError
 
 
@@ -61,6 +62,7 @@ def _names(value: str | None) -> list[str] | None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    check_out(args.out)
     try:
         thresholds = [float(t) for t in _names(args.thresholds)] if args.thresholds else None
     except ValueError:

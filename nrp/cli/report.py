@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from nrp import api
-from nrp.cli.common import print_progress
+from nrp.cli.common import check_out, print_progress
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -43,6 +43,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    check_out(args.out)
     index = api.build_report(
         args.results, args.out, validation=args.validation, agreement=args.agreement,
         evaluations=args.evaluations, meta=args.meta, sizes=args.sizes, title=args.title,

@@ -1,5 +1,6 @@
 """``nrp serve``: start the HTTP service (``nrp.service``); command-line options override the
-settings file's, which override the defaults."""
+settings file's, which override the defaults. ``--no-auth`` on a host other than loopback is
+refused unless ``--allow-no-auth-public`` says so too (docs/security.md)."""
 
 from __future__ import annotations
 
@@ -24,12 +25,26 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="folder requests may name files in (repeat); none: no server file can be named",
     )
+    parser.add_argument(
+        "--model-root",
+        dest="model_roots",
+        action="append",
+        type=Path,
+        metavar="DIR",
+        help="folder model folders in specs may lie in (repeat; default: the data roots)",
+    )
     parser.add_argument("--store", metavar="URL", help="sqlite:///PATH or postgresql://...")
     parser.add_argument(
         "--tokens-file", type=Path, help="API tokens, one 'SCOPE TOKEN' line each (admin|read)"
     )
     parser.add_argument(
-        "--no-auth", action="store_true", help="serve without tokens (local use only)"
+        "--no-auth", action="store_true", help="serve without tokens (loopback hosts only)"
+    )
+    parser.add_argument(
+        "--allow-no-auth-public",
+        action="store_true",
+        help="with --no-auth: allow a host that is not loopback (anyone who reaches the port "
+        "is an admin)",
     )
     parser.add_argument("--max-body-bytes", type=int, help="largest request body accepted")
     parser.add_argument(
@@ -67,7 +82,9 @@ def handle(args: argparse.Namespace) -> int:
     overrides = {
         "host": args.host, "port": args.port, "indexes": args.indexes,
         "data_roots": args.data_roots, "store": args.store, "tokens_file": args.tokens_file,
-        "auth": False if args.no_auth else None, "max_body_bytes": args.max_body_bytes,
+        "auth": False if args.no_auth else None, "model_roots": args.model_roots,
+        "allow_public_no_auth": True if args.allow_no_auth_public else None,
+        "max_body_bytes": args.max_body_bytes,
         "cors_origins": args.cors_origins, "batch_max_size": args.batch_max_size,
         "batch_max_wait_ms": args.batch_max_wait_ms, "executor": args.executor,
         "ray_address": args.ray_address,

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from nrp import api
+from nrp.cli.common import check_out
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -18,6 +19,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    check_out(args.out)
     summary = api.summarize(args.results)
     print(summary.format())
     if args.out:

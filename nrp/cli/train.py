@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from nrp import api
-from nrp.cli.common import add_indexes_option, print_progress
+from nrp.cli.common import add_indexes_option, check_out, print_progress
 
 # TrainSettings fields the options set (same names); an option left out keeps the field's
 # default, so the defaults live in one place
@@ -76,6 +76,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    check_out(args.out)
     given = {field: getattr(args, field) for field in _SETTINGS}
     result = api.train_ranker(
         args.collection,

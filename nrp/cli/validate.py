@@ -10,6 +10,7 @@ from nrp import api
 from nrp.cli.common import (
     add_executor_options,
     add_indexes_option,
+    check_out,
     open_executor,
     print_progress,
     report_executor,
@@ -82,6 +83,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    check_out(args.out, "file")
     collection = api.Collection.load(args.collection, args.indexes)
     dimensions = args.dimensions.split(",") if args.dimensions else None
     options = dict(dimensions=dimensions, test=args.test, correction=args.correction, ci=args.ci)

@@ -31,6 +31,7 @@ from nrp.collection.records import (
     Origin,
     Reference,
     Topic,
+    with_nfc_ids,
 )
 from nrp.collection.store import (
     SCHEMA_VERSION,
@@ -39,7 +40,7 @@ from nrp.collection.store import (
     store_path,
     write_store,
 )
-from nrp.errors import InputError
+from nrp.errors import ConfigError, InputError, clip, quote
 
 #: what the fingerprint hashes besides the inputs. It names the inputs' meaning, not the store's
 #: layout: schema 2 of the store (topic fields) holds the same topics, documents and judgments as
@@ -118,7 +119,7 @@ def ingest(
 
 def _check_name(name: str) -> None:
     if not name or name.startswith(".") or any(c in name for c in "/\\\0") or name != name.strip():
-        raise InputError(None, None, f"invalid collection name {name!r}")
+        raise InputError(None, None, f"invalid collection name {quote(name)}")
 
 
 def fingerprint_of(manifest: Manifest, contents: SourceContents | None = None) -> str:
@@ -146,10 +147,13 @@ def fingerprint_of(manifest: Manifest, contents: SourceContents | None = None) -
 
 
 def _files_of(source: SourceSpec) -> list[Path]:
-    if not source.path.exists():
-        raise InputError(source.path, None, f"file not found ({source.describe()})")
-    if source.path.is_dir():
-        return sorted(p for p in source.path.rglob("*") if p.is_file())
+    try:
+        if not source.path.exists():
+            raise InputError(source.path, None, f"file not found ({source.describe()})")
+        if source.path.is_dir():
+            return sorted(p for p in source.path.rglob("*") if p.is_file())
+    except OSError as err:  # a name too long, a folder that cannot be listed
+        raise InputError(source.path, None, f"cannot read: {err.strerror or err}") from None
     return [source.path]
 
 
@@ -177,10 +181,14 @@ def read_sources(manifest: Manifest) -> SourceContents:
         if fmt.reads_files and not source.path.exists():
             raise InputError(source.path, None, f"file not found ({source.describe()})")
         digest = None if fmt.reads_files else hashlib.sha256()
-        for record in fmt.read(source.path, source.options, contents.report):
-            lists[type(record)].append(record)
-            if digest is not None:
-                digest.update(repr(record).encode())
+        try:
+            for record in fmt.read(source.path, source.options, contents.report):
+                record = with_nfc_ids(record)
+                lists[type(record)].append(record)
+                if digest is not None:
+                    digest.update(repr(record).encode())
+        except ConfigError as err:  # an option value the reader refuses: name the manifest
+            raise ConfigError(f"{manifest.path}: {source.describe()}: {err}") from None
         if digest is not None:
             contents.digests[source.position] = digest.hexdigest()
     return contents
@@ -201,18 +209,20 @@ def check_and_resolve(
         if scale is None:
             raise _at(
                 judgment.origin,
-                f"judgment in dimension {judgment.dimension!r} that the manifest does not "
+                f"judgment in dimension {quote(judgment.dimension)} that the manifest does not "
                 f"declare (declared: {', '.join(manifest.dimensions)})",
             )
         if judgment.qid not in topics:
             raise _at(
-                judgment.origin, f"judgment for unknown qid {judgment.qid!r} (no topic declares it)"
+                judgment.origin,
+                f"judgment for unknown qid {quote(judgment.qid)} (no topic declares it)",
             )
         grade = scale.grade_of(judgment.grade)
         if grade is None:
             raise _at(
                 judgment.origin,
-                f"label {judgment.grade!r} is outside the label scale of {judgment.dimension!r} "
+                f"label {quote(judgment.grade)} is outside the label scale of "
+                f"{quote(judgment.dimension)} "
                 f"(declared: {scale.declared()})",
             )
         grouped[(judgment.dimension, judgment.qid, judgment.docno)].append((judgment, grade))
@@ -225,7 +235,7 @@ def check_and_resolve(
 
     for reference in contents.references:
         if reference.qid not in topics:
-            raise _at(reference.origin, f"reference answer for unknown qid {reference.qid!r}")
+            raise _at(reference.origin, f"reference answer for unknown qid {quote(reference.qid)}")
 
     for what, n in sorted(contents.report.counts.items()):
         counts[what] = n
@@ -255,7 +265,8 @@ def _topic_field_rows(topics: Iterable[Topic]) -> list[tuple[str, str, str]]:
             if name in TOPIC_COLUMNS or not FIELD_NAME.match(name):
                 raise _at(
                     topic.origin,
-                    f"topic {topic.qid!r}: field name {name!r} must be lower-case letters, digits "
+                    f"topic {quote(topic.qid)}: field name {quote(name)} must be lower-case "
+                    "letters, digits "
                     f"and _ (starting with a letter) and not one of {', '.join(TOPIC_COLUMNS)}",
                 )
             if text is not None and str(text).strip():
@@ -273,7 +284,8 @@ def _unique(records: list[Topic], key: str, what: str) -> dict[str, Topic]:
         ident = getattr(record, key)
         if ident in found:
             raise _at(
-                record.origin, f"{what} {ident!r} declared twice (first at {found[ident].origin})"
+                record.origin,
+                f"{what} {quote(ident)} declared twice (first at {found[ident].origin})",
             )
         found[ident] = record
     return found
@@ -290,7 +302,8 @@ def _unique_documents(records: list[Document], report: ReadReport) -> dict[str, 
         elif first.text != doc.text:
             raise _at(
                 doc.origin,
-                f"document {doc.docno!r} given twice with different text (first at {first.origin})",
+                f"document {quote(doc.docno)} given twice with different text "
+                f"(first at {first.origin})",
             )
         else:
             report.count("identical duplicate documents merged")
@@ -317,8 +330,10 @@ def _resolve(
         )
         raise _at(
             other.origin,
-            f"({other.qid}, {other.docno}) judged twice in {other.dimension!r} with different "
-            f"labels: {other.grade!r} here, {first_judgment.grade!r} at {first_judgment.origin}; "
+            f"({clip(other.qid)}, {clip(other.docno)}) judged twice in {quote(other.dimension)} "
+            "with different "
+            f"labels: {quote(other.grade)} here, {quote(first_judgment.grade)} at "
+            f"{first_judgment.origin}; "
             "declare repeated_judgments.policy (max, min, mean, first, last) in the manifest",
         )
     repeats[f"conflicting repeated judgments resolved by policy {policy!r}"] += 1

@@ -12,7 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nrp.errors import ConfigError
+from nrp.errors import ConfigError, clip, quote
+
+#: the largest gain a label may have (a 32-bit signed integer, as trec_eval's qrels take)
+MAX_GAIN = 2**31 - 1
 
 
 def normalize_label(raw: Any) -> str:
@@ -106,7 +109,8 @@ class LabelScale:
             raise ConfigError(f"{where}: dimensions.{dimension} must be a mapping")
         unknown = set(spec) - {"description", "grades", "bins"}
         if unknown:
-            raise ConfigError(f"{where}: dimensions.{dimension}: unknown key(s) {sorted(unknown)}")
+            listed = quote(sorted(map(str, unknown)))
+            raise ConfigError(f"{where}: dimensions.{dimension}: unknown key(s) {listed}")
         has_grades, has_bins = "grades" in spec, "bins" in spec
         if has_grades == has_bins:
             raise ConfigError(f"{where}: dimensions.{dimension} needs exactly one of grades, bins")
@@ -118,7 +122,9 @@ class LabelScale:
 
 def _gain(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"{where}: a gain must be a non-negative integer, got {value!r}")
+        raise ConfigError(f"{where}: a gain must be a non-negative integer, got {quote(value)}")
+    if value > MAX_GAIN:
+        raise ConfigError(f"{where}: gain {quote(value)} is out of range (0 to {MAX_GAIN:,})")
     return value
 
 
@@ -128,13 +134,13 @@ def _parse_grades(dimension: str, spec: Any, where: str) -> dict[str, Grade]:
     grades: dict[str, Grade] = {}
     for raw_label, value in spec.items():
         label = normalize_label(raw_label)
-        at = f"{where}: dimensions.{dimension}.grades.{raw_label}"
+        at = f"{where}: dimensions.{dimension}.grades.{clip(str(raw_label))}"
         if label in grades:
             raise ConfigError(f"{at}: label declared twice")
         if isinstance(value, Mapping):
             unknown = set(value) - {"grade", "meaning", "exclude"}
             if unknown:
-                raise ConfigError(f"{at}: unknown key(s) {sorted(unknown)}")
+                raise ConfigError(f"{at}: unknown key(s) {quote(sorted(map(str, unknown)))}")
             meaning = str(value.get("meaning", ""))
             if value.get("exclude"):
                 if "grade" in value:
@@ -151,11 +157,28 @@ def _parse_grades(dimension: str, spec: Any, where: str) -> dict[str, Grade]:
     return grades
 
 
+def _bound(value: Any, at: str) -> float:
+    """A bin's ``below``: a finite number."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ConfigError(f"{at}: `below` must be a number, got {quote(value)}")
+    try:
+        bound = float(value)
+    except (ValueError, OverflowError):
+        bound = math.nan
+    if not math.isfinite(bound):
+        raise ConfigError(f"{at}: `below` must be a finite number, got {quote(value)}")
+    return bound
+
+
 def _label_as_int(label: str, at: str) -> int:
+    if len(label.lstrip("-+0")) > 18:  # no int() of a 5,000-digit label
+        raise ConfigError(f"{at}: label {quote(label)} is out of range as a gain; give a `grade`")
     try:
         return int(label)
     except ValueError:
-        raise ConfigError(f"{at}: label {label!r} is not an integer; give it a `grade`") from None
+        raise ConfigError(
+            f"{at}: label {quote(label)} is not an integer; give it a `grade`"
+        ) from None
 
 
 def _parse_bins(dimension: str, spec: Any, where: str) -> tuple[Bin, ...]:
@@ -171,7 +194,7 @@ def _parse_bins(dimension: str, spec: Any, where: str) -> tuple[Bin, ...]:
         if (below is None) != last:
             raise ConfigError(f"{at}[{position}]: every bin but the last needs `below`")
         if below is not None:
-            below = float(below)
+            below = _bound(below, f"{at}[{position}]")
             if bins and bins[-1].below is not None and below <= bins[-1].below:
                 raise ConfigError(f"{at}[{position}]: bounds must increase")
         bins.append(

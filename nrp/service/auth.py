@@ -1,9 +1,16 @@
-"""Bearer tokens and their scopes: ``READ`` and ``ADMIN``, the dependencies routes declare.
+"""Bearer tokens and their scopes: ``READ`` and ``ADMIN``, the dependencies routes declare, and
+``authenticate``, the one check of a token, which the ``Authenticate`` middleware
+(``nrp.service.middleware``) also runs before a request's body is read.
 
 A token's scope is ``read`` (every GET, ``POST /v1/score``) or ``admin`` (everything, including
 jobs and ingest); tokens come from the server's tokens file (``nrp.service.config.Tokens``). With
 ``auth`` off (``nrp serve --no-auth``, local use only) every request is admin. ``BEARER`` is the
 OpenAPI security scheme the document names.
+
+Why twice: FastAPI reads and parses a body before it runs a route's dependencies, so without
+the middleware a request with no token but a malformed body would learn a 422 about its body
+instead of a 401. The middleware answers 401 first (authentication); the dependency then says
+whether the scope allows the route (authorization, 403).
 """
 
 from __future__ import annotations
@@ -13,26 +20,42 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from nrp.service.config import ServiceConfig
+
 # module level: the dependency signatures' annotations are strings FastAPI resolves here
 BEARER = HTTPBearer(auto_error=False, description="API token (scope admin or read)")
+# routes every caller may reach: probes and the API's own description
+PUBLIC_PATHS = frozenset(
+    {"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+)
+
+
+def authenticate(config: ServiceConfig, authorization: str | None) -> str:
+    """The scope of the token in an ``Authorization`` header (``admin`` with auth off);
+    HTTPException 401 when it is missing, not a bearer token, or unknown."""
+    if not config.auth:
+        return "admin"
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
+    found = config.tokens.scope_of(token.strip())
+    if found is None:
+        challenge = 'Bearer error="invalid_token"'
+        raise HTTPException(401, "invalid token", headers={"WWW-Authenticate": challenge})
+    return found
 
 
 def require(scope: str) -> Any:
-    """A dependency that admits a request whose token has ``scope`` (admin has both)."""
+    """A dependency that admits a request whose token has ``scope`` (admin has both) and gives
+    the token's scope."""
 
     def check(
         request: Request,
+        # declared so that the OpenAPI document names the bearer scheme; the header is read
+        # by ``authenticate``, as the middleware reads it
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
     ) -> str:
-        config = request.app.state.service.config
-        if not config.auth:
-            return "admin"
-        if credentials is None or credentials.scheme.lower() != "bearer":
-            raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
-        found = config.tokens.scope_of(credentials.credentials)
-        if found is None:
-            challenge = 'Bearer error="invalid_token"'
-            raise HTTPException(401, "invalid token", headers={"WWW-Authenticate": challenge})
+        found = authenticate(request.app.state.service.config, request.headers.get("authorization"))
         if scope == "admin" and found != "admin":
             raise HTTPException(403, "this token's scope (read) does not allow this request")
         return found

@@ -4,20 +4,33 @@ Settings come from, in increasing precedence: the defaults below, a config file 
 ``--config``), environment variables (``NRP_TOKENS``, ``NRP_SERVICE_STORE``, ``NRP_EXECUTOR``,
 ``NRP_RAY_ADDRESS``; ``NRP_INDEXES`` only when the file names no ``indexes``, as for the other
 commands) and command-line options.
-Every unknown key or bad value is a ``ConfigError`` naming the file and key, so a typo never
-silently falls back to a default.
+Every unknown key, key given twice or bad value is a ``ConfigError`` naming the file and key
+(and line), so a typo never silently falls back to a default.
 
 Choices, and why:
 
 - **Tokens required by default.** A service that scores answers can also ingest files of the
-  server: an open port must not do that. ``auth: false`` turns checking off explicitly (local
-  use only). Two scopes: ``admin`` (ingest, submit and cancel jobs) and ``read`` (everything
-  that only reads: collections, jobs, results, leaderboard, metrics, and ``POST /v1/score``,
-  which computes from cached scores and stores nothing). A token may be written as
+  server: an open port must not do that. ``auth: false`` turns checking off explicitly, for
+  local use: on a host that is not a loopback address it is refused unless
+  ``allow_public_no_auth: true`` (``--allow-no-auth-public``) says so too, and the server then
+  warns when it starts. Two scopes: ``admin`` (ingest, submit and cancel jobs) and ``read``
+  (everything that only reads: collections, jobs, results, leaderboard, metrics, and ``POST
+  /v1/score``, which computes from cached scores and stores nothing). A token may be written as
   ``sha256:HEX`` (the SHA-256 of the token) so that the tokens file need not hold secrets.
 - **Data roots.** Paths in requests (manifests, answer files, model folders in ranker specs) are
   relative to one of the configured data roots and must stay inside it after symbolic links are
   resolved; without data roots no request can name a server file at all.
+- **Model roots and named models.** A model a spec names (``dense:model=...``) is a packaged
+  model (``minilm``, ``mpnet``), a name from ``models`` (name -> folder or hub id, chosen by the
+  operator), or a folder inside a ``model_roots`` folder (default: the data roots). Nothing
+  else: no folder relative to the server's working directory, no model hub download.
+- **What a read token may rank with.** ``read_rankers``: patterns (``fnmatch``) a ranker spec of
+  a read token's ``POST /v1/score`` must match, as sent or in its canonical form (default
+  ``*``: any). Admin tokens are not restricted.
+- **Worker memory.** The worker keeps the rankers (bound to a collection, with their
+  positioners) and evaluators it builds in one LRU pool of at most ``pool_max_entries`` entries
+  and ``pool_max_bytes`` estimated bytes (``nrp.service.pool``); docs/security.md lists every
+  limit and its default.
 - **Store.** SQLite in WAL mode beside the indexes by default (one server); a ``postgresql://``
   URL for a store that several servers share.
 - **Batching.** The worker groups work from all jobs and synchronous requests per ranker:
@@ -40,6 +53,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -47,11 +61,14 @@ from pathlib import Path
 from typing import Any
 
 from nrp import api
-from nrp.errors import ConfigError
+from nrp.errors import ConfigError, InputError
 
 SCOPES = ("admin", "read")
 DEFAULT_STORE_FILE = "service.sqlite"
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+DEFAULT_POOL_MAX_ENTRIES = 16
+DEFAULT_POOL_MAX_BYTES = 4 * 1024**3
+PATH_LIST_SETTINGS = ("data_roots", "model_roots")
 
 
 @dataclass(frozen=True)
@@ -136,8 +153,11 @@ class ServiceConfig:
     port: int = 8000
     indexes: Path = Path("indexes")
     data_roots: tuple[Path, ...] = ()
+    model_roots: tuple[Path, ...] = ()  # () -> the data roots
+    models: dict[str, str] = field(default_factory=dict)  # name -> model folder or hub id
     store: str = ""  # "" -> sqlite at INDEXES/service.sqlite
     auth: bool = True
+    allow_public_no_auth: bool = False  # auth: false on a non-loopback host
     tokens_file: Path | None = None
     tokens: Tokens = field(default_factory=Tokens)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -151,6 +171,9 @@ class ServiceConfig:
     lease_s: float = 600.0
     shutdown_timeout_s: float = 30.0
     results_page_max: int = 10_000
+    read_rankers: tuple[str, ...] = ("*",)  # fnmatch patterns of the specs a read token may use
+    pool_max_entries: int = DEFAULT_POOL_MAX_ENTRIES  # rankers and evaluators the worker keeps
+    pool_max_bytes: int = DEFAULT_POOL_MAX_BYTES  # their estimated memory
     preload: tuple[str, ...] = ()  # "COLLECTION=RANKER_SPEC" loaded when the worker starts
     torch_threads: int = 0  # CPU threads of the worker's models (0: torch's default)
     executor: str = "local"  # where job units run: local (the worker process) or ray
@@ -164,11 +187,30 @@ class ServiceConfig:
             return self.store
         return f"sqlite:///{(self.indexes / DEFAULT_STORE_FILE).resolve()}"
 
+    @property
+    def model_folders(self) -> tuple[Path, ...]:
+        """The folders model folders in specs are relative to: ``model_roots``, else the data
+        roots."""
+        return self.model_roots or self.data_roots
+
+    @property
+    def server_roots(self) -> tuple[Path, ...]:
+        """The folders whose files an error message names relative to the folder
+        (``nrp.service.disclosure``): data roots, model roots, the indexes."""
+        return (*self.data_roots, *self.model_roots, Path(self.indexes))
+
     def check(self) -> ServiceConfig:
         """Checked and normalised (paths absolute); ConfigError on a bad value."""
         if not 0 < self.port < 65536:
             raise ConfigError(f"port must be 1..65535, got {self.port}")
-        for name in ("max_body_bytes", "batch_max_size", "score_max_answers", "results_page_max"):
+        for name in (
+            "max_body_bytes",
+            "batch_max_size",
+            "score_max_answers",
+            "results_page_max",
+            "pool_max_entries",
+            "pool_max_bytes",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.torch_threads < 0:
@@ -190,12 +232,7 @@ class ServiceConfig:
             )
         if self.log_level.lower() not in ("debug", "info", "warning", "error"):
             raise ConfigError(f"log_level must be debug, info, warning or error: {self.log_level}")
-        roots = []
-        for root in self.data_roots:
-            resolved = Path(root).expanduser().resolve()
-            if not resolved.is_dir():
-                raise ConfigError(f"data root {root} is not a folder")
-            roots.append(resolved)
+        self._check_public_no_auth()
         tokens = self.tokens
         if self.tokens_file is not None:
             tokens = Tokens.from_file(self.tokens_file).merged(tokens)
@@ -215,12 +252,34 @@ class ServiceConfig:
         return replace(
             self,
             indexes=Path(self.indexes).expanduser().resolve(),
-            data_roots=tuple(roots),
+            data_roots=_folders(self.data_roots, "data root"),
+            model_roots=_folders(self.model_roots, "model root"),
+            models=_named_models(self.models),
+            read_rankers=tuple(p.strip() for p in self.read_rankers if p.strip()),
             tokens=tokens,
             log_level=self.log_level.lower(),
             executor=executor,
             ray_address=self.ray_address.strip(),
         )
+
+    def _check_public_no_auth(self) -> None:
+        """``auth: false`` on a host other than loopback only with ``allow_public_no_auth``."""
+        if self.auth or self.allow_public_no_auth or is_loopback(self.host):
+            return
+        raise ConfigError(
+            f"auth is off (--no-auth / auth: false) and host {self.host} is not a loopback "
+            "address: anyone who reaches the port could ingest server files and submit jobs; "
+            "give --allow-no-auth-public (allow_public_no_auth: true) as well to serve so"
+        )
+
+    def startup_warnings(self) -> list[str]:
+        """What the server warns about when it starts (settings allowed but risky)."""
+        if not self.auth and not is_loopback(self.host):
+            return [
+                f"serving WITHOUT authentication on {self.host} (allow_public_no_auth): anyone "
+                "who reaches the port is an admin"
+            ]
+        return []
 
     # -- serialisation (the worker process gets the settings this way) ----------------------
     def to_dict(self) -> dict[str, Any]:
@@ -251,6 +310,46 @@ class ServiceConfig:
 _TYPES: dict[str, Any] = {f.name: f.type for f in fields(ServiceConfig)}
 
 
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1); a name that is not an
+    address is taken as public."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _folders(paths: tuple[Path, ...], what: str) -> tuple[Path, ...]:
+    """``paths`` resolved, each an existing folder (ConfigError otherwise)."""
+    folders = []
+    for path in paths:
+        resolved = Path(path).expanduser().resolve()
+        if not resolved.is_dir():
+            raise ConfigError(f"{what} {path} is not a folder")
+        folders.append(resolved)
+    return tuple(folders)
+
+
+def _named_models(models: Mapping[str, str]) -> dict[str, str]:
+    """``models`` checked: names without ``:``, ``,`` or ``=`` (they go into spec strings);
+    an absolute target must be an existing folder (a relative one is a hub id)."""
+    checked = {}
+    for name, target in models.items():
+        name, target = str(name).strip(), str(target).strip()
+        if not name or any(c in name for c in ":,=") or not target:
+            raise ConfigError(f"models: {name!r}: a name (no ':', ',' or '=') and a target")
+        if Path(target).expanduser().is_absolute():
+            folder = Path(target).expanduser().resolve()
+            if not folder.is_dir():
+                raise ConfigError(f"models: {name}: {target} is not a folder")
+            target = str(folder)
+        checked[name] = target
+    return checked
+
+
 def _apply(config: ServiceConfig, values: Mapping[str, Any], where: str) -> ServiceConfig:
     """``config`` with ``values`` (file keys or options) converted to each field's type."""
     known = {f.name for f in fields(ServiceConfig)} - {"tokens"}
@@ -264,9 +363,14 @@ def _apply(config: ServiceConfig, values: Mapping[str, Any], where: str) -> Serv
             continue
         current = getattr(config, key)
         try:
-            if key in ("data_roots", "cors_origins", "preload"):
+            if key in (*PATH_LIST_SETTINGS, "cors_origins", "preload", "read_rankers"):
                 items = [value] if isinstance(value, str | Path) else list(value)
-                changes[key] = tuple(Path(v) if key == "data_roots" else str(v) for v in items)
+                is_path = key in PATH_LIST_SETTINGS
+                changes[key] = tuple(Path(v) if is_path else str(v) for v in items)
+            elif key == "models":
+                if not isinstance(value, Mapping):
+                    raise ValueError(value)
+                changes[key] = {str(k): str(v) for k, v in value.items()}
             elif key in ("indexes", "tokens_file"):
                 changes[key] = Path(str(value))
             elif isinstance(current, bool):
@@ -290,34 +394,38 @@ def _apply(config: ServiceConfig, values: Mapping[str, Any], where: str) -> Serv
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """The mapping of a YAML or TOML config file; a relative path inside it is taken from the
-    file's folder (indexes, data_roots, tokens_file)."""
+    file's folder (indexes, data_roots, model_roots, tokens_file, and a named model's target
+    when that folder exists: else it is a hub id)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
-    text = path.read_text(encoding="utf-8")
     try:
-        if path.suffix.lower() == ".toml":
-            import tomllib
-
-            data = tomllib.loads(text)
-        else:
-            import yaml
-
-            data = yaml.safe_load(text) or {}
-    except Exception as err:  # parser errors have many types
-        raise ConfigError(f"{path}: cannot parse: {' '.join(str(err).split())}") from None
+        # strictly, as manifests: a setting given twice is an error at its line, not "last wins"
+        data = api.read_mapping_text(path, path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: cannot parse: not valid UTF-8") from None
+    except InputError as err:
+        where = path if err.line is None else f"{path}:{err.line}"
+        raise ConfigError(f"{where}: cannot parse: {err.problem}") from None
+    data = data or {}  # an empty file: no settings
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings")
     base = path.parent
     for key in ("indexes", "tokens_file"):
         if isinstance(data.get(key), str):
             data[key] = str(base / data[key])
-    if "data_roots" in data:
-        roots = data["data_roots"]
-        roots = [roots] if isinstance(roots, str) else roots
-        if not isinstance(roots, list):
-            raise ConfigError(f"{path}: data_roots must be a list of folders")
-        data["data_roots"] = [str(base / str(r)) for r in roots]
+    for key in PATH_LIST_SETTINGS:
+        if key in data:
+            roots = data[key]
+            roots = [roots] if isinstance(roots, str) else roots
+            if not isinstance(roots, list):
+                raise ConfigError(f"{path}: {key} must be a list of folders")
+            data[key] = [str(base / str(r)) for r in roots]
+    if isinstance(data.get("models"), dict):
+        data["models"] = {
+            name: str(base / str(target)) if (base / str(target)).is_dir() else target
+            for name, target in data["models"].items()
+        }
     if isinstance(data.get("store"), str) and data["store"].startswith("sqlite:///"):
         target = Path(data["store"].removeprefix("sqlite:///"))
         data["store"] = f"sqlite:///{base / target}"

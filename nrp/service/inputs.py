@@ -1,9 +1,15 @@
 """What a request may name, checked before anything is stored or sent to the worker.
 
-- **Server paths** (a manifest to ingest, an answer file, a model folder in a ranker or evaluator
-  spec) are relative to a configured data root: absolute paths, ``~`` and ``..`` are refused,
-  and the path must still lie inside the root after symbolic links are resolved. A manifest's
-  own sources are checked the same way, so a manifest inside a data root cannot reach out of it.
+- **Server paths** (a manifest to ingest, an answer file, a file in a ranker or evaluator spec)
+  are relative to a configured data root: absolute paths, ``~`` and ``..`` are refused, and the
+  path must still lie inside the root after symbolic links are resolved. A manifest's own
+  sources are checked the same way, so a manifest inside a data root cannot reach out of it.
+  A bare name that is a file of the server's working directory is refused too: it lies outside
+  every root.
+- **Models** (``model=``, ``tok_model=``, ... in a spec; ``ModelPlaces``) are the parameter's
+  default, a packaged model (``minilm``), a name the settings' ``models`` give, or a folder
+  inside a model root. Anything else (a hub id, a folder beside the server) is a 422: a request
+  must not make the server read or download a model its operator did not offer.
 - **Collections** are named, never given as paths: only names ``list_collections`` knows.
 - **Specs** are parsed by the registries (``nrp.spec``) in the server, so a typo is a 422 at
   submission, not a failed job later. Rankers are written in their canonical form
@@ -32,7 +38,10 @@ from nrp.errors import ConfigError, InputError, NrpError
 from nrp.spec import Param, parse_params
 
 RANK, EVALUATE = "rank", "evaluate"
-PATH_PARAM_NAMES = ("model", "tok_model", "mono_model", "mono_tok_model", "path", "file")
+MODEL_PARAM_NAMES = ("model", "tok_model", "mono_model", "mono_tok_model", "spacy_model")
+PATH_PARAM_NAMES = (*MODEL_PARAM_NAMES, "path", "file", "template")
+# a spec with this backend names a model of a remote server, not a file here
+REMOTE_BACKENDS = ("openai",)
 
 
 class RequestError(NrpError):
@@ -66,22 +75,20 @@ def resolve_in_roots(text: str, roots: Sequence[Path], what: str) -> Path:
     raise RequestError(422, f"{what}: {raw!r} not found in the data roots")
 
 
-def inside_roots(path: Path, roots: Sequence[Path]) -> bool:
-    resolved = Path(path).resolve()
-    return any(resolved.is_relative_to(root) for root in roots)
-
-
 def check_manifest(manifest_text: str, roots: Sequence[Path]) -> Path:
-    """The manifest a request names, with every source it reads inside the data roots."""
+    """The manifest a request names, with every file its sources read (their paths and the
+    files their options name, such as ``narratives``) inside the data roots: the collection
+    layer's rule (``api.first_outside``), whatever the manifest's own ``data_root`` or
+    ``allow_outside_root`` say."""
     path = resolve_in_roots(manifest_text, roots, "manifest")
     manifest = api.Manifest.load(path)
-    for source in manifest.sources:
-        if not inside_roots(source.path, roots):
-            raise RequestError(
-                422,
-                f"manifest {manifest_text}: {source.describe().split(' (')[0]} reads a file "
-                "outside the data roots",
-            )
+    found = api.first_outside(manifest.sources, roots)
+    if found is not None:
+        raise RequestError(
+            422,
+            f"manifest {manifest_text}: sources[{found[0].position}] reads a file outside the "
+            "data roots",
+        )
     return path
 
 
@@ -95,66 +102,157 @@ def _looks_like_path(value: str) -> bool:
     return "/" in value or "\\" in value or value.startswith((".", "~"))
 
 
+@dataclass(frozen=True)
+class ModelPlaces:
+    """Where the models a request names may come from (``check_spec_paths``): folders inside
+    ``roots`` (called ``label`` in messages), the settings' ``named`` models (name -> folder or
+    hub id), and the models nrp ships (``api.PACKAGED_MODELS``)."""
+
+    roots: tuple[Path, ...]
+    named: tuple[tuple[str, str], ...] = ()
+    label: str = "data roots"
+
+    @classmethod
+    def of(cls, config: Any) -> ModelPlaces:
+        """The places a ``ServiceConfig`` offers."""
+        label = "model roots" if config.model_roots else "data roots"
+        return cls(tuple(config.model_folders), tuple(sorted(config.models.items())), label)
+
+    def resolve(self, value: str, what: str) -> str:
+        """The model ``value`` names, as the worker loads it; RequestError 422 otherwise (the
+        message says nothing of what exists outside the roots)."""
+        named = dict(self.named)
+        if value in named:
+            return named[value]
+        if value in api.PACKAGED_MODELS:
+            return value
+        pure = PurePosixPath(value)
+        if pure.is_absolute() or value.startswith("~") or ".." in pure.parts:
+            return _spec_path(value, self.roots, what, self.label)  # inside a root, or refused
+        for root in self.roots:
+            candidate = (root / pure).resolve()
+            if candidate.is_relative_to(root) and candidate.exists():
+                return str(candidate)
+        raise RequestError(
+            422,
+            f"{what}: {value!r} is not a model this server offers (it offers: {self.offered()}; "
+            f"or a folder relative to one of its {self.label})",
+        )
+
+    def offered(self) -> str:
+        return ", ".join([*api.PACKAGED_MODELS, *dict(self.named)])
+
+    def offers(self, resolved: str) -> bool:
+        """Whether ``resolved`` is a model as ``resolve`` writes it: packaged, a named model's
+        target, or a folder inside a root."""
+        if resolved in api.PACKAGED_MODELS or resolved in dict(self.named).values():
+            return True
+        return Path(resolved).is_absolute() and api.inside_roots(Path(resolved), self.roots)
+
+
 def check_spec_paths(
     spec: str,
     declared: Mapping[str, Param],
     roots: Sequence[Path],
     indexes: Path,
     kind: str,
+    models: ModelPlaces | None = None,
 ) -> str:
     """``spec`` with every path-valued parameter checked against the data roots (a relative
-    path found in a root is rewritten to that absolute path); a ``collection`` parameter must
-    name a known collection."""
+    path found in a root is rewritten to that absolute path) and every model against
+    ``models`` (default: folders in the data roots and the packaged models); a ``collection``
+    parameter must name a known collection."""
     name, sep, rest = spec.strip().partition(":")
     if not sep:
         return spec.strip()
+    models = models or ModelPlaces(tuple(roots))
+    pairs = [p.strip().partition("=") for p in rest.split(",") if p.strip()]
+    remote = any(k.strip() == "backend" and v.strip() in REMOTE_BACKENDS for k, _, v in pairs)
     items = []
-    for item in filter(None, (p.strip() for p in rest.split(","))):
-        key, eq, value = item.partition("=")
+    for key, eq, value in pairs:
         key, value = key.strip(), value.strip()
         param = declared.get(key)
+        what = f"{kind} {name!r} parameter {key}"
         if eq and param is not None and param.type is str and value != param.default:
             if key == "collection" and value:
                 check_collection_name(value, indexes)
+            elif key in MODEL_PARAM_NAMES and not remote:
+                value = models.resolve(value, what)
             elif key in PATH_PARAM_NAMES or _looks_like_path(value):
-                value = _spec_path(value, roots, f"{kind} {name!r} parameter {key}")
-        items.append(f"{key}={value}" if eq else item)
+                value = _spec_path(value, roots, what)
+        items.append(f"{key}={value}" if eq else key)
     return f"{name}:{','.join(items)}" if items else name
 
 
-def _spec_path(value: str, roots: Sequence[Path], what: str) -> str:
-    if not _looks_like_path(value):
-        return value  # a registered short name (minilm) or a hub id without a folder
+def _spec_path(value: str, roots: Sequence[Path], what: str, label: str = "data roots") -> str:
+    """The absolute path of a file ``value`` names inside ``roots``, or ``value`` itself when
+    it names no file (a packaged template's name, ``org/name``); RequestError 422 for a file
+    outside the roots."""
     pure = PurePosixPath(value)
+    if not _looks_like_path(value):
+        if Path(value).exists():  # a file of the server's working folder
+            raise RequestError(422, f"{what}: {value!r} is outside the {label}")
+        return value
     if pure.is_absolute() or value.startswith("~") or ".." in pure.parts:
         resolved = Path(value).expanduser().resolve()
-        if roots and inside_roots(resolved, roots) and ".." not in pure.parts:
+        if roots and api.inside_roots(resolved, roots) and ".." not in pure.parts:
             return str(resolved)
-        raise RequestError(422, f"{what}: {value!r} is outside the data roots")
+        raise RequestError(422, f"{what}: {value!r} is outside the {label}")
     for root in roots:
         candidate = (root / pure).resolve()
         if candidate.is_relative_to(root) and candidate.exists():
             return str(candidate)
     if Path(value).exists():  # a file relative to the server's folder, outside the roots
-        raise RequestError(422, f"{what}: {value!r} is outside the data roots")
-    return value  # a hub id ("org/name"): loaded by the worker or refused there
+        raise RequestError(422, f"{what}: {value!r} is outside the {label}")
+    return value
 
 
-def canonical_ranker(spec: str, roots: Sequence[Path], indexes: Path) -> str:
+def canonical_ranker(
+    spec: str, roots: Sequence[Path], indexes: Path, models: ModelPlaces | None = None
+) -> str:
     if spec.strip().startswith("run:"):
         raise RequestError(422, f"{spec}: a run file cannot rank a new answer")
     info, _ = api.parse_spec(spec)
-    checked = check_spec_paths(spec, info.params, roots, indexes, "ranker")
-    return api.make_ranker(checked).spec()
+    models = models or ModelPlaces(tuple(roots))
+    checked = check_spec_paths(spec, info.params, roots, indexes, "ranker", models)
+    ranker = api.make_ranker(checked)
+    _check_sub_rankers(ranker, models)
+    return ranker.spec()
 
 
-def canonical_evaluator(spec: str, roots: Sequence[Path], indexes: Path) -> str:
+def _check_sub_rankers(ranker: Any, models: ModelPlaces) -> None:
+    """The rankers a ranker is made of (``fuse:rankers=bm25+dense:model=...``) load only models
+    the server offers too. Their specs sit inside a parameter's value, where
+    ``check_spec_paths`` rewrites nothing, so a model there must be written as it resolves:
+    a packaged name, a named model's target, or an absolute folder inside a model root."""
+    for value in vars(ranker).values():
+        for sub in value if isinstance(value, list | tuple) else [value]:
+            if not isinstance(sub, api.Ranker):
+                continue
+            declared = sub.declared_params() or {}
+            for key in MODEL_PARAM_NAMES:
+                param, given = declared.get(key), sub.params.get(key)
+                if param is None or given is None or given == param.default:
+                    continue
+                if not models.offers(str(given)):
+                    raise RequestError(
+                        422,
+                        f"ranker {ranker.name!r}: its ranker {sub.name!r} parameter {key}: "
+                        f"{given!r} is not a model this server offers (it offers: "
+                        f"{models.offered()}; or an absolute folder inside its {models.label})",
+                    )
+            _check_sub_rankers(sub, models)
+
+
+def canonical_evaluator(
+    spec: str, roots: Sequence[Path], indexes: Path, models: ModelPlaces | None = None
+) -> str:
     known = api.all_evaluators()
     name, _ = parse_params(spec, "evaluator", {n: i.params for n, i in known.items()})
     ok, reason = known[name].available()
     if not ok:
         raise ConfigError(f"evaluator {name!r} is not available here: {reason}")
-    return check_spec_paths(spec, known[name].params, roots, indexes, "evaluator")
+    return check_spec_paths(spec, known[name].params, roots, indexes, "evaluator", models)
 
 
 # -- collections (cached per build) ----------------------------------------------------------------

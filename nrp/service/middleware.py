@@ -1,9 +1,10 @@
-"""The ASGI middleware around every route: the request body limit, and one log line plus the
-request metrics per request.
+"""The ASGI middleware around every route: the request body limit, one log line plus the
+request metrics per request, and the token check before anything reads a body.
 
-Both are plain ASGI callables rather than Starlette's ``BaseHTTPMiddleware``: the body limit has
-to see the body as it streams (a client may send no Content-Length), and neither buffers a
-response.
+All are plain ASGI callables rather than Starlette's ``BaseHTTPMiddleware``: the body limit has
+to see the body as it streams (a client may send no Content-Length), and none buffers a
+response. ``Authenticate`` answers 401 to a request without a valid token before the route
+parses its body (``nrp.service.auth`` says why).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from typing import TYPE_CHECKING
 from fastapi import HTTPException
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from nrp.service.auth import PUBLIC_PATHS, authenticate
+from nrp.service.config import ServiceConfig
 
 if TYPE_CHECKING:
     from nrp.service.state import ServiceMetrics
@@ -72,6 +76,28 @@ class BodyLimit:
             if started:
                 raise
             await JSONResponse({"detail": err.detail}, status_code=413)(scope, receive, send)
+
+
+class Authenticate:
+    """401 for a request without a valid bearer token, before its body is read; the public
+    paths (probes, the API's description) and every request with auth off pass."""
+
+    def __init__(self, app: ASGIApp, config: ServiceConfig):
+        self.app = app
+        self.config = config
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or not self.config.auth:
+            await self.app(scope, receive, send)
+            return
+        header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+        try:
+            authenticate(self.config, header)
+        except HTTPException as err:
+            reply = JSONResponse({"detail": err.detail}, err.status_code, headers=err.headers)
+            await reply(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 class Observe:

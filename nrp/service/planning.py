@@ -6,12 +6,14 @@ request is a 4xx naming the problem and never a failed job later. What is checke
 the library's: answers are read by ``nrp.api.read_answers`` (or its ``AnswerReader`` for inline
 answers), validation's choice of rankers is ``ValidationResult.chosen()``, weights are checked
 by ``normalised_weights``, and specs are parsed by the registries (``nrp.service.inputs``). The
-service adds only what HTTP needs: which files a request may name and which status a problem
-gets.
+service adds only what HTTP needs: which files and models a request may name, which rankers a
+read token may use (``read_rankers``), and which status a problem gets.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -25,18 +27,27 @@ from nrp.service.schemas import JobRequest, ScoreRequest
 from nrp.spec import split_specs
 
 VALIDATION = "validation"  # rankers: the collection's validation.json choice per dimension
+CANONICAL_SPECS_KEPT = 1024  # ranker specs as sent whose canonical form the planner remembers
 
 
 class RequestPlanner:
     """Checks requests against the collections and the server's settings (module docstring).
 
     Ranker specs are written in their canonical form once per spec as sent (a spec names no
-    collection state, so the form never changes while the server runs)."""
+    collection state, so the form never changes while the server runs); the last
+    ``CANONICAL_SPECS_KEPT`` are remembered, so endless distinct specs cannot fill the server."""
 
     def __init__(self, config: ServiceConfig, collections: inputs.Collections):
         self.config = config
         self.collections = collections
-        self.canonical_specs: dict[str, str] = {}  # ranker spec as sent -> canonical spec
+        self.models = inputs.ModelPlaces.of(config)
+        self.canonical_spec = functools.lru_cache(CANONICAL_SPECS_KEPT)(self._canonical_spec)
+
+    def _canonical_spec(self, spec: str) -> str:
+        """The canonical form of a ranker spec as sent (paths and models checked)."""
+        return inputs.canonical_ranker(
+            spec, self.config.data_roots, self.config.indexes, self.models
+        )
 
     # -- jobs ------------------------------------------------------------------------------------
     def plan_job(self, body: JobRequest) -> tuple[dict[str, Any], pd.DataFrame, list[dict]]:
@@ -93,35 +104,51 @@ class RequestPlanner:
 
     # -- rankers and evaluators ------------------------------------------------------------------
     def rankers(
-        self, choice: str | Mapping[str, str] | None, view: inputs.CollectionView
+        self,
+        choice: str | Mapping[str, str] | None,
+        view: inputs.CollectionView,
+        scope: str = "admin",
     ) -> dict[str, str]:
-        """dimension -> canonical ranker spec of a request's ``rankers`` ({} for None)."""
+        """dimension -> canonical ranker spec of a request's ``rankers`` ({} for None); a read
+        token's specs must match ``read_rankers`` (403 otherwise)."""
         if choice is None:
             return {}
         chosen = chosen_specs(choice, view)
-        roots, indexes = self.config.data_roots, self.config.indexes
-        for spec in dict.fromkeys(chosen.values()):
-            if spec not in self.canonical_specs:
-                self.canonical_specs[spec] = inputs.canonical_ranker(spec, roots, indexes)
-        return {d: self.canonical_specs[s] for d, s in chosen.items()}
+        canonical = {s: self.canonical_spec(s.strip()) for s in dict.fromkeys(chosen.values())}
+        if scope != "admin":
+            for sent, spec in canonical.items():
+                self._check_read_ranker(sent.strip(), spec)
+        return {d: canonical[s] for d, s in chosen.items()}
+
+    def _check_read_ranker(self, sent: str, spec: str) -> None:
+        """403 unless the spec, as sent or canonical, matches a ``read_rankers`` pattern."""
+        patterns = self.config.read_rankers
+        if any(fnmatch.fnmatchcase(t, p) for p in patterns for t in (sent, spec)):
+            return
+        allowed = ", ".join(patterns) or "none"
+        raise inputs.RequestError(
+            403,
+            f"ranker {sent!r}: a read token may use only rankers matching {allowed} "
+            "(setting read_rankers); ask for an admin token or another ranker",
+        )
 
     def evaluators(self, choice: str | list[str] | None) -> list[str]:
         """The checked evaluator specs of a request's ``evaluators`` ([] for none)."""
         if not choice:
             return []
         specs = split_specs(choice) if isinstance(choice, str) else [s.strip() for s in choice]
-        checked = [
-            inputs.canonical_evaluator(s, self.config.data_roots, self.config.indexes)
-            for s in specs
-            if s
-        ]
+        roots, indexes = self.config.data_roots, self.config.indexes
+        checked = [inputs.canonical_evaluator(s, roots, indexes, self.models) for s in specs if s]
         if len(set(checked)) != len(checked):
             raise inputs.RequestError(422, "evaluators: the same spec twice")
         return checked
 
     # -- synchronous scores ----------------------------------------------------------------------
-    def score_payload(self, body: ScoreRequest) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """What the worker takes for a score request, and the answers it cannot rank."""
+    def score_payload(
+        self, body: ScoreRequest, scope: str = "admin"
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """What the worker takes for a score request of a token of ``scope``, and the answers
+        it cannot rank."""
         limit = self.config.score_max_answers
         if len(body.answers) > limit:
             raise inputs.RequestError(
@@ -130,7 +157,7 @@ class RequestPlanner:
                 f"({len(body.answers)} given); submit a job for more",
             )
         view = self.collections.get(body.collection)
-        rankers = self.rankers(body.rankers, view)
+        rankers = self.rankers(body.rankers, view, scope)
         api.normalised_weights(body.weights, list(rankers))
         rows, skipped = score_answers_of(body, view)
         frame = {"answer_id": [r["answer_id"] for r in rows], "qid": [r["qid"] for r in rows]}

@@ -3,11 +3,15 @@
 Pydantic models are the service's contract: FastAPI checks every request against them before a
 handler runs (a 422 names the field) and writes them into the OpenAPI document
 (``docs/openapi.json``), so a change here is a change of the API.
+
+Every integer a request may carry has a declared range (``Sample``, ``IdInt``, and
+``ROW_NUMBER_MAX`` for the offsets and limits of the routes), so ``sample: 2**70`` is a 422
+naming the field, never an overflow deep in the store or pandas.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,17 +19,23 @@ TieRule = Literal["mid", "optimistic", "pessimistic", "strict"]
 References = Literal["auto", "collection", "pseudo", "none"]
 JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 
+SAMPLE_MAX = 2**31 - 1  # an answer's sample number
+SAFE_INT = 2**53 - 1  # the largest integer a JSON client reads exactly (an id given as a number)
+ROW_NUMBER_MAX = 10**9  # offsets and page sizes of the routes' lists and result pages
+Sample = Annotated[int, Field(ge=0, le=SAMPLE_MAX)]
+IdInt = Annotated[int, Field(ge=-SAFE_INT, le=SAFE_INT)]
+
 
 # -- requests --------------------------------------------------------------------------------------
 class AnswerIn(BaseModel):
     """One generated answer, as a row of an answer file (``nrp.answers``)."""
 
     model_config = ConfigDict(extra="allow")
-    answer_id: str | int | None = None
-    llm: str | int
-    prompt: str | int
-    qid: str | int
-    sample: int | None = None
+    answer_id: str | IdInt | None = None
+    llm: str | IdInt
+    prompt: str | IdInt
+    qid: str | IdInt
+    sample: Sample | None = None
     text: str
 
 
@@ -59,8 +69,8 @@ class ScoreAnswer(BaseModel):
     answer_id: str | None = None
     llm: str = ""
     prompt: str = ""
-    qid: str | int
-    sample: int = 0
+    qid: str | IdInt
+    sample: Sample = 0
     text: str = Field(min_length=1)
 
 

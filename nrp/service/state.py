@@ -107,6 +107,7 @@ class ServiceMetrics:
         self.batch_seconds = r.add(
             Histogram("nrp_worker_batch_seconds", "time per worker batch", labels=("kind",))
         )
+        self.pool: dict[str, float] = {}  # the worker's last pool usage (``PoolUsage``)
         self._add_gauges(service)
 
     def _add_gauges(self, service: Service) -> None:
@@ -140,6 +141,19 @@ class ServiceMetrics:
                 lambda: [((), float(service.worker.restarts if service.worker else 0))],
             )
         )
+        for field, help_text in (
+            ("entries", "rankers and evaluators the worker's pool holds"),
+            ("bytes", "their estimated memory, each loaded model counted once"),
+            ("models", "distinct loaded models among them"),
+            ("evictions", "pool entries dropped to stay within the limits"),
+        ):
+            r.add(
+                Gauge(
+                    f"nrp_worker_pool_{field}",
+                    help_text,
+                    lambda field=field: [((), self.pool[field])] if field in self.pool else [],
+                )
+            )
 
     def on_worker_metrics(self, payload: dict[str, Any]) -> None:
         """A ``metrics`` message of the worker: a batch done, a job finished or failed."""
@@ -152,3 +166,5 @@ class ServiceMetrics:
             self.jobs_finished.inc(1, "done")
         elif kind == "job_failed":
             self.jobs_finished.inc(1, "failed")
+        elif kind == "pool":
+            self.pool = {k: float(v) for k, v in payload.items() if k != "kind"}

@@ -20,6 +20,11 @@ the loop that batches work and keeps the store's books:
    is done; then the units are marked done. A unit is "one query's answers for one ranker or
    evaluator" (``run_rank_units`` / ``run_evaluate_units`` take units and return nothing but
    cache rows), so another executor can run it elsewhere.
+After each batch the pool drops the least recently used rankers and evaluators beyond its
+limits (``pool_max_entries``, ``pool_max_bytes``; ``ModelPool.account``) and the worker reports
+what it holds (the ``nrp_worker_pool_*`` metrics). A failure it did not expect reaches the
+caller as an error id only (``nrp.service.disclosure``), its detail in the log.
+
 3. **Finalisation**: a job whose units are all done is scored with the library's own
    ``score_answers`` (and ``evaluate_answers``) over its answers: every position is served by
    the results cache, so nothing is recomputed, and the result is what ``nrp score`` writes for
@@ -54,18 +59,18 @@ import signal
 import socket
 import threading
 import time
-import traceback
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from nrp import api
 from nrp.errors import NrpError
 from nrp.service.compute import job_tables, run_evaluate_units, run_rank_units, score_requests
 from nrp.service.config import ServiceConfig
+from nrp.service.disclosure import internal_error, redact_paths, trace
 from nrp.service.inputs import EVALUATE
-from nrp.service.pool import ModelPool
+from nrp.service.pool import ModelPool, PoolLimits
 from nrp.service.store import Store
 
 log = logging.getLogger("nrp.service.worker")
@@ -97,7 +102,9 @@ class Worker:
         self.parent_pid = parent_pid
         self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.store = Store(config.store_url)
-        self.pool = ModelPool(config.indexes)
+        self.pool = ModelPool(
+            config.indexes, PoolLimits(config.pool_max_entries, config.pool_max_bytes)
+        )
         self.stopping = False
         self.pending: list[_ScoreRequest] = []
         self.busy = True
@@ -157,6 +164,7 @@ class Worker:
         if requeued:
             log.info("re-queued units left running", extra={"fields": {"units": requeued}})
         self._preload()
+        self._account()
         self._send("ready", {"pid": os.getpid(), "worker": self.name, "requeued": requeued})
         log.info("worker ready", extra={"fields": {"worker": self.name}})
         try:
@@ -174,21 +182,34 @@ class Worker:
                 break
             if requests:
                 self._serve(requests)
+                self._account()
                 continue
             try:
                 did = self._job_batch() or self._finalize()
+                if did:
+                    self._account()
                 if expired_only and time.monotonic() - self.last_requeue > 30:
                     self.last_requeue = time.monotonic()
                     self.store.requeue(expired_only=True)
             except Exception as err:
                 # the store went away for a moment (a restarted database, a full disk): the
                 # units stay leased or queued in the store; try again after a pause
-                log.error("worker loop error", extra={"fields": {"trace": _trace(err)}})
+                log.error("worker loop error", extra={"fields": {"trace": trace(err)}})
                 time.sleep(self.config.poll_interval_s)
                 with contextlib.suppress(Exception):
                     self.store.requeue(expired_only=False, worker=self.name)
                 did = False
             self.busy = did
+
+    def _account(self) -> None:
+        """Keep the pool within its limits (``ModelPool.account``) and tell the server what it
+        holds (the ``nrp_worker_pool_*`` metrics)."""
+        try:
+            usage = self.pool.account()
+        except Exception as err:  # an estimate that fails must not stop the worker
+            log.error("pool accounting failed", extra={"fields": {"trace": trace(err)}})
+            return
+        self._send("metrics", {"kind": "pool", **asdict(usage)})
 
     def _check_parent(self) -> None:
         if self.parent_pid is not None and os.getppid() != self.parent_pid:
@@ -219,7 +240,7 @@ class Worker:
                 try:
                     replies.update(self._score([request]))
                 except Exception as err:
-                    replies[request.id] = _error_reply(err)
+                    replies[request.id] = self._error_reply(err)
         for request in requests:
             self._send("result", {"id": request.id, **replies[request.id]})
         self._send(
@@ -339,12 +360,28 @@ class Worker:
             log.warning("closing the executor failed", extra={"fields": {"error": str(err)}})
         self.executor = None
 
+    def _error_reply(self, err: Exception) -> dict[str, Any]:
+        """A failed score request's reply: 422 with the library's message (server paths
+        relative to their root), or 500 with an error id only (``nrp.service.disclosure``)."""
+        if isinstance(err, NrpError):
+            return {"ok": False, "status": 422, "error": self._public(err)}
+        message, error_id = internal_error(log, "score request failed", err)
+        return {"ok": False, "status": 500, "error": message, "error_id": error_id}
+
+    def _public(self, err: NrpError) -> str:
+        return redact_paths(str(err), self.config.server_roots)
+
     def _fail(self, job_id: str, err: Exception) -> None:
-        message = str(err) if isinstance(err, NrpError) else f"{type(err).__name__}: {err}"
-        log.error(
-            "job failed",
-            extra={"fields": {"job_id": job_id, "error": message, "trace": _trace(err)}},
-        )
+        """Mark the job failed; its error (which read tokens see) tells what ``_error_reply``
+        would, the detail stays in the log."""
+        if isinstance(err, NrpError):
+            message = self._public(err)
+            log.error(
+                "job failed",
+                extra={"fields": {"job_id": job_id, "error": str(err), "trace": trace(err)}},
+            )
+        else:
+            message, _ = internal_error(log, "job failed", err, job_id=job_id)
         self.store.fail_job(job_id, message)
         self._send("metrics", {"kind": "job_failed"})
 
@@ -367,17 +404,6 @@ class Worker:
                 )
                 self._send("metrics", {"kind": "job_done"})
         return bool(jobs)
-
-
-def _error_reply(err: Exception) -> dict[str, Any]:
-    if isinstance(err, NrpError):
-        return {"ok": False, "status": 422, "error": str(err)}
-    log.error("score request failed", extra={"fields": {"trace": _trace(err)}})
-    return {"ok": False, "status": 500, "error": f"{type(err).__name__}: {err}"}
-
-
-def _trace(err: Exception) -> str:
-    return "".join(traceback.format_exception(type(err), err, err.__traceback__))[-4000:]
 
 
 def _die_with_parent(parent_pid: int, interval: float = 0.2) -> None:
@@ -417,5 +443,5 @@ def worker_main(config_data: dict[str, Any], inbox: Any, outbox: Any, parent_pid
     try:
         worker.run()
     except Exception as err:
-        log.error("worker crashed", extra={"fields": {"trace": _trace(err)}})
+        log.error("worker crashed", extra={"fields": {"trace": trace(err)}})
         raise

@@ -8,6 +8,9 @@ Formats:
 - **CSV / TSV** (``.csv``; ``.tsv`` or ``.tab``): a header row naming at least ``qid``,
   ``docno`` and ``score`` (PyTerrier's column names; other columns are ignored).
 
+Ids (qid, docno) are read in Unicode NFC, as the collection's are, so a run written with NFD
+ids (macOS file names, some editors) meets the collection's topics and judgments.
+
 Every problem is an ``InputError`` naming the file and line on one line: wrong field count,
 non-numeric or non-finite score, non-integer rank, a (qid, docno) given twice, an empty file,
 bytes that are not UTF-8.
@@ -41,6 +44,7 @@ from typing import Literal
 import pandas as pd
 
 from nrp.collection.formats._io import iter_lines, iter_table, read_text
+from nrp.collection.records import nfc
 from nrp.errors import InputError, NrpError
 
 RunFormat = Literal["trec", "csv", "tsv"]
@@ -139,6 +143,8 @@ def read_run(path: str | Path, format: RunFormat | None = None) -> RunFile:
         rows, tags = _read_trec(path)
     else:
         rows, tags = _read_table(path, "," if kind == "csv" else "\t"), []
+    # ids in NFC, as the collection's (and the answers') ids are read
+    rows = [(nfc(qid), nfc(docno), score, rank, line) for qid, docno, score, rank, line in rows]
     if not rows:
         raise InputError(path, None, "run has no rows")
     first_line: dict[tuple[str, str], int] = {}

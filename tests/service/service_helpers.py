@@ -23,6 +23,8 @@ from typing import Any
 import httpx
 import yaml
 
+import nrp
+
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 READ_TOKEN = "read-token-0123456789abcdef"
 N_TOPICS = 30
@@ -134,15 +136,20 @@ def write_config(root: Path, **settings: Any) -> Path:
 class Server:
     """``nrp serve`` in a subprocess; ``client(token)`` gives an httpx client for it."""
 
-    def __init__(self, config: Path, log: Path):
+    def __init__(self, config: Path, log: Path, cwd: Path | None = None):
         self.config = config
         self.log = log
+        self.cwd = cwd  # the server's working folder (default: the test's)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
 
     def start(self, timeout: float = 180.0) -> Server:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        # the nrp this test imports, wherever the server's working folder is
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(Path(nrp.__file__).parents[1]), env.get("PYTHONPATH")])
+        )
         for name in ("NRP_TOKENS", "NRP_SERVICE_STORE", "NRP_INDEXES"):
             env.pop(name, None)
         with open(self.log, "ab") as out:
@@ -152,6 +159,7 @@ class Server:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
+                cwd=self.cwd,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

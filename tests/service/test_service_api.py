@@ -247,6 +247,36 @@ def test_a_manifest_inside_the_roots_whose_sources_lie_outside_is_refused(env, a
     assert "reads a file outside the data roots" in response.json()["detail"]
 
 
+def test_a_narratives_file_outside_the_data_roots_is_refused(env, admin):
+    """A file a source option names (trec-topics-xml's ``narratives``) is held to the data
+    roots too, though the manifest's own data_root (the parent of the data root) allows it."""
+    root, data = env["root"], env["root"] / "data"
+    rows = [line.split("\t") for line in (data / "topics.tsv").read_text().splitlines()[1:]]
+
+    def topics_xml(narrative: str) -> str:
+        topics = "".join(
+            f"<topic><id>{qid}</id><query>{query}</query>{narrative}</topic>\n"
+            for qid, query in rows
+        )
+        return f"<topics>\n{topics}</topics>\n"
+
+    (data / "leaky-topics.xml").write_text(topics_xml(""))
+    (root / "secret").mkdir()
+    (root / "secret" / "narr.xml").write_text(topics_xml("<narrative>SECRET</narrative>"))
+    manifest = (data / "manifest.yaml").read_text().replace("data_root: .", "data_root: ..")
+    manifest = manifest.replace("path: documents.tsv", "path: data/documents.tsv")
+    manifest = manifest.replace("path: qrels.tsv", "path: data/qrels.tsv").replace(
+        "{format: table, path: topics.tsv, holds: topics}",
+        "{format: trec-topics-xml, path: data/leaky-topics.xml, narratives: ../secret/narr.xml}",
+    )
+    (data / "leaky.yaml").write_text(manifest)
+    response = admin.post("/v1/collections", json={"manifest": "leaky.yaml", "name": "leaky"})
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail == "manifest leaky.yaml: sources[0] reads a file outside the data roots"
+    assert "leaky" not in [c["name"] for c in admin.get("/v1/collections").json()["collections"]]
+
+
 # -- collections ---------------------------------------------------------------------------------
 def test_collections_list_and_info(read):
     listed = read.get("/v1/collections").json()["collections"]

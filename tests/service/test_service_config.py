@@ -103,6 +103,27 @@ def test_nrp_serve_with_a_bad_config_exits_2_with_one_line(tmp_path, capsys):
     assert len(err.splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "line", "problem"),
+    [
+        # the last value is out of range: a reader that keeps it fails, never starts a server
+        ("service.yaml", "port: 9001\nhost: 127.0.0.1\nport: 70000\n", 3,
+         "key 'port' given twice (first at line 1)"),
+        ("service.toml", "port = 9001\nhost = '127.0.0.1'\nport = 70000\n", 3,
+         "Cannot overwrite"),
+    ],
+)  # fmt: skip
+def test_nrp_serve_refuses_a_config_file_that_gives_a_setting_twice(
+    tmp_path, capsys, name, text, line, problem
+):
+    path = tmp_path / name
+    path.write_text(text)
+    assert cli_main(["serve", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"nrp: error: {path}:{line}: cannot parse: ")
+    assert problem in err and len(err.strip().splitlines()) == 1
+
+
 def test_server_paths_stay_inside_the_data_roots(tmp_path):
     root = (tmp_path / "root").resolve()
     (root / "sub").mkdir(parents=True)
@@ -137,7 +158,10 @@ def test_model_paths_in_specs_are_checked_and_resolved(tmp_path):
     assert check("dense:model=minilm,batch=8") == "dense:model=minilm,batch=8"
     assert check("dense:model=models/mini") == f"dense:model={root / 'models' / 'mini'}"
     assert check(f"dense:model={root / 'models' / 'mini'}").endswith("models/mini")
-    assert check("dense:model=org/hub-id") == "dense:model=org/hub-id"
+    # issue 16: a hub id is no folder of a root (and a request must not make the server fetch
+    # a model): refused, where it used to pass through to the worker
+    with pytest.raises(RequestError, match="'org/hub-id' is not a model this server offers"):
+        check("dense:model=org/hub-id")
     for outside in ("/etc", "../models", str(tmp_path)):
         with pytest.raises(RequestError, match="outside the data roots"):
             check(f"dense:model={outside}")

@@ -73,3 +73,13 @@ def test_ranks_that_disagree_with_scores_give_a_warning(tmp_path):
     run = read_run(write(tmp_path, "w.run", "q1 Q0 d1 1 0.1 t\nq1 Q0 d2 2 0.9 t\n"))
     assert len(run.warnings) == 1
     assert "ranks disagree with scores in 1 queries (first: q1)" in run.warnings[0]
+
+
+def test_ids_are_read_in_nfc(tmp_path):
+    nfd, nfc = "e\u0301", "\u00e9"  # "é" as e + combining acute, and as one code point
+    trec = read_run(write(tmp_path, "n.run", f"q{nfd} Q0 d{nfd} 1 1.0 t\n"))
+    table = read_run(write(tmp_path, "n.tsv", f"qid\tdocno\tscore\nq{nfd}\td{nfd}\t1\n"))
+    for run in (trec, table):
+        assert run.frame[["qid", "docno"]].values.tolist() == [[f"q{nfc}", f"d{nfc}"]]
+    with pytest.raises(InputError, match=r"n2.run:2: .* ranked twice \(first on line 1\)"):
+        read_run(write(tmp_path, "n2.run", f"q{nfc} Q0 d1 1 1 t\nq{nfd} Q0 d1 2 0 t\n"))

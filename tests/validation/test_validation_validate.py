@@ -75,8 +75,8 @@ class QueryWordOverlap(Ranker):
         )
 
 
-@pytest.fixture
-def tiny(tmp_path) -> Collection:
+def ingest_tiny(tmp_path, renamed: dict[str, str] | None = None) -> Collection:
+    """The tiny collection, ids in ``renamed`` (whole words: q1, d1) written as their values."""
     data = tmp_path / "data"
     data.mkdir()
     for name, text in [
@@ -86,9 +86,16 @@ def tiny(tmp_path) -> Collection:
         ("rel.qrels", REL),
         ("cred.qrels", CRED),
     ]:
+        for old, new in (renamed or {}).items():
+            text = re.sub(rf"\b{old}\b", new, text)
         (data / name).write_text(text)
     ingest(data / "manifest.yaml", indexes_dir=tmp_path / "indexes")
     return Collection.load("tiny", tmp_path / "indexes")
+
+
+@pytest.fixture
+def tiny(tmp_path) -> Collection:
+    return ingest_tiny(tmp_path)
 
 
 # -- relevance, graded labels, qrels = judgments of D_q (d10 left out) ----------------------------
@@ -283,3 +290,22 @@ def test_run_with_a_rankers_scores_evaluates_exactly_like_the_ranker(tiny, tmp_p
             from_run.dimensions[dimension].per_query["overlap"]
             == from_ranker.dimensions[dimension].per_query["overlap"]
         )
+
+
+def test_a_run_with_nfd_ids_meets_the_collections_nfc_ids(tmp_path):
+    qid, docno = "q\u00e91", "d\u00e91"  # "qé1", "dé1": é as one code point (NFC)
+    tiny = ingest_tiny(tmp_path, {"q1": qid, "d1": docno})
+    assert qid in set(tiny.topics["qid"])
+    nfd_qid, nfd_docno = "qe\u03011", "de\u03011"  # the same ids, e + combining acute (NFD)
+    run = tmp_path / "mine.run"
+    run.write_text(
+        f"{nfd_qid} Q0 {nfd_docno} 1 3 t\n{nfd_qid} Q0 d10 2 2 t\n{nfd_qid} Q0 d2 3 1 t\n"
+        f"{nfd_qid} Q0 d3 4 1 t\n{nfd_qid} Q0 d4 5 0 t\n",
+        encoding="utf-8",
+    )
+    result = validate_runs(tiny, [run], dimensions=["relevance"])
+    # as in the test above: dé1(2) d10(1) d3(0) d2(0) d4(1)
+    assert result.dimensions["relevance"].per_query["mine"]["nDCG@10"][qid] == pytest.approx(
+        (2 + 1 / LOG2_3 + 1 / LOG2_6) / (2 + 1 / LOG2_3 + 1 / 2), abs=1e-12
+    )
+    assert not any("not in collection" in w for w in result.warnings)

@@ -8,8 +8,9 @@ another package adds formats by naming its module under the entry-point group ``
 from __future__ import annotations
 
 from nrp.collection.formats.base import Format, Option, ReadReport
+from nrp.collection.records import with_nfc_ids
 from nrp.components import Registry
-from nrp.errors import ConfigError
+from nrp.errors import ConfigError, quote
 
 __all__ = [
     "Format",
@@ -64,14 +65,14 @@ def all_formats() -> dict[str, Format]:
 def get_format(name: str) -> Format:
     formats = all_formats()
     if name not in formats:
-        raise ConfigError(f"unknown input format {name!r}; known: {', '.join(formats)}")
+        raise ConfigError(f"unknown input format {quote(name)}; known: {', '.join(formats)}")
     return formats[name]
 
 
 def read_format(name: str, path, **options) -> tuple[list, ReadReport]:
     """Read one input the way ingest does, without a manifest: the format's declared defaults,
-    then ``options``; the records and the reader's report."""
+    then ``options``; the records (ids in NFC, as ingest stores them) and the reader's report."""
     fmt = get_format(name)
     report = ReadReport()
     full = {key: option.default for key, option in fmt.options.items()} | options
-    return list(fmt.read(path, full, report)), report
+    return [with_nfc_ids(record) for record in fmt.read(path, full, report)], report

@@ -6,25 +6,37 @@ from __future__ import annotations
 import csv
 import io
 import json
-import sys
 import xml.parsers.expat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nrp.errors import InputError
+from nrp.errors import InputError, clip, quote
 
-csv.field_size_limit(sys.maxsize)  # real documents (CLEF pages) exceed csv's 128 KiB default
+#: the most characters one CSV/TSV field may hold. Real documents (CLEF pages) exceed csv's 128 KiB
+#: default; a larger field is refused as an error naming its line (most often a quote left open
+#: that swallowed the rest of the file), never read into memory as one value.
+MAX_FIELD_CHARS = 16 * 1024 * 1024
+#: the most characters one line of a line-based file (qrels, JSON Lines, SMART, SGML topics) may
+#: hold; a longer line is an error naming it.
+MAX_LINE_CHARS = 16 * 1024 * 1024
+
+csv.field_size_limit(MAX_FIELD_CHARS)
 
 
 def read_text(path: Path) -> str:
     """The whole file as text; refuses a missing or empty file and non-UTF-8 bytes (with line)."""
     path = Path(path)
-    if not path.exists():
-        raise InputError(path, None, "file not found")
-    if path.is_dir():
-        raise InputError(path, None, "is a folder, expected a file")
-    data = path.read_bytes()
+    if "\0" in str(path):
+        raise InputError(quote(str(path)), None, "a file name cannot hold a NUL character")
+    try:
+        if not path.exists():
+            raise InputError(path, None, "file not found")
+        if path.is_dir():
+            raise InputError(path, None, "is a folder, expected a file")
+        data = path.read_bytes()
+    except OSError as err:  # no permission, a name too long, a device that cannot be read
+        raise InputError(path, None, f"cannot read the file: {err.strerror or err}") from None
     if not data.strip():
         raise InputError(path, None, "file is empty")
     try:
@@ -44,6 +56,12 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
     if text.endswith("\n"):
         text = text[:-1]
     for number, line in enumerate(text.split("\n"), start=1):
+        if len(line) > MAX_LINE_CHARS:
+            raise InputError(
+                path,
+                number,
+                f"line of {len(line):,} characters, over the limit of {MAX_LINE_CHARS:,}",
+            )
         yield number, line.removesuffix("\r")
 
 
@@ -63,33 +81,88 @@ def iter_table(
 ) -> Iterator[tuple[int, dict[str, str]]]:
     """(line number where the record starts, row as dict) for a CSV/TSV file with a header row
     (or with ``fieldnames`` given for a file without one). Quoted fields may span lines; a row
-    with the wrong number of fields is an error naming its line."""
+    with the wrong number of fields, a quote still open at the end of the file and a field over
+    ``MAX_FIELD_CHARS`` are errors naming their line."""
     path = Path(path)
     text = read_text(path)
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter_for(path, delimiter))
+    separator = delimiter_for(path, delimiter)
+    lines = _Lines(text)
+    reader = csv.reader(lines, delimiter=separator)
     header = fieldnames
     start = 1
     try:
         for row in reader:
             line, start = start, reader.line_num + 1
+            if lines.ended:  # the reader ran out of lines inside a record: a quote never closed
+                opened = _open_quote_line(text, line, separator)
+                raise InputError(
+                    path, opened, 'a quoted field opens here and is never closed (missing ")'
+                )
             if not row or all(not cell.strip() for cell in row):
                 continue
             if header is None:
                 header = [cell.strip() for cell in row]
                 if len(set(header)) != len(header):
-                    raise InputError(path, line, f"header names a column twice: {header}")
+                    raise InputError(path, line, f"header names a column twice: {quote(header)}")
                 continue
             if len(row) != len(header):
                 raise InputError(
                     path,
                     line,
-                    f"expected {len(header)} fields ({', '.join(header)}), found {len(row)}",
+                    f"expected {len(header)} fields ({clip(', '.join(header))}), found {len(row)}",
                 )
             yield line, dict(zip(header, row, strict=True))
     except csv.Error as err:
+        if "field limit" in str(err):
+            raise InputError(
+                path,
+                start,
+                f"a field of the record starting here is over the limit of {MAX_FIELD_CHARS:,} "
+                "characters (a quote never closed?)",
+            ) from None
         raise InputError(path, reader.line_num, f"malformed CSV: {err}") from None
     if header is None:
         raise InputError(path, None, "file has no header row")
+
+
+class _Lines:
+    """The lines of a text as csv reads them, noting when it asks for one past the last: the
+    reader only does that inside a record, when a quoted field is still open."""
+
+    def __init__(self, text: str):
+        self._lines = io.StringIO(text, newline="")
+        self.ended = False
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        line = self._lines.readline()
+        if not line:
+            self.ended = True
+            raise StopIteration
+        return line
+
+
+def _open_quote_line(text: str, start: int, delimiter: str) -> int:
+    """The line on which the quote still open at the end of ``text`` opened, scanning from the
+    record that starts on line ``start`` (csv's rules: a quote opens only at a field's start)."""
+    opened, in_quote, field_start = start, False, True
+    lines = io.StringIO(text, newline="").readlines()
+    for number, line in enumerate(lines[start - 1 :], start=start):
+        position = 0
+        while position < len(line):
+            char = line[position]
+            if in_quote:
+                if char == '"' and line[position + 1 : position + 2] == '"':
+                    position += 1  # an escaped quote
+                elif char == '"':
+                    in_quote = False
+            elif char == '"' and field_start:
+                in_quote, opened = True, number
+            field_start = not in_quote and char in (delimiter, "\n", "\r")
+            position += 1
+    return opened
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
@@ -99,13 +172,19 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             continue
         try:
             value = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InputError(
-                path, number, f"invalid JSON: {err.msg} at column {err.colno}"
-            ) from None
+        except ValueError as err:
+            raise InputError(path, number, json_problem(err)) from None
         if not isinstance(value, dict):
             raise InputError(path, number, f"expected a JSON object, found {type(value).__name__}")
         yield number, value
+
+
+def json_problem(err: ValueError) -> str:
+    """What is wrong with a line ``json.loads`` refused: a syntax error with its column, or a
+    number too long to convert (Python's 4,300-digit limit raises a plain ValueError)."""
+    if isinstance(err, json.JSONDecodeError):
+        return f"invalid JSON: {err.msg} at column {err.colno}"
+    return f"invalid JSON: {clip(str(err).split(';')[0])}"  # a number too long, say how long
 
 
 def iter_records(

@@ -32,7 +32,7 @@ from nrp.collection.formats import register
 from nrp.collection.formats._io import iter_table, require
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Document, Judgment, Origin, Record, Topic
-from nrp.errors import ConfigError, InputError
+from nrp.errors import ConfigError, InputError, clip, quote
 
 QUERY_COLUMNS = {"long": "Long Query", "short": "Short Query"}
 # topic field -> column: both formulations, whichever is the query, and the category
@@ -52,7 +52,7 @@ def _check_columns(path: Path, line: int, row: Mapping[str, str], needed: list[s
     for column in needed:
         if column not in row:
             raise InputError(
-                path, line, f"no column {column!r} (the header names: {', '.join(row)})"
+                path, line, f"no column {quote(column)} (the header names: {clip(', '.join(row))})"
             )
 
 
@@ -62,7 +62,8 @@ def read_topics(path: Path, options: Mapping[str, Any], report: ReadReport) -> I
     choice = options.get("query", "long")
     if choice not in QUERY_COLUMNS:
         raise ConfigError(
-            f"{path}: option 'query' of argquality-topics must be 'long' or 'short', got {choice!r}"
+            f"{path}: option 'query' of argquality-topics must be 'long' or 'short', "
+            f"got {quote(choice)}"
         )
     column = QUERY_COLUMNS[choice]
     seen: dict[str, int] = {}
@@ -74,7 +75,7 @@ def read_topics(path: Path, options: Mapping[str, Any], report: ReadReport) -> I
         qid = require(row["Topic ID"], path, line, "Topic ID")
         if qid in seen:
             raise InputError(
-                path, line, f"Topic ID {qid!r} given twice (first at line {seen[qid]})"
+                path, line, f"Topic ID {quote(qid)} given twice (first at line {seen[qid]})"
             )
         seen[qid] = line
         query = " ".join(require(row[column], path, line, column).split())
@@ -93,14 +94,16 @@ def _score(raw: str, path: Path, line: int, column: str) -> str:
     except ValueError:
         value = math.nan
     if not math.isfinite(value):
-        raise InputError(path, line, f"column {column!r}: {raw!r} is not a number")
+        raise InputError(path, line, f"column {quote(column)}: {quote(raw)} is not a number")
     return text
 
 
 def _is_argument(raw: str, path: Path, line: int) -> bool:
     value = raw.strip().lower()
     if value not in ("true", "false"):
-        raise InputError(path, line, f"column 'Is Argument?': expected True or False, got {raw!r}")
+        raise InputError(
+            path, line, f"column 'Is Argument?': expected True or False, got {quote(raw)}"
+        )
     return value == "true"
 
 
@@ -108,7 +111,7 @@ def _dimension_map(path: Path, value: Any) -> dict[str, str]:
     if not isinstance(value, Mapping) or not value:
         raise ConfigError(
             f"{path}: option 'dimensions' of argquality-arguments must map score columns to "
-            f"dimension names, got {value!r}"
+            f"dimension names, got {quote(value)}"
         )
     names = [str(name) for name in value.values()]
     if len(set(names)) != len(names):
@@ -124,7 +127,7 @@ def read_arguments(path: Path, options: Mapping[str, Any], report: ReadReport) -
     if non_arguments not in NON_ARGUMENT_CHOICES:
         raise ConfigError(
             f"{path}: option 'non_arguments' of argquality-arguments must be 'keep' or 'drop', "
-            f"got {non_arguments!r}"
+            f"got {quote(non_arguments)}"
         )
     needed = ["Topic ID", "Discussion ID", "Argument ID", "Premise", *dimensions]
     if non_arguments == "drop":

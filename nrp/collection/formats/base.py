@@ -24,6 +24,8 @@ class Option:
     description: str
     default: Any = None
     required: bool = False
+    #: the value names a file relative to the source's folder (kept under the data root)
+    path: bool = False
 
 
 @dataclass

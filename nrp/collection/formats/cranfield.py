@@ -29,7 +29,7 @@ from nrp.collection.formats import register
 from nrp.collection.formats._io import iter_lines
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Document, Judgment, Origin, Record, Topic
-from nrp.errors import ConfigError, InputError
+from nrp.errors import ConfigError, InputError, quote
 
 _MARKER = re.compile(r"^\.([A-Z])(?:\s+(.*?))?\s*$")
 _SECTIONS = ("T", "A", "B", "W")
@@ -49,9 +49,14 @@ class SmartRecord:
         return " ".join(" ".join(self.sections.get(name, [])).split())
 
 
+def _is_number(text: str) -> bool:
+    """ASCII digits only (``str.isdigit`` also takes "²" and other digits int() refuses)."""
+    return text.isascii() and text.isdigit()
+
+
 def _number(ident: str) -> str:
     """``001`` and ``1`` are the same record number; non-numeric ids stay as written."""
-    return str(int(ident)) if ident.isdigit() else ident
+    return (ident.lstrip("0") or "0") if _is_number(ident) else ident
 
 
 def iter_smart(path: Path, report: ReadReport) -> Iterator[SmartRecord]:
@@ -70,7 +75,7 @@ def iter_smart(path: Path, report: ReadReport) -> Iterator[SmartRecord]:
             if _number(ident) in seen:
                 first = seen[_number(ident)]
                 raise InputError(
-                    path, number, f"record id {ident!r} given twice (first at line {first})"
+                    path, number, f"record id {quote(ident)} given twice (first at line {first})"
                 )
             seen[_number(ident)] = number
             record, current = SmartRecord(ident, number), None
@@ -140,7 +145,7 @@ def read_queries(path: Path, options: Mapping[str, Any], report: ReadReport) -> 
     if mode not in QUERY_ID_CHOICES:
         raise ConfigError(
             f"{path}: option 'query_ids' of cranfield-queries must be 'position' or 'file', "
-            f"got {mode!r}"
+            f"got {quote(mode)}"
         )
     renumbered = 0
     for position, record in enumerate(iter_smart(path, report), start=1):
@@ -167,16 +172,18 @@ def read_qrels(path: Path, options: Mapping[str, Any], report: ReadReport) -> It
             raise InputError(
                 path,
                 number,
-                f"expected 3 fields 'qid docno code', found {len(fields)}: {line.strip()!r}",
+                f"expected 3 fields 'qid docno code', found {len(fields)}: {quote(line.strip())}",
             )
         qid, docno, code = fields
         for name, value in (("qid", qid), ("docno", docno)):
-            if not value.isdigit():
-                raise InputError(path, number, f"{name} {value!r} is not a number")
+            if not _is_number(value):
+                raise InputError(path, number, f"{name} {quote(value)} is not a number")
         try:
             int(code)
         except ValueError:
-            raise InputError(path, number, f"relevance code {code!r} is not an integer") from None
+            raise InputError(
+                path, number, f"relevance code {quote(code)} is not an integer"
+            ) from None
         found = True
         yield Judgment(_number(qid), _number(docno), dimension, code, Origin(str(path), number))
     if not found:

@@ -15,7 +15,7 @@ from nrp.collection.formats import register
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Document, Origin
 from nrp.collection.text_extraction import ExtractionError, extract_page
-from nrp.errors import ConfigError, InputError
+from nrp.errors import ConfigError, InputError, quote
 
 HTML_SUFFIXES = (".html", ".htm")
 DOCNO_FROM = ("name", "path")
@@ -36,7 +36,7 @@ def check_min_length(value: Any, fmt: str) -> int:
     """``min_length`` as a non-negative int (the builder checks only the type)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(
-            f"{fmt}: option 'min_length' must be a non-negative integer, got {value!r}"
+            f"{fmt}: option 'min_length' must be a non-negative integer, got {quote(value)}"
         )
     return value
 
@@ -52,7 +52,7 @@ def read(path: Path, options: Mapping[str, Any], report: ReadReport) -> Iterator
     if docno_from not in DOCNO_FROM:
         raise ConfigError(
             f"html-folder: option 'docno_from' must be one of {', '.join(DOCNO_FROM)}, "
-            f"got {docno_from!r}"
+            f"got {quote(docno_from)}"
         )
     files = html_files(folder)
     if not files:
@@ -68,7 +68,9 @@ def read(path: Path, options: Mapping[str, Any], report: ReadReport) -> Iterator
         docno = _docno(file, folder, docno_from)
         if docno in seen:
             raise InputError(
-                file, None, f"docno {docno!r} also comes from {seen[docno]}; set docno_from: path"
+                file,
+                None,
+                f"docno {quote(docno)} also comes from {seen[docno]}; set docno_from: path",
             )
         seen[docno] = file
         data = file.read_bytes()

@@ -30,7 +30,7 @@ from nrp.collection.formats import register
 from nrp.collection.formats._io import XmlNode, iter_lines, iter_table, parse_xml
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Document, Judgment, Origin, Record, Reference, Topic
-from nrp.errors import ConfigError, InputError
+from nrp.errors import ConfigError, InputError, clip, quote
 
 QUERY_CHOICES = ("original", "paraphrase", "summary")
 
@@ -53,7 +53,7 @@ def read_questions(path: Path, options: Mapping[str, Any], report: ReadReport) -
     if query_from not in QUERY_CHOICES:
         raise ConfigError(
             f"liveqa-med-xml: option 'query' must be one of {', '.join(QUERY_CHOICES)}, "
-            f"got {query_from!r}"
+            f"got {quote(query_from)}"
         )
     root = parse_xml(path)
     questions = list(root.iter("NLM-QUESTION"))
@@ -68,7 +68,9 @@ def read_questions(path: Path, options: Mapping[str, Any], report: ReadReport) -
             raise InputError(path, question.line, "question without qid attribute")
         if qid in seen:
             raise InputError(
-                path, question.line, f"question qid {qid!r} given twice (first at line {seen[qid]})"
+                path,
+                question.line,
+                f"question qid {quote(qid)} given twice (first at line {seen[qid]})",
             )
         seen[qid] = question.line
         yield _topic(question, qid, query_from, path, report)
@@ -80,7 +82,9 @@ def _topic(question: XmlNode, qid: str, query_from: str, path: Path, report: Rea
     fields = _fields(question)
     original = fields.get("original", "")
     if not original:
-        raise InputError(path, question.line, f"question {qid!r} has no SUBJECT or MESSAGE text")
+        raise InputError(
+            path, question.line, f"question {quote(qid)} has no SUBJECT or MESSAGE text"
+        )
     paraphrase = fields.get("paraphrase", "")
     if query_from == "original":
         return Topic(qid, original, paraphrase or None, origin, fields)
@@ -94,7 +98,7 @@ def _topic(question: XmlNode, qid: str, query_from: str, path: Path, report: Rea
         raise InputError(
             path,
             question.line,
-            f"question {qid!r} has no <NLM-Summary>: query 'summary' needs the "
+            f"question {quote(qid)} has no <NLM-Summary>: query 'summary' needs the "
             "TREC-2017-LiveQA-Medical-Test-Questions-w-summaries.xml file",
         )
     summary = fields.get("summary", "")
@@ -186,15 +190,18 @@ def read_qrels(path: Path, options: Mapping[str, Any], report: ReadReport) -> It
                 f"expected 3 fields (question number, grade, AnswerID), found {len(fields)}",
             )
         qnum, label, docno = fields
-        if not qnum.isdigit() or int(qnum) == 0:
-            raise InputError(path, number, f"question number {qnum!r} is not a positive integer")
+        number_text = qnum.lstrip("0")  # no int(): a 5,000-digit number would not convert
+        if not (qnum.isascii() and qnum.isdigit()) or not number_text:
+            raise InputError(
+                path, number, f"question number {quote(qnum)} is not a positive integer"
+            )
         if label not in GRADE_LABELS:
             raise InputError(
                 path,
                 number,
-                f"unknown grade label {label!r}; expected one of {', '.join(GRADE_LABELS)}",
+                f"unknown grade label {quote(label)}; expected one of {', '.join(GRADE_LABELS)}",
             )
-        yield Judgment(f"{prefix}{int(qnum)}", docno, dimension, label, Origin(str(path), number))
+        yield Judgment(f"{prefix}{number_text}", docno, dimension, label, Origin(str(path), number))
 
 
 # --- medquad-answers -------------------------------------------------------------------------
@@ -207,7 +214,7 @@ def read_answers(path: Path, options: Mapping[str, Any], report: ReadReport) -> 
     text_from = str(options.get("text") or "answer")
     if text_from not in ("answer", "full"):
         raise ConfigError(
-            f"medquad-answers: option 'text' must be answer or full, got {text_from!r}"
+            f"medquad-answers: option 'text' must be answer or full, got {quote(text_from)}"
         )
     seen: dict[str, tuple[int, str]] = {}
     checked_header = False
@@ -215,7 +222,7 @@ def read_answers(path: Path, options: Mapping[str, Any], report: ReadReport) -> 
         if not checked_header:
             if list(row) != ["AnswerID", "Answer"]:
                 raise InputError(
-                    path, 1, f"expected the columns AnswerID, Answer; found {', '.join(row)}"
+                    path, 1, f"expected the columns AnswerID, Answer; found {clip(', '.join(row))}"
                 )
             checked_header = True
         docno = row["AnswerID"].strip()
@@ -228,7 +235,7 @@ def read_answers(path: Path, options: Mapping[str, Any], report: ReadReport) -> 
                 raise InputError(
                     path,
                     line,
-                    f"answer {docno!r} given again with a different text "
+                    f"answer {quote(docno)} given again with a different text "
                     f"(first at line {first_line})",
                 )
             report.count("medquad-answers: repeated rows with identical text merged")

@@ -22,7 +22,7 @@ from nrp.collection.formats import register
 from nrp.collection.formats._io import XmlNode, parse_xml
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Document, Judgment, Origin, Record, Topic
-from nrp.errors import InputError
+from nrp.errors import InputError, quote
 
 
 def read(path: Path, options: Mapping[str, Any], report: ReadReport) -> Iterator[Record]:
@@ -45,12 +45,12 @@ def read(path: Path, options: Mapping[str, Any], report: ReadReport) -> Iterator
             raise InputError(
                 path,
                 question.line,
-                f"question QID {qid!r} given twice (first at line {seen_qids[qid]})",
+                f"question QID {quote(qid)} given twice (first at line {seen_qids[qid]})",
             )
         seen_qids[qid] = question.line
         query = _text_of(question, "QuestionText")
         if not query:
-            raise InputError(path, question.line, f"question {qid!r} has no <QuestionText>")
+            raise InputError(path, question.line, f"question {quote(qid)} has no <QuestionText>")
         yield Topic(prefix + qid, query, None, Origin(str(path), question.line))
         answers = list(question.iter("Answer"))
         if not answers:
@@ -71,10 +71,12 @@ def _answer(
     seen_aids: dict[str, int],
     report: ReadReport,
 ) -> Iterator[Record]:
-    aid = _attribute(answer, "AID", path, f"answer of question {qid!r}")
+    aid = _attribute(answer, "AID", path, f"answer of question {quote(qid)}")
     if aid in seen_aids:
         raise InputError(
-            path, answer.line, f"answer AID {aid!r} given twice (first at line {seen_aids[aid]})"
+            path,
+            answer.line,
+            f"answer AID {quote(aid)} given twice (first at line {seen_aids[aid]})",
         )
     seen_aids[aid] = answer.line
     origin = Origin(str(path), answer.line)
@@ -93,7 +95,7 @@ def _answer(
         raise InputError(
             path,
             answer.line,
-            f"answer {aid!r} has no ReferenceScore (an unlabeled file? "
+            f"answer {quote(aid)} has no ReferenceScore (an unlabeled file? "
             "set allow_unjudged: true to read its answers without judgments)",
         )
 

@@ -11,7 +11,7 @@ from nrp.collection.formats import register
 from nrp.collection.formats._io import iter_records, read_text
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Document, Judgment, Origin, Record, Reference, Topic
-from nrp.errors import ConfigError, InputError
+from nrp.errors import ConfigError, InputError, clip, quote
 
 # Our field names, each with the file column it is read from unless `columns` says otherwise.
 DEFAULT_COLUMNS: dict[str, dict[str, str]] = {
@@ -39,7 +39,7 @@ class _Layout:
         if self.holds not in DEFAULT_COLUMNS:
             raise ConfigError(
                 f"table: option 'holds' must be one of {', '.join(DEFAULT_COLUMNS)}, "
-                f"got {self.holds!r}"
+                f"got {quote(self.holds)}"
             )
         given = dict(options["columns"] or {})
         unknown = sorted(set(given) - set(DEFAULT_COLUMNS[self.holds]))
@@ -100,7 +100,7 @@ def _value(row: Mapping[str, Any], column: str, path: Path, line: int) -> str | 
     if value is None:
         return None
     if isinstance(value, dict | list):
-        raise InputError(path, line, f"column {column!r}: expected text, found a JSON value")
+        raise InputError(path, line, f"column {quote(column)}: expected text, found a JSON value")
     if isinstance(value, bool):
         value = str(value).lower()
     return str(value).strip() or None
@@ -121,7 +121,7 @@ def _check_columns(
     missing = sorted(column for column in layout.required if column not in row)
     if not missing:
         return
-    found = ", ".join(row) or "none"
+    found = clip(", ".join(row)) or "none"
     if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
         raise InputError(path, line, f"missing column(s) {', '.join(missing)} (found: {found})")
     if options["fieldnames"]:
@@ -149,13 +149,17 @@ def read(path: Path, options: Mapping[str, Any], report: ReadReport) -> Iterator
         }
         for field in REQUIRED_FIELDS[layout.holds]:
             if field != "grade" and values[field] is None:
-                raise InputError(path, line, f"{field} (column {layout.columns[field]!r}) is empty")
+                raise InputError(
+                    path, line, f"{field} (column {quote(layout.columns[field])}) is empty"
+                )
         unique = UNIQUE_FIELD.get(layout.holds)
         if unique is not None:
             key = values[unique]
             if key in first_line:
                 raise InputError(
-                    path, line, f"{unique} {key!r} appears twice: first at {path}:{first_line[key]}"
+                    path,
+                    line,
+                    f"{unique} {quote(key)} appears twice: first at {path}:{first_line[key]}",
                 )
             first_line[key] = line
         yield from _records(path, line, row, values, layout, report)
@@ -187,7 +191,7 @@ def _records(
         for column, dimension in layout.grade_columns.items():
             grade = _value(row, column, path, line)
             if grade is None and layout.long_form:
-                raise InputError(path, line, f"grade (column {column!r}) is empty")
+                raise InputError(path, line, f"grade (column {quote(column)}) is empty")
             if grade is None:
                 report.count(f"empty {dimension} grades skipped")
                 continue

@@ -13,7 +13,7 @@ from nrp.collection.formats import register
 from nrp.collection.formats._io import iter_lines
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Judgment, Origin
-from nrp.errors import ConfigError, InputError
+from nrp.errors import ConfigError, InputError, clip
 
 # First fields that mark a line of a wide file as its header, not a judgment.
 HEADER_FIRST_FIELDS = {"qid", "query_id", "queryid", "topic", "topic_id", "topicid"}
@@ -58,7 +58,8 @@ def _wide_columns(
             raise InputError(
                 path,
                 line,
-                f"header lacks grade column(s) {', '.join(missing)} (found: {' '.join(names)})",
+                f"header lacks grade column(s) {', '.join(missing)} "
+                f"(found: {clip(' '.join(names))})",
             )
         return [(names.index(str(column)), str(name)) for column, name in dimensions.items()]
     if header is not None and len(header[1]) - 2 != len(dimensions):
@@ -66,7 +67,7 @@ def _wide_columns(
         raise InputError(
             path,
             line,
-            f"header has {len(names) - 2} grade column(s) ({' '.join(names[2:])}) but "
+            f"header has {len(names) - 2} grade column(s) ({clip(' '.join(names[2:]))}) but "
             f"'dimensions' names {len(dimensions)}",
         )
     return [(index + 2, str(name)) for index, name in enumerate(dimensions)]
@@ -101,7 +102,9 @@ def read_wide(path: Path, options: Mapping[str, Any], report: ReadReport) -> Ite
     for number, fields in lines if header is not None else chain([first], lines):
         if len(fields) != width:
             raise InputError(
-                path, number, f"expected {width} fields ({' '.join(names)}), found {len(fields)}"
+                path,
+                number,
+                f"expected {width} fields ({clip(' '.join(names))}), found {len(fields)}",
             )
         found = True
         origin = Origin(str(path), number)

@@ -17,7 +17,7 @@ from nrp.collection.formats import register
 from nrp.collection.formats._io import XmlNode, iter_lines, parse_xml, read_text
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import FIELD_NAME, Origin, Topic
-from nrp.errors import InputError
+from nrp.errors import InputError, quote
 
 # Where topic files put the id: a child element or an attribute of <topic>, first match wins.
 ID_ELEMENTS = ("id", "num", "number", "qid", "topic_id")
@@ -125,16 +125,18 @@ def _read_topics_xml(path: Path, options: Mapping[str, Any], report: ReadReport)
             raise InputError(
                 path,
                 node.line,
-                f"topic id {qid!r} appears twice: first at {path}:{first_line[qid]}",
+                f"topic id {quote(qid)} appears twice: first at {path}:{first_line[qid]}",
             )
         first_line[qid] = node.line
         query_node = _child(node, query_elements)
         if query_node is None:
             tried = " or ".join(f"<{name}>" for name in query_elements)
-            raise InputError(path, node.line, f"topic {qid!r} has no query ({tried})")
+            raise InputError(path, node.line, f"topic {quote(qid)} has no query ({tried})")
         query = _normalise(query_node.itertext())
         if not query:
-            raise InputError(path, query_node.line, f"topic {qid!r}: <{query_node.tag}> is empty")
+            raise InputError(
+                path, query_node.line, f"topic {quote(qid)}: <{query_node.tag}> is empty"
+            )
         narrative_node = _child(node, narrative_elements)
         narrative = _normalise(narrative_node.itertext()) if narrative_node is not None else ""
         used = {*ID_ELEMENTS, "query", "narrative", query_node.tag.lower()}
@@ -168,7 +170,8 @@ def _add_narratives(
             raise InputError(
                 narratives_path,
                 other.origin.line,
-                f"topic {topic.qid!r}: query {other.query!r} differs from {topic.query!r} "
+                f"topic {quote(topic.qid)}: query {quote(other.query)} differs from "
+                f"{quote(topic.query)} "
                 f"at {topic.origin}",
             )
         narrative = topic.narrative or (other.narrative if other is not None else None)
@@ -234,7 +237,9 @@ def _sgml_blocks(path: Path) -> Iterator[_SgmlTopic]:
             if block is not None:
                 block.add_text(before)
             elif before.strip():
-                raise InputError(path, number, f"text outside <top>...</top>: {before.strip()!r}")
+                raise InputError(
+                    path, number, f"text outside <top>...</top>: {quote(before.strip())}"
+                )
             closing, tag = match.group(1) == "/", match.group(2).lower()
             if tag == "top" and not closing:
                 if block is not None:
@@ -257,7 +262,7 @@ def _sgml_blocks(path: Path) -> Iterator[_SgmlTopic]:
         if block is not None:
             block.add_text(rest)
         elif rest.strip():
-            raise InputError(path, number, f"text outside <top>...</top>: {rest.strip()!r}")
+            raise InputError(path, number, f"text outside <top>...</top>: {quote(rest.strip())}")
     if block is not None:
         raise InputError(path, block.line, "<top> is not closed by </top>")
 
@@ -276,15 +281,15 @@ def read_sgml(path: Path, options: Mapping[str, Any], report: ReadReport) -> Ite
             raise InputError(
                 path,
                 block.line,
-                f"topic id {qid!r} appears twice: first at {path}:{first_line[qid]}",
+                f"topic id {quote(qid)} appears twice: first at {path}:{first_line[qid]}",
             )
         first_line[qid] = block.line
         query = block.field(query_elements)
         if query is None:
             tried = " or ".join(f"<{name}>" for name in query_elements)
-            raise InputError(path, block.line, f"topic {qid!r} has no query ({tried})")
+            raise InputError(path, block.line, f"topic {quote(qid)} has no query ({tried})")
         if not query[1]:
-            raise InputError(path, query[0], f"topic {qid!r}: its query is empty")
+            raise InputError(path, query[0], f"topic {quote(qid)}: its query is empty")
         narrative = block.field(narrative_elements)
         used = {"num", "query", "narrative", block.tag_of(query_elements)}
         used.add(block.tag_of(narrative_elements))
@@ -319,6 +324,7 @@ FORMATS = (
                 str,
                 "a second topic file (path relative to this one's folder) whose narratives fill in "
                 "those this file lacks; its queries must agree, topics only it has are ignored",
+                path=True,
             ),
         },
     ),

@@ -20,7 +20,7 @@ from fastapi.responses import StreamingResponse
 
 from nrp.service import inputs
 from nrp.service.auth import ADMIN, READ
-from nrp.service.schemas import JobOut, JobRequest, JobStatus, ResultsPage
+from nrp.service.schemas import ROW_NUMBER_MAX, JobOut, JobRequest, JobStatus, ResultsPage
 from nrp.service.state import Service, ServiceDep
 from nrp.service.store import ACTIVE, DONE, Store, frame_of
 
@@ -78,7 +78,7 @@ def list_jobs(
     collection: str | None = None,
     status: JobStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=ROW_NUMBER_MAX)] = 0,
 ) -> dict[str, list[JobOut]]:
     jobs = service.require_store().list_jobs(collection, status, limit, offset)
     return {"jobs": [job_view(service, j) for j in jobs]}  # type: ignore[misc]
@@ -120,8 +120,8 @@ def job_results(
     service: ServiceDep,
     table: str = "nrp",
     format: Literal["json", "csv"] = "json",
-    offset: Annotated[int, Query(ge=0)] = 0,
-    limit: Annotated[int, Query(ge=1)] = 1000,
+    offset: Annotated[int, Query(ge=0, le=ROW_NUMBER_MAX)] = 0,
+    limit: Annotated[int, Query(ge=1, le=ROW_NUMBER_MAX)] = 1000,
 ) -> Any:
     job = service.get_job(job_id)
     if job["status"] != DONE:

@@ -1,18 +1,20 @@
 """``POST /v1/score`` [read]: a few answers scored now by the worker, from its models and the
 cached document scores; nothing is stored.
 
-The request is checked here (``RequestPlanner.score_payload``), then handed to the worker
-process, which batches it with other requests arriving within ``batch_max_wait_ms``; the
-handler awaits the reply without holding a thread.
+The request is checked here (``RequestPlanner.score_payload``: a read token's rankers must
+match ``read_rankers``), then handed to the worker process, which batches it with other
+requests arriving within ``batch_max_wait_ms``; the handler awaits the reply without holding a
+thread. A failure the worker did not expect is a 500 with an error id only.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
 
 from nrp.service.auth import READ
 from nrp.service.schemas import ScoreOut, ScoreRequest
@@ -24,11 +26,15 @@ router = APIRouter(tags=["score"])
 @router.post(
     "/v1/score",
     response_model=ScoreOut,
-    dependencies=[READ],
-    responses={503: {"description": "the worker is not ready"}},
+    responses={
+        403: {"description": "a read token asked for a ranker the settings do not allow it"},
+        503: {"description": "the worker is not ready"},
+    },
 )
-async def score(body: ScoreRequest, service: ServiceDep) -> dict[str, Any]:
-    payload, skipped = await run_in_threadpool(service.planner.score_payload, body)
+async def score(
+    body: ScoreRequest, service: ServiceDep, scope: Annotated[str, READ]
+) -> dict[str, Any] | JSONResponse:
+    payload, skipped = await run_in_threadpool(service.planner.score_payload, body, scope)
     if not service.worker_ready:
         raise HTTPException(503, "the worker is not ready yet", headers={"Retry-After": "1"})
     loop = asyncio.get_running_loop()
@@ -44,7 +50,10 @@ async def score(body: ScoreRequest, service: ServiceDep) -> dict[str, Any]:
         service.worker.forget(payload["id"])
         raise HTTPException(504, "the worker did not answer in time") from None
     if not reply.get("ok"):
-        raise HTTPException(int(reply.get("status", 500)), reply.get("error", "failed"))
+        status, error = int(reply.get("status", 500)), reply.get("error", "failed")
+        if "error_id" in reply:
+            return JSONResponse({"detail": error, "error_id": reply["error_id"]}, status)
+        raise HTTPException(status, error)
     columns = reply["columns"]
     service.metrics.score_answers.inc(len(payload["answers"]))
     return {
