@@ -78,6 +78,9 @@ _EXPORTS: dict[str, str] = {
     # analysis
     "summarize": "nrp.analysis.summary",
     "agreement": "nrp.analysis.agreement",
+    "check_results": "nrp.analysis.check",
+    "assert_nrp": "nrp.analysis.check",
+    "CheckResult": "nrp.analysis.check",
     # evaluators
     "all_evaluators": "nrp.evaluators.base",
     "make_evaluator": "nrp.evaluators.base",

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from nrp import __version__
 from nrp.cli import (
     agreement,
+    check,
     evaluate,
     generate,
     info,
@@ -42,6 +43,7 @@ _COMMANDS = (
     validate.add_parser,
     score.add_parser,
     summary.add_parser,
+    check.add_parser,
     agreement.add_parser,
     listing.add_evaluators_parser,
     evaluate.add_parser,

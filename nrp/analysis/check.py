@@ -1,0 +1,231 @@
+"""A pass/fail gate on scored answers, for CI and tests: ``nrp check`` and ``assert_nrp``.
+
+A model (an LLM with a prompt) passes when its mean NRP reaches a threshold and, against a
+baseline results folder, when it is not significantly worse on the same queries. The gate reads
+what ``nrp score`` writes and measures as ``nrp summary`` does (same reader, same query-level
+means, same bootstrap interval), so a CI failure names the number a summary shows:
+
+- **The query is the unit.** A query's samples are averaged first, the mean is over queries,
+  and the interval is the percentile bootstrap over queries at confidence 1 - alpha.
+- **Which NRP.** The weighted NRP when the results have it (``nrp score`` always writes it),
+  else each dimension; ``dimension`` picks one.
+- **Threshold.** Fails when the mean NRP is below ``min_nrp`` (the point estimate: a gate that
+  needs the interval's lower bound above the threshold would fail every small test set).
+- **No worse than a baseline.** Paired on the queries both folders scored for the model (the
+  query-level means), with validation's paired randomization test (exact for few queries) and
+  Holm's correction over the models compared; fails when the adjusted p is below alpha and the
+  model's mean is below the baseline's. A model the baseline lacks is not compared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from nrp import statistics
+from nrp.analysis.summary import ALL_PROMPTS, _clean, _query_means, read_results
+from nrp.collection.manifest import COMBINED
+from nrp.errors import ConfigError, InputError, NrpError
+from nrp.tables import format_interval, format_p
+
+__all__ = ["CheckResult", "assert_nrp", "check_results"]
+
+Results = pd.DataFrame | str | Path
+MODEL = ["dimension", "llm", "prompt"]
+#: a mean this close to the threshold is on it, not below (float sums of r/|D_q| fractions)
+TOLERANCE = 1e-9
+
+
+@dataclass
+class CheckResult:
+    """The verdict per model: ``table`` one row per (dimension, llm, prompt) checked, ``lines``
+    one PASS or FAIL line each (in the table's order)."""
+
+    table: pd.DataFrame
+    lines: list[str]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failures(self) -> list[str]:
+        return [line for line, ok in zip(self.lines, self.table["passed"], strict=True) if not ok]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.table.copy()
+
+    def format(self) -> str:
+        return "\n".join(self.lines)
+
+    __str__ = format
+
+    def _repr_html_(self) -> str:
+        return self.table.to_html(index=False)
+
+
+def check_results(
+    results: Results,
+    min_nrp: float | None = None,
+    baseline: Results | None = None,
+    no_worse: bool = False,
+    dimension: str | None = None,
+    alpha: float = 0.05,
+    n_resamples: int = statistics.DEFAULT_RESAMPLES,
+    seed: int = statistics.DEFAULT_SEED,
+) -> CheckResult:
+    """Check every model of ``results`` (a frame of ``score_answers``, an ``nrp score`` folder
+    or its results file) against ``min_nrp`` and, with ``no_worse``, against ``baseline`` (see
+    the module docstring). Without ``no_worse`` a baseline is compared and reported only."""
+    _check_options(min_nrp, baseline, no_worse, alpha, n_resamples)
+    current = _query_level(results, dimension, "results")
+    table = _means(current, 1 - alpha, n_resamples, seed)
+    if baseline is not None:
+        before = _query_level(baseline, dimension, "baseline", chosen=current["dimension"])
+        table = _compare(table, current, before, n_resamples, seed)
+        table["worse"] = (table["p_holm"] < alpha) & (table["difference"] < 0)
+    below = table["mean_nrp"] < min_nrp - TOLERANCE if min_nrp is not None else False
+    table["below_min"] = below
+    worse = table["worse"] if no_worse else False
+    table["passed"] = ~(table["below_min"] | worse)
+    lines = [_line(row, min_nrp, alpha, no_worse) for row in table.to_dict("records")]
+    settings = {"min_nrp": min_nrp, "no_worse": no_worse, "alpha": alpha, "seed": seed,
+                "n_resamples": n_resamples, "baseline": baseline is not None}  # fmt: skip
+    return CheckResult(table.reset_index(drop=True), lines, settings)
+
+
+def assert_nrp(
+    results: Results,
+    min_nrp: float | None = None,
+    baseline: Results | None = None,
+    no_worse: bool | None = None,
+    dimension: str | None = None,
+    alpha: float = 0.05,
+) -> CheckResult:
+    """``check_results`` for a test: an AssertionError carrying the FAIL lines when a model
+    fails. With a baseline, ``no_worse`` defaults to True (the point of passing one)."""
+    no_worse = baseline is not None if no_worse is None else no_worse
+    outcome = check_results(results, min_nrp, baseline, no_worse, dimension, alpha)
+    if not outcome.passed:
+        raise AssertionError("\n".join(outcome.failures))
+    return outcome
+
+
+def _check_options(
+    min_nrp: float | None, baseline: Results | None, no_worse: bool, alpha: float, n: int
+) -> None:
+    if min_nrp is not None and not 0 <= min_nrp <= 1:
+        raise ConfigError(f"the minimum NRP (--min-nrp) must lie in [0, 1], not {min_nrp}")
+    if not 0 < alpha < 1:
+        raise ConfigError(f"alpha (--alpha) must lie strictly between 0 and 1, not {alpha}")
+    if n < 1:
+        raise ConfigError("n_resamples must be at least 1")
+    if no_worse and baseline is None:
+        raise ConfigError("no-worse needs a baseline results folder to compare with (--baseline)")
+    if min_nrp is None and not no_worse:
+        raise ConfigError(
+            "nothing to check: give a minimum NRP (--min-nrp) and/or a baseline with no-worse "
+            "(--baseline OLD --no-worse)"
+        )
+
+
+def _query_level(
+    results: Results, dimension: str | None, what: str, chosen: pd.Series | None = None
+) -> pd.DataFrame:
+    """Query-level mean NRP per (dimension, llm, prompt, qid) of the dimensions checked: the
+    one named, else the weighted one when present, else all (``chosen``: the results')."""
+    name = what if isinstance(results, pd.DataFrame) else f"{what} {results}"
+    answers = _read(results, what)
+    found = list(dict.fromkeys(answers["dimension"]))
+    if chosen is not None:
+        wanted = list(dict.fromkeys(chosen))
+    elif dimension is not None:
+        if dimension not in found:
+            raise ConfigError(f"{name}: unknown dimension {dimension!r}; it has {found}")
+        wanted = [dimension]
+    else:
+        wanted = [COMBINED] if COMBINED in found else found
+    answers = answers[answers["dimension"].isin(wanted)]
+    rankers = answers.groupby("dimension")["ranker"].nunique()
+    if (rankers > 1).any():
+        several = rankers[rankers > 1].index[0]
+        raise ConfigError(f"{name}: dimension {several!r} is scored by several rankers")
+    means = _query_means(answers)
+    return means[means["prompt"] != ALL_PROMPTS][[*MODEL, "qid", "nrp"]].reset_index(drop=True)
+
+
+def _read(results: Results, what: str) -> pd.DataFrame:
+    """The checked answers of ``results``; an error names the file and which input it is."""
+    try:
+        frame = results if isinstance(results, pd.DataFrame) else read_results(results)
+        return _clean(frame, [])
+    except InputError as error:
+        raise InputError(error.path, error.line, f"{error.problem} (the {what})") from None
+    except NrpError as error:
+        where = what if isinstance(results, pd.DataFrame) else f"{what} {results}"
+        raise ConfigError(f"{where}: {error}") from None
+
+
+def _means(queries: pd.DataFrame, confidence: float, n_resamples: int, seed: int) -> pd.DataFrame:
+    rows = []
+    for (dimension, llm, prompt), group in queries.groupby(MODEL, sort=False):
+        values = group["nrp"].to_numpy(dtype=float)
+        mean, low, high = statistics.mean_with_interval(
+            values, confidence, "bootstrap", n_resamples, seed
+        )
+        rows.append({"dimension": dimension, "llm": llm, "prompt": prompt, "mean_nrp": mean,
+                     "ci_low": low, "ci_high": high, "n_queries": len(values)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _compare(
+    table: pd.DataFrame, current: pd.DataFrame, before: pd.DataFrame, n_resamples: int, seed: int
+) -> pd.DataFrame:
+    """The table with the baseline's mean on the common queries, the difference, the number of
+    common queries and the paired test's p, raw and Holm-adjusted over the models compared."""
+    paired = current.merge(before, on=[*MODEL, "qid"], suffixes=("", "_baseline"))
+    if paired.empty:
+        raise ConfigError(
+            "the baseline shares no query with the results for any model (llm, prompt) and "
+            f"dimension {sorted(set(current['dimension']))}: nothing to compare"
+        )
+    rows = []
+    for key, group in paired.groupby(MODEL, sort=False):
+        now, then = group["nrp"].to_numpy(float), group["nrp_baseline"].to_numpy(float)
+        p = statistics.paired_randomization_test(now, then, n_resamples, seed)
+        rows.append((*key, float(then.mean()), float(now.mean() - then.mean()), len(group), p))
+    compared = pd.DataFrame(
+        rows, columns=[*MODEL, "baseline_nrp", "difference", "n_common", "p"]
+    ).assign(p_holm=lambda f: statistics.holm(f["p"].tolist()))
+    table = table.merge(compared, on=MODEL, how="left")
+    table["n_common"] = table["n_common"].fillna(0).astype(int)
+    return table
+
+
+def _line(row: dict[str, Any], min_nrp: float | None, alpha: float, no_worse: bool) -> str:
+    """``nrp check: PASS|FAIL llm/prompt dimension: mean NRP m [low, high] ...``."""
+    model = f"{row['llm']}/{row['prompt']}" if row["prompt"] else row["llm"]
+    head = f"nrp check: {'PASS' if row['passed'] else 'FAIL'} {model} {row['dimension']}: "
+    mean = (f"mean NRP {row['mean_nrp']:.3f} "
+            f"{format_interval(row['ci_low'], row['ci_high'], 3)}")  # fmt: skip
+    parts = [mean]
+    if min_nrp is not None:
+        parts[0] += f" {'<' if row['below_min'] else '>='} {min_nrp:g}"
+    parts[0] += f" ({row['n_queries']} queries)"
+    if "p_holm" in row:
+        parts.append(_versus(row, alpha, no_worse))
+    return head + "; ".join(parts)
+
+
+def _versus(row: dict[str, Any], alpha: float, no_worse: bool) -> str:
+    if not row["n_common"]:
+        return "not in the baseline"
+    verdict = "significantly below" if row["worse"] else "vs"
+    holm = f"Holm p {format_p(row['p_holm'])} {'<' if row['p_holm'] < alpha else '>='} {alpha:g}"
+    text = (f"{verdict} baseline {row['baseline_nrp']:.3f} ({row['difference']:+.3f} on "
+            f"{row['n_common']} common queries, {holm})")  # fmt: skip
+    return text if no_worse or not row["worse"] else text + " [not gating]"

@@ -1,0 +1,53 @@
+"""``nrp check``: a CI gate on an ``nrp score`` output folder. Exit 0 and a PASS line per model
+when every model (LLM x prompt) reaches --min-nrp and, with --baseline and --no-worse, is not
+significantly below the baseline on the same queries; exit 1 and a FAIL line per failing model
+otherwise; exit 2 on bad input."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from nrp import api
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "check",
+        allow_abbrev=False,
+        help="CI gate: exit 1 when a model's mean NRP is below --min-nrp or significantly "
+        "below a baseline's (paired test)",
+    )
+    parser.add_argument("results", type=Path, help="`nrp score` output folder or results file")
+    parser.add_argument(
+        "--min-nrp", type=float, metavar="X", help="fail a model whose mean NRP is below X"
+    )
+    parser.add_argument(
+        "--baseline", type=Path, metavar="OLD", help="`nrp score` output folder to compare with"
+    )
+    parser.add_argument(
+        "--no-worse",
+        action="store_true",
+        help="fail a model significantly below the baseline on the common queries (paired "
+        "randomization test, Holm over the models)",
+    )
+    parser.add_argument(
+        "--dimension",
+        metavar="DIM",
+        help="the dimension to check (default: the weighted NRP, else every dimension)",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=0.05,
+        help="significance level of the baseline test; intervals are at 1 - alpha (default 0.05)",
+    )
+    parser.set_defaults(run=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    outcome = api.check_results(
+        args.results, args.min_nrp, args.baseline, args.no_worse, args.dimension, args.alpha
+    )
+    print(outcome.format())
+    return 0 if outcome.passed else 1

@@ -1,0 +1,181 @@
+"""``nrp check`` and ``assert_nrp``: the CI gate on an ``nrp score`` folder. Exit codes, the PASS
+and FAIL lines with hand-computed query-level means, the paired comparison with a baseline
+(a clearly worse model fails --no-worse, an equal one passes), and bad input as exit 2."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import pandas as pd
+import pytest
+
+from nrp import api, ingest, statistics
+from nrp.cli import main
+from nrp.positioning.scoring import RESULT_COLUMNS
+
+DEMO = resources.files("nrp") / "data" / "demo"
+QIDS = [f"q{i}" for i in range(1, 9)]
+# query-level weighted NRP per model; gpt2's q1 has two samples (0.8 and 0.6, mean 0.7)
+GPT2 = [0.70, 0.90, 0.60, 0.80, 0.75, 0.85, 0.65, 0.75]  # mean 6.0 / 8 = 0.75
+LLAMA = [0.50, 0.60, 0.70, 0.60, 0.55, 0.65, 0.60, 0.60]  # mean 4.8 / 8 = 0.60
+
+
+def answer_rows(llm: str, prompt: str, weighted: list[float], qids=QIDS) -> list[dict]:
+    """Result rows as `nrp score` writes them: relevance (weighted + 0.1, capped) and weighted."""
+    rows = []
+    for qid, value in zip(qids, weighted, strict=True):
+        samples = [value + 0.1, value - 0.1] if (llm, qid) == ("gpt2", "q1") else [value]
+        for sample, nrp in enumerate(samples):
+            answer = f"{llm}-{prompt}-{qid}-{sample}"
+            base = {"answer_id": answer, "llm": llm, "prompt": prompt, "qid": qid,
+                    "sample": sample, "n_docs": 15}  # fmt: skip
+            rows.append({**base, "dimension": "relevance", "ranker": "tfidf", "score": 1.5,
+                         "rank": 3.0, "ties": 0, "nrp": min(1.0, nrp + 0.1)})  # fmt: skip
+            rows.append({**base, "dimension": "weighted", "ranker": "", "score": None,
+                         "rank": None, "ties": None, "nrp": nrp})  # fmt: skip
+    return rows
+
+
+def write_results(folder, *models) -> str:
+    folder.mkdir(parents=True)
+    rows = [row for model in models for row in answer_rows(*model)]
+    pd.DataFrame(rows, columns=list(RESULT_COLUMNS)).to_csv(folder / "results.csv", index=False)
+    return str(folder)
+
+
+@pytest.fixture
+def results(tmp_path):
+    return write_results(tmp_path / "new", ("gpt2", "plain", GPT2), ("llama", "plain", LLAMA))
+
+
+def interval(values: list[float]) -> str:
+    _, low, high = statistics.mean_with_interval(values, 0.95, "bootstrap")
+    return f"[{low:.3f}, {high:.3f}]"
+
+
+def check(capsys, *args: str) -> tuple[int, list[str], str]:
+    code = main(["check", *args])
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err
+
+
+def test_min_nrp_fails_the_model_below_and_passes_the_one_above(results, capsys):
+    code, lines, err = check(capsys, results, "--min-nrp", "0.7")
+    assert (code, err) == (1, "")
+    assert lines == [
+        f"nrp check: PASS gpt2/plain weighted: mean NRP 0.750 {interval(GPT2)} >= 0.7 (8 queries)",
+        f"nrp check: FAIL llama/plain weighted: mean NRP 0.600 {interval(LLAMA)} < 0.7 (8 queries)",
+    ]
+    code, lines, _ = check(capsys, results, "--min-nrp", "0.6")  # llama's mean: on it
+    assert code == 0
+    verdicts = [line.split(":")[1] for line in lines]
+    assert verdicts == [" PASS gpt2/plain weighted", " PASS llama/plain weighted"]
+    assert lines[1].endswith(">= 0.6 (8 queries)")
+
+
+def test_dimension_checks_that_dimension(results, capsys):
+    # relevance is weighted + 0.1 per answer: gpt2 0.85, llama 0.70
+    code, lines, _ = check(capsys, results, "--min-nrp", "0.75", "--dimension", "relevance")
+    assert code == 1
+    assert lines[0].startswith("nrp check: PASS gpt2/plain relevance: mean NRP 0.850 [")
+    assert lines[1].startswith("nrp check: FAIL llama/plain relevance: mean NRP 0.700 [")
+    assert lines[1].endswith("< 0.75 (8 queries)")
+
+
+def test_no_worse_fails_a_clearly_worse_model_and_passes_an_equal_one(results, tmp_path, capsys):
+    worse = [v - 0.2 for v in GPT2]
+    new = write_results(tmp_path / "worse", ("gpt2", "plain", worse), ("llama", "plain", LLAMA))
+    code, lines, _ = check(capsys, new, "--baseline", results, "--no-worse")
+    assert code == 1
+    # every query 0.2 lower: exact randomization p = 2 / 2^8 = 0.0078; Holm over 2 models: 0.016
+    assert lines[0] == (
+        f"nrp check: FAIL gpt2/plain weighted: mean NRP 0.550 {interval(worse)} (8 queries); "
+        "significantly below baseline 0.750 (-0.200 on 8 common queries, Holm p 0.016 < 0.05)"
+    )
+    assert lines[1] == (
+        f"nrp check: PASS llama/plain weighted: mean NRP 0.600 {interval(LLAMA)} (8 queries); "
+        "vs baseline 0.600 (+0.000 on 8 common queries, Holm p 1.000 >= 0.05)"
+    )
+    code, lines, _ = check(capsys, results, "--baseline", results, "--no-worse")
+    assert code == 0 and all(line.startswith("nrp check: PASS") for line in lines)
+    # without --no-worse the comparison is reported, not gating
+    code, lines, _ = check(capsys, new, "--baseline", results, "--min-nrp", "0.5")
+    assert code == 0 and lines[0].endswith("< 0.05) [not gating]")
+
+
+def test_no_worse_pairs_on_common_queries_only(results, tmp_path, capsys):
+    # the baseline has q1..q4 only, and a model the results lack
+    base = write_results(tmp_path / "old", ("gpt2", "plain", GPT2[:4], QIDS[:4]),
+                         ("mistral", "plain", LLAMA[:4], QIDS[:4]))  # fmt: skip
+    outcome = api.check_results(results, baseline=base, no_worse=True)
+    frame = outcome.to_frame()
+    assert outcome.passed and frame["n_common"].tolist() == [4, 0]
+    assert frame["baseline_nrp"].iloc[0] == pytest.approx(0.75)  # (0.7 + 0.9 + 0.6 + 0.8) / 4
+    assert outcome.lines[1].endswith("(8 queries); not in the baseline")
+
+
+def test_pytest_helper_passes_and_raises_with_the_fail_lines(results, tmp_path):
+    outcome = api.assert_nrp(results, min_nrp=0.6)
+    assert outcome.passed and outcome.failures == []
+    assert outcome.to_frame()["mean_nrp"].tolist() == pytest.approx([0.75, 0.60])
+    with pytest.raises(AssertionError) as caught:
+        api.assert_nrp(results, min_nrp=0.7)
+    assert str(caught.value) == (
+        f"nrp check: FAIL llama/plain weighted: mean NRP 0.600 {interval(LLAMA)} < 0.7 (8 queries)"
+    )
+    worse = write_results(tmp_path / "w", ("gpt2", "plain", [v - 0.2 for v in GPT2]))
+    with pytest.raises(AssertionError, match=r"significantly below baseline 0\.750"):
+        api.assert_nrp(worse, baseline=results)  # a baseline implies no-worse
+    frame = pd.read_csv(f"{results}/results.csv", dtype={"qid": str})
+    assert not api.check_results(frame, min_nrp=0.7).passed  # a frame works as well
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["{missing}", "--min-nrp", "0.7"], "{missing}: file not found (the results)"),
+        (["{results}", "--baseline", "{missing}", "--no-worse"], "{missing}: file not found (the"),
+        (["{bad}", "--min-nrp", "0.7"], "results {bad}: NRP must lie in [0, 1]; found 1.5"),
+        (["{empty}", "--min-nrp", "0.7"], "{empty}: no results.parquet or results.csv in this"),
+        (
+            ["{results}", "--min-nrp", "0.7", "--dimension", "fluency"],
+            "unknown dimension 'fluency'; it has ['relevance', 'weighted']",
+        ),
+        (["{results}", "--baseline", "{other}", "--no-worse"], "the baseline shares no query"),
+        (["{results}", "--no-worse"], "no-worse needs a baseline"),
+        (["{results}"], "nothing to check"),
+        (["{results}", "--min-nrp", "0.7", "--alpha", "1"], "alpha (--alpha) must lie strictly"),
+        (["{results}", "--min-nrp", "7"], "minimum NRP (--min-nrp) must lie in [0, 1], not 7.0"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, message, results, tmp_path, capsys):
+    names = {"results": results, "missing": str(tmp_path / "nope"), "empty": str(tmp_path)}
+    elsewhere = [f"x{i}" for i in range(8)]  # no query in common
+    names["other"] = write_results(tmp_path / "other", ("gpt2", "plain", GPT2, elsewhere))
+    names["bad"] = write_results(tmp_path / "bad", ("gpt2", "plain", [GPT2[0], 1.5, *GPT2[2:]]))
+    code, lines, err = check(capsys, *[a.format(**names) for a in args])
+    assert (code, lines) == (2, [])
+    assert err.startswith("nrp: error: ") and err.count("\n") == 1
+    assert message.format(**names) in err
+
+
+def test_a_real_nrp_score_folder(tmp_path, capsys):
+    ix = tmp_path / "ix"
+    ingest(DEMO / "manifest.yaml", indexes_dir=ix)
+    out = tmp_path / "scored"
+    assert main(["score", "demo", str(DEMO / "answers.jsonl"), "--ranker", "tfidf",
+                 "--out", str(out), "--indexes", str(ix)]) == 0  # fmt: skip
+    capsys.readouterr()
+    scored = pd.read_csv(out / "results.csv", dtype={"llm": str, "prompt": str, "qid": str})
+    weighted = scored[scored["dimension"] == "weighted"]
+    per_query = weighted.groupby(["llm", "prompt", "qid"], sort=False)["nrp"].mean()
+    means = per_query.groupby(["llm", "prompt"], sort=False).mean()
+    code, lines, _ = check(capsys, str(out), "--min-nrp", "0", "--baseline", str(out),
+                           "--no-worse")  # fmt: skip
+    assert code == 0 and len(lines) == len(means) > 0
+    for line, ((llm, prompt), mean) in zip(lines, means.items(), strict=True):
+        model = f"{llm}/{prompt}" if prompt else llm
+        assert line.startswith(f"nrp check: PASS {model} weighted: mean NRP {mean:.3f} [")
+    strict = f"{means.max() + 0.01:.2f}"
+    code, lines, _ = check(capsys, str(out), "--min-nrp", strict)
+    assert code == 1 and all(line.startswith("nrp check: FAIL") for line in lines)
