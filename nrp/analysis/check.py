@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from nrp import statistics
-from nrp.analysis.summary import ALL_PROMPTS, _clean, _query_means, read_results
+from nrp.analysis.summary import ALL_PROMPTS, checked_results, per_query_means, read_results
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, InputError, NrpError
 from nrp.tables import format_interval, format_p
@@ -154,7 +154,7 @@ def _query_level(
     if (rankers > 1).any():
         several = rankers[rankers > 1].index[0]
         raise ConfigError(f"{name}: dimension {several!r} is scored by several rankers")
-    means = _query_means(answers)
+    means = per_query_means(answers)
     return means[means["prompt"] != ALL_PROMPTS][[*MODEL, "qid", "nrp"]].reset_index(drop=True)
 
 
@@ -162,7 +162,7 @@ def _read(results: Results, what: str) -> pd.DataFrame:
     """The checked answers of ``results``; an error names the file and which input it is."""
     try:
         frame = results if isinstance(results, pd.DataFrame) else read_results(results)
-        return _clean(frame, [])
+        return checked_results(frame, [])
     except InputError as error:
         raise InputError(error.path, error.line, f"{error.problem} (the {what})") from None
     except NrpError as error:

@@ -289,7 +289,7 @@ def summarize(
         raise ConfigError(f"correction must be 'holm', 'bonferroni' or 'none', not {correction!r}")
     frame = results_df if isinstance(results_df, pd.DataFrame) else read_results(results_df)
     warnings: list[str] = []
-    answers = _clean(frame, warnings)
+    answers = checked_results(frame, warnings)
     settings = {
         "unit": "query: a query's samples are averaged first, then the mean over queries",
         "pooled_over_prompts": "a query's per-prompt means averaged, then over queries",
@@ -304,13 +304,13 @@ def summarize(
         "alpha": alpha,
         "saturation": "share of answers with NRP = 1 (or 0), within 1e-9",
     }
-    query_means = _query_means(answers)
+    query_means = per_query_means(answers)
     means = _means(answers, query_means, confidence, n_boot, seed)
     comparisons = _comparisons(query_means, test, n_resamples, seed, correction, warnings)
     return Summary(settings, means, query_means, comparisons, warnings)
 
 
-def _clean(frame: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
+def checked_results(frame: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
     """Checked copy with text keys, the measure key (dimension, ranker), and NRP as float."""
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
@@ -354,7 +354,7 @@ def _clean(frame: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
     return answers.reset_index(drop=True)
 
 
-def _query_means(answers: pd.DataFrame) -> pd.DataFrame:
+def per_query_means(answers: pd.DataFrame) -> pd.DataFrame:
     """One row per (dimension, ranker, llm, prompt, qid): the mean NRP of the query's samples;
     then one per (dimension, ranker, llm, qid) with prompt ``(all)``: the mean of the query's
     per-prompt means."""
