@@ -8,6 +8,7 @@ import sys
 from importlib import resources
 
 import pandas as pd
+import pytest
 
 from nrp import ingest
 
@@ -71,3 +72,20 @@ def test_score_rejects_an_unknown_qid_in_one_line(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "skipped 1 invalid answer(s)" in proc.stderr
     assert pd.read_parquet(out / "results.parquet")["qid"].unique().tolist() == ["d1"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "abbreviation"),
+    [
+        (["validate", "demo", "--rankers", "tfidf", "--label", "raw"], "--label"),  # --labels
+        (["meta", "scores.csv", "labels.csv", "--score", "bleu"], "--score"),  # --scores
+        (["check", "results", "--min", "0.5"], "--min"),  # --min-nrp
+    ],
+)
+def test_an_abbreviated_option_is_refused(capsys, argv, abbreviation):
+    from nrp.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    assert f"unrecognized arguments: {abbreviation}" in capsys.readouterr().err

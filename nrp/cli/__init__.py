@@ -66,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add_parser in _COMMANDS:
         add_parser(commands)
+    # an option is spelt out: argparse would otherwise take --run for --runs and --score for
+    # --scores without a word, and a new option could silently change what an old
+    # abbreviation meant
+    for sub in [parser, *commands.choices.values()]:
+        sub.allow_abbrev = False
     return parser
 
 

@@ -14,7 +14,6 @@ from nrp import api
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "check",
-        allow_abbrev=False,
         help="CI gate: exit 1 when a model's mean NRP is below --min-nrp or significantly "
         "below a baseline's (paired test)",
     )
