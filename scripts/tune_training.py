@@ -41,7 +41,7 @@ from nrp.training.data import gather
 from nrp.training.fit import fit, held_out_loss
 from nrp.training.model import Features, frozen_layers, load_model, load_tokenizer, resolve_base
 from nrp.training.settings import TrainSettings
-from nrp.training.train import _Run
+from nrp.training.train import TrainingRun
 
 PROG = "tune_training"
 MANIFEST = ROOT / "manifests" / "mediqa-2019-train.yaml"
@@ -59,7 +59,7 @@ def ndcg_at(gains: np.ndarray, scores: np.ndarray, k: int = CUTOFF) -> float:
     return dcg / idcg if idcg > 0 else float("nan")
 
 
-def held_out_ndcg(model: Any, features: Features, run: _Run, plan: Any) -> list[float]:
+def held_out_ndcg(model: Any, features: Features, run: TrainingRun, plan: Any) -> list[float]:
     """nDCG@10 of each held-out query of ``plan`` under ``model`` (queries with one grade have
     none)."""
     import torch
@@ -85,7 +85,7 @@ def tune(args: argparse.Namespace) -> pd.DataFrame:
     rows = []
     for layers in args.train_layers:
         probe = TrainSettings(train_layers=layers, folds=args.folds, seed=args.seed).checked()
-        run = _Run(data, base, "cpu", probe, None)
+        run = TrainingRun(data, base, "cpu", probe, None)
         tokenizer = load_tokenizer(base)
         model = load_model(base, args.seed, "cpu")
         limit = min(args.max_length, input_limit(tokenizer, model.config, 0, PROG))
@@ -119,7 +119,7 @@ def tune(args: argparse.Namespace) -> pd.DataFrame:
 
 
 def tune_setting(
-    run: _Run, features: Features, plans: Sequence[Any], base: Path, settings: TrainSettings
+    run: TrainingRun, features: Features, plans: Sequence[Any], base: Path, settings: TrainSettings
 ) -> list[dict[str, Any]]:
     per_epoch: dict[int, dict[str, list[float]]] = {}
     started = time.perf_counter()

@@ -140,7 +140,7 @@ def train_ranker(
     base = resolve_base(checked.base)
     device = resolve_device(checked.device)
     with _staging(out) as folder:
-        run = _Run(data, base, device, checked, progress)
+        run = TrainingRun(data, base, device, checked, progress)
         record = run.train_all(folder)
         (folder / TRAINING_FILE).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     return TrainingResult(
@@ -177,7 +177,7 @@ def _staging(out: Path) -> Iterator[Path]:
         raise
 
 
-class _Run:
+class TrainingRun:
     """One ``train_ranker`` call: encodings and frozen features shared by all models."""
 
     def __init__(
