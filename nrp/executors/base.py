@@ -42,7 +42,7 @@ import shutil
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -286,16 +286,23 @@ def partition_by_query(qids: Sequence[Any], size: int) -> list[list[int]]:
     rows_of: dict[str, list[int]] = {}
     for row, qid in enumerate(qids):
         rows_of.setdefault(str(qid), []).append(row)
-    partitions: list[list[int]] = []
+    return pack_whole(rows_of.values(), size)
+
+
+def pack_whole(groups: Iterable[list[int]], size: int) -> list[list[int]]:
+    """``groups`` packed, in order and never split, into lists of at most ``size`` items: a
+    list is closed when the next group would take it over ``size`` (a group larger than
+    ``size`` makes a list of its own)."""
+    packed: list[list[int]] = []
     current: list[int] = []
-    for rows in rows_of.values():
-        if current and len(current) + len(rows) > size:
-            partitions.append(current)
+    for group in groups:
+        if current and len(current) + len(group) > size:
+            packed.append(current)
             current = []
-        current = current + rows
+        current = current + list(group)
     if current:
-        partitions.append(current)
-    return partitions
+        packed.append(current)
+    return packed
 
 
 # -- the active executor -----------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from nrp.executors.base import pack_whole
 from nrp.models.device import progress as progress_bar
 from nrp.training.loss import ranknet_loss
 from nrp.training.model import Features, freeze
@@ -79,17 +80,7 @@ def plan_steps(
             if len(np.unique(gains[part])) > 1:
                 chunks.append(part.tolist())
     order = rng.permutation(len(chunks)) if rng is not None else range(len(chunks))
-    steps: list[list[int]] = []
-    current: list[int] = []
-    for position in order:
-        chunk = chunks[position]
-        if current and len(current) + len(chunk) > batch:
-            steps.append(current)
-            current = []
-        current = current + chunk
-    if current:
-        steps.append(current)
-    return steps
+    return pack_whole((chunks[position] for position in order), batch)
 
 
 @contextlib.contextmanager
