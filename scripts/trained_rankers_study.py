@@ -61,7 +61,7 @@ import nrp.validation  # noqa: F401  (installs weights=fit for fuse; api.agreeme
 from nrp import api
 from nrp.errors import NrpError
 from nrp.models.device import resolve_device
-from nrp.rankers.cross import TRAINING_FILE, normalise_query
+from nrp.rankers.trained import TRAINING_FILE, normalise_query
 from nrp.statistics import correct, mean_with_interval, paired_randomization_test
 from nrp.tables import (
     format_interval,

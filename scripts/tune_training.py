@@ -35,13 +35,12 @@ from benchkit import ROOT, machine
 from nrp import api
 from nrp.collection.collection import Collection
 from nrp.errors import NrpError
-from nrp.rankers.cross import encode_pairs, input_limit
 from nrp.tables import write_text
 from nrp.training.data import gather
 from nrp.training.fit import fit, held_out_loss
-from nrp.training.model import Features, frozen_layers, load_model, load_tokenizer, resolve_base
+from nrp.training.model import resolve_base
 from nrp.training.settings import TrainSettings
-from nrp.training.train import TrainingRun
+from nrp.training.train import TrainingRun, training_kind
 
 PROG = "tune_training"
 MANIFEST = ROOT / "manifests" / "mediqa-2019-train.yaml"
@@ -59,7 +58,7 @@ def ndcg_at(gains: np.ndarray, scores: np.ndarray, k: int = CUTOFF) -> float:
     return dcg / idcg if idcg > 0 else float("nan")
 
 
-def held_out_ndcg(model: Any, features: Features, run: TrainingRun, plan: Any) -> list[float]:
+def held_out_ndcg(model: Any, features: Any, run: TrainingRun, plan: Any) -> list[float]:
     """nDCG@10 of each held-out query of ``plan`` under ``model`` (queries with one grade have
     none)."""
     import torch
@@ -84,16 +83,13 @@ def tune(args: argparse.Namespace) -> pd.DataFrame:
     base = resolve_base(args.base)
     rows = []
     for layers in args.train_layers:
-        probe = TrainSettings(train_layers=layers, folds=args.folds, seed=args.seed).checked()
+        probe = TrainSettings(
+            ranker=args.ranker, train_layers=layers, folds=args.folds, seed=args.seed
+        ).checked()
         run = TrainingRun(data, base, "cpu", probe, None)
-        tokenizer = load_tokenizer(base)
-        model = load_model(base, args.seed, "cpu")
-        limit = min(args.max_length, input_limit(tokenizer, model.config, 0, PROG))
-        examples = data.examples
-        encoded, _ = encode_pairs(
-            tokenizer, examples["query"].tolist(), examples["text"].tolist(), limit
-        )
-        features = Features(encoded, tokenizer.pad_token_id, frozen_layers(model, layers))
+        kind = training_kind(args.ranker, base, "cpu")
+        model = kind.fresh(args.seed)
+        features, _, limit = kind.features(data.examples, args.max_length, layers)
         plans = run.plans()[: args.models]
         groups = [g for plan in plans for g in (plan.train, plan.held_out)]
         used = sorted({i for g in groups for v in g.values() for i in v})
@@ -106,6 +102,7 @@ def tune(args: argparse.Namespace) -> pd.DataFrame:
         )
         for lr in args.lr:
             settings = TrainSettings(
+                ranker=args.ranker,
                 epochs=args.epochs,
                 lr=lr,
                 train_layers=layers,
@@ -114,17 +111,17 @@ def tune(args: argparse.Namespace) -> pd.DataFrame:
                 max_length=limit,
                 verbose=False,
             ).checked()
-            rows += tune_setting(run, features, plans, base, settings)
+            rows += tune_setting(run, kind, features, plans, settings)
     return pd.DataFrame(rows)
 
 
 def tune_setting(
-    run: TrainingRun, features: Features, plans: Sequence[Any], base: Path, settings: TrainSettings
+    run: TrainingRun, kind: Any, features: Any, plans: Sequence[Any], settings: TrainSettings
 ) -> list[dict[str, Any]]:
     per_epoch: dict[int, dict[str, list[float]]] = {}
     started = time.perf_counter()
     for plan in plans:
-        model = load_model(base, settings.seed, "cpu")
+        model = kind.fresh(settings.seed)
         epoch = [0]
 
         def report(line: str, model: Any = model, plan: Any = plan, epoch: list = epoch) -> None:
@@ -140,6 +137,7 @@ def tune_setting(
     seconds = time.perf_counter() - started
     return [
         {
+            "ranker": settings.ranker,
             "train_layers": settings.train_layers,
             "lr": settings.lr,
             "epoch": epoch,
@@ -157,7 +155,8 @@ def markdown(frame: pd.DataFrame, args: argparse.Namespace) -> str:
     lines = [
         f"# Tuning nrp train on {args.manifest.name} / {args.dimension}",
         "",
-        f"{args.models} of {args.folds} fold models, seed {args.seed}, max length "
+        f"ranker {args.ranker}, {args.models} of {args.folds} fold models, seed {args.seed}, "
+        f"max length "
         f"{args.max_length}, base {args.base}; {machine()}",
         "",
         "| train layers | lr | epoch | held-out loss | held-out nDCG@10 | queries "
@@ -180,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--manifest", type=Path, default=MANIFEST)
     parser.add_argument("--dimension", default="relevance")
+    parser.add_argument("--ranker", default="cross", help="cross or dense (nrp train --ranker)")
     parser.add_argument("--base", default="minilm")
     parser.add_argument("--lr", type=float, nargs="+", default=[2e-4])
     parser.add_argument("--train-layers", type=int, nargs="+", default=[1])

@@ -1,5 +1,6 @@
-"""``nrp train``: fine-tune a cross-encoder on one dimension of a collection's judgments, with
-query-disjoint folds, into a folder that ``cross:model=DIR`` ranks with (docs/training.md)."""
+"""``nrp train``: fine-tune a cross-encoder (or the dense bi-encoder) on one dimension of a
+collection's judgments, with query-disjoint folds, into a folder that ``cross:model=DIR`` (or
+``dense:model=DIR``) ranks with (docs/training.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from nrp.cli.common import add_indexes_option, check_out, print_progress
 # TrainSettings fields the options set (same names); an option left out keeps the field's
 # default, so the defaults live in one place
 _SETTINGS = (
+    "ranker",
     "base",
     "folds",
     "seed",
@@ -32,17 +34,24 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     default = api.TrainSettings()  # the defaults, shown in the help
     parser = commands.add_parser(
         "train",
-        help="fine-tune a cross-encoder on a dimension's judgments (cross-fitted folds)",
-        description="Fine-tune a cross-encoder on the graded (query, document) pairs of one "
-        "dimension: one model per query-disjoint fold (trained without that fold's queries) "
-        "and one on all queries. Rank with cross:model=OUT (docs/training.md).",
+        help="fine-tune a ranker on a dimension's judgments (cross-fitted folds)",
+        description="Fine-tune a cross-encoder (--ranker cross) or the dense bi-encoder "
+        "(--ranker dense) on the graded (query, document) pairs of one dimension: one model per "
+        "query-disjoint fold (trained without that fold's queries) and one on all queries. "
+        "Rank with RANKER:model=OUT (docs/training.md).",
     )
     parser.add_argument("collection")
     parser.add_argument("--dimension", required=True, help="the quality dimension to learn")
     parser.add_argument("--out", type=Path, required=True, help="new folder for the models")
     parser.add_argument(
+        "--ranker", metavar="{cross,dense}",
+        help=f"what to train (default {default.ranker}): cross, a new one-output head on the "
+        "base's encoder reading query and text together; dense, the base bi-encoder itself "
+        "(it starts as dense:model=BASE)",
+    )  # fmt: skip
+    parser.add_argument(
         "--base", help=f"local checkpoint folder to fine-tune (default: {default.base}, the "
-        "packaged all-MiniLM-L6-v2 encoder with a new head)"
+        "packaged all-MiniLM-L6-v2)"
     )  # fmt: skip
     numbers = [
         ("--folds", int, f"query-disjoint folds (default {default.folds})"),

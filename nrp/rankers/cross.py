@@ -11,12 +11,9 @@ What ``model=`` may be:
 - any local sequence-classification checkpoint: a sentence-transformers ``CrossEncoder`` folder or
   a transformers ``AutoModelForSequenceClassification`` folder (with its tokenizer); where a model
   hub is reachable, a hub id such as ``cross-encoder/ms-marco-MiniLM-L-6-v2``;
-- a folder written by ``nrp train`` (it holds ``training.json``, ``folds/0..k-1/`` and ``all/``).
-  ``fold=cross`` (default) scores each row with the fold model that held the row's query out of
-  its training, so no query is scored by a model that saw its judgments; queries of the
-  training collection without judgments in the trained dimension, which no model saw, go to the
-  ``all`` model. A query outside the training collection is an error: it has no held-out model,
-  and ``fold=all`` (the model trained on all queries) is what scores it.
+- a folder written by ``nrp train`` for this ranker (``training.json``, ``folds/0..k-1/``,
+  ``all/``): ``fold=cross`` (default) scores each query with the fold model that held it out,
+  ``fold=all`` with the model trained on all queries (``nrp.rankers.trained``).
 
 The score is the model's output for the pair as it is: its one logit when the head has one
 label (what sentence-transformers' CrossEncoder and ``nrp train`` models have; CrossEncoder's
@@ -36,14 +33,10 @@ Models load on first use, each fold model once: a ranker whose scores are all ca
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
-import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -60,19 +53,13 @@ from nrp.rankers.passages import (
     score_counting_cuts,
 )
 from nrp.rankers.registry import Param, RankerInfo, register
-from nrp.spec import format_spec
+from nrp.rankers.trained import FOLD_CHOICES, TrainedFolds, fold_param
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
 
 log = logging.getLogger(__name__)
 
-#: the layout of a folder written by ``nrp train`` (``nrp.training`` writes it, this reads it)
-TRAINING_FILE = "training.json"
-FOLDS_DIR = "folds"
-ALL_DIR = "all"
-TRAINING_FORMAT = 1
-FOLD_CHOICES = ("cross", "all")
 #: a tokenizer's ``model_max_length`` above this is transformers' "no limit" placeholder
 NO_LIMIT = 1_000_000
 
@@ -83,98 +70,12 @@ PARAMS: dict[str, Param] = {
         "sequence-classification checkpoint (CrossEncoder or transformers folder, a folder "
         "written by nrp train, or a hub id where a hub is reachable)",
     ),
-    "fold": Param(
-        str,
-        "cross",
-        "folders written by nrp train: cross (each query scored by the fold model that held it "
-        "out) or all (the model trained on all queries, for queries outside the collection)",
-        FOLD_CHOICES,
-    ),
+    "fold": fold_param(),
     "max_length": Param(int, 0, "input tokens of query and text together (0: the model's limit)"),
     **neural_params(batch=32),
     **passage_params(),
     **query_params(),
 }
-
-
-def fold_dir(fold: int) -> str:
-    """The checkpoint folder of fold ``fold``, relative to a trained folder."""
-    return f"{FOLDS_DIR}/{fold}"
-
-
-def query_hash(text: str) -> str:
-    """A short hash of a query's normalised text: ``training.json`` records one per training
-    query, so a collection whose qids collide with the training collection's is caught."""
-    return hashlib.sha256(normalise_query(text).encode()).hexdigest()[:16]
-
-
-def normalise_query(text: str) -> str:
-    """Query text for equality: case-folded, every run of non-alphanumerics one space."""
-    out = "".join(c if c.isalnum() else " " for c in str(text).casefold())
-    return " ".join(out.split())
-
-
-# -- a folder written by nrp train ----------------------------------------------------------------
-@dataclass(frozen=True)
-class TrainedFolder:
-    """What the ranker reads of ``training.json``: which fold held each query out."""
-
-    path: Path
-    content_hash: str
-    collection: str
-    folds: int
-    qid_fold: Mapping[str, int]
-    query_hashes: Mapping[str, str]
-    untrained_qids: frozenset[str]
-
-    @classmethod
-    def read(cls, folder: str | Path) -> TrainedFolder | None:
-        """The folder's training record; None for a plain checkpoint (no ``training.json``)."""
-        path = Path(folder) / TRAINING_FILE
-        if not path.is_file():
-            return None
-        raw = path.read_bytes()
-        try:
-            data = json.loads(raw)
-            if data.get("format") != TRAINING_FORMAT:
-                raise ValueError(f"format {data.get('format')!r}, expected {TRAINING_FORMAT}")
-            folds = data["folds"]
-            return cls(
-                path=Path(folder),
-                content_hash=hashlib.sha256(raw).hexdigest()[:20],
-                collection=str(data["collection"]["name"]),
-                folds=int(folds["k"]),
-                qid_fold={str(q): int(f) for q, f in folds["qid_fold"].items()},
-                query_hashes={str(q): str(h) for q, h in data["collection"]["queries"].items()},
-                untrained_qids=frozenset(str(q) for q in data["collection"]["untrained_qids"]),
-            )
-        except (ValueError, KeyError, TypeError, AttributeError) as error:
-            raise ConfigError(f"{path}: not a training record nrp can read ({error})") from None
-
-    def checkpoint(self, key: str) -> Path:
-        """``"all"`` or a fold number as text -> its checkpoint folder."""
-        return self.path / (ALL_DIR if key == ALL_DIR else fold_dir(int(key)))
-
-    def model_keys(self, qids: Sequence[str]) -> np.ndarray:
-        """The checkpoint that holds each qid out (``fold=cross``): its fold, or ``all`` for
-        a query no model trained on; a qid the training never saw is an error."""
-        keys = np.empty(len(qids), dtype=object)
-        unknown: set[str] = set()
-        for i, qid in enumerate(map(str, qids)):
-            if qid in self.qid_fold:
-                keys[i] = str(self.qid_fold[qid])
-            elif qid in self.untrained_qids:
-                keys[i] = ALL_DIR
-            else:
-                unknown.add(qid)
-        if unknown:
-            shown = ", ".join(sorted(unknown)[:10]) + (" ..." if len(unknown) > 10 else "")
-            raise ConfigError(
-                f"cross: {len(unknown)} query id(s) are not queries of {self.collection!r}, the "
-                f"collection {self.path} was trained on, so no fold model held them out: "
-                f"{shown}; use fold=all (the model trained on all queries) for them"
-            )
-        return keys
 
 
 # -- one checkpoint: (query, text) pairs in, scores out -------------------------------------------
@@ -327,7 +228,7 @@ def input_limit(tokenizer: Any, config: Any, asked: int, label: str) -> int:
 
 
 # -- the ranker -----------------------------------------------------------------------------------
-class CrossEncoderRanker(Ranker):
+class CrossEncoderRanker(TrainedFolds, Ranker):
     """Pointwise cross-encoder: each (query, text) row scored alone by a classification head.
 
     With a folder written by ``nrp train``, ``fold`` picks the checkpoint of each row (module
@@ -355,63 +256,16 @@ class CrossEncoderRanker(Ranker):
         self.truncated = np.zeros(0, dtype=bool)
 
     @cached_property
-    def trained(self) -> TrainedFolder | None:
-        """The training record when ``model`` is a folder written by ``nrp train``."""
-        path = Path(str(self.params["model"]))
-        return TrainedFolder.read(path) if path.is_dir() else None
-
-    # -- identity -----------------------------------------------------------------------------
-    def fingerprint_params(self, params: Mapping[str, Any]) -> Any:
-        """``fold`` means nothing for a plain checkpoint: left out, so both values share scores."""
-        if self.trained is None:
-            params = {k: v for k, v in params.items() if k != "fold"}
-        return super().fingerprint_params(params)
-
-    @cached_property
     def _checksum(self) -> str:
         trained = self.trained
         if trained is None:
             return checksum_path(str(self.params["model"]))
-        keys = [ALL_DIR]
-        if self.params["fold"] == "cross":
-            keys += [str(fold) for fold in range(trained.folds)]
-        files = "+".join(checksum_path(trained.checkpoint(key)) for key in keys)
-        return f"training:{trained.content_hash}+{files}"
+        return self.trained_checksum(trained)
 
     def model_checksum(self) -> str:
         """Plain checkpoint: its files. Trained folder: the hash of ``training.json`` and the
         files of every checkpoint this ``fold`` reads."""
         return self._checksum
-
-    def spec(self, complete: bool = False) -> str:
-        """As every ranker's, but a trained folder's short spec always says its ``fold``, so a
-        result table tells cross-fitted scores from the all-queries model's."""
-        text = super().spec(complete)
-        if complete or self.trained is None or "fold=" in text:
-            return text
-        name, _, rest = text.partition(":")
-        params = dict(item.split("=", 1) for item in rest.split(",") if item)
-        return format_spec(name, dict(sorted({**params, "fold": self.params["fold"]}.items())))
-
-    def bind_collection(self, collection: Any) -> None:
-        """``fold=cross`` ranks the training collection only: its queries must be the ones the
-        folds were drawn from (the same qids with the same query text)."""
-        super().bind_collection(collection)  # the query field
-        trained = self.trained
-        if trained is None or self.params["fold"] != "cross":
-            return
-        topics = collection.topics
-        found = dict(zip(topics["qid"].astype(str), topics["query"].astype(str), strict=True))
-        shared = [q for q in trained.query_hashes if q in found]
-        differ = [q for q in shared if query_hash(found[q]) != trained.query_hashes[q]]
-        if not shared or differ:
-            what = f"{len(differ)} of its queries differ" if shared else "it has none of its qids"
-            raise ConfigError(
-                f"cross: {self.params['model']} was trained with query-disjoint folds of "
-                f"collection {trained.collection!r}; collection {collection.name!r} is another "
-                f"({what}: {', '.join(differ[:5])}): fold=cross cannot hold its queries out; "
-                "use fold=all"
-            )
 
     # -- scoring ------------------------------------------------------------------------------
     def classifier(self, key: str) -> PairClassifier:
@@ -423,15 +277,6 @@ class CrossEncoderRanker(Ranker):
             label = self.name if trained is None else f"{self.name} ({key})"
             self._models[key] = PairClassifier(path, params=self.params, label=label)
         return self._models[key]
-
-    def model_keys(self, qids: Sequence[str]) -> np.ndarray:
-        """The checkpoint of each row."""
-        trained = self.trained
-        if trained is None:
-            return np.full(len(qids), "model", dtype=object)
-        if self.params["fold"] == "all":
-            return np.full(len(qids), ALL_DIR, dtype=object)
-        return trained.model_keys(qids)
 
     def score_rows(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """Scores of the rows as they are (no passage splitting) and which rows were cut."""

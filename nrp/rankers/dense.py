@@ -13,6 +13,9 @@ an exact faiss inner-product index). Models:
   ``$NRP_MODELS`` (default ``~/.cache/nrp/models``). Not the default, so that the spec ``dense``
   names the same model on every machine.
 - any local sentence-transformers folder or hub id.
+- a folder written by ``nrp train --ranker dense`` (the bi-encoder fine-tuned on a collection's
+  judgments): ``fold=cross`` (default) scores each query with the fold model that held it out,
+  ``fold=all`` with the model trained on all queries (``nrp.rankers.trained``).
 
 Long documents: the model reads its first ``max_seq_length`` tokens only (256 for MiniLM); with
 ``passages=N`` a document is cut into N-word windows and scored by its best (``aggregate=max``)
@@ -44,6 +47,7 @@ from nrp.models.folders import minilm_path, resolve_model
 from nrp.rankers.base import Ranker, query_params
 from nrp.rankers.passages import neural_params, passage_params, score_with_passages, split_passages
 from nrp.rankers.registry import Param, RankerInfo, register
+from nrp.rankers.trained import ALL_DIR, FOLD_CHOICES, TrainedFolds, fold_param
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from sentence_transformers import SentenceTransformer
@@ -61,8 +65,10 @@ PARAMS: dict[str, Param] = {
         str,
         "minilm",
         "minilm (packaged all-MiniLM-L6-v2), mpnet (all-mpnet-base-v2 "
-        "parts), a sentence-transformers folder or hub id",
+        "parts), a sentence-transformers folder, a folder written by nrp train --ranker dense, "
+        "or a hub id",
     ),
+    "fold": fold_param(),
     "similarity": Param(str, "cosine", "cosine (normalized embeddings) or dot", SIMILARITIES),
     "max_length": Param(int, 0, "tokens read per text (0: the model's max_seq_length)"),
     **neural_params(batch=64),
@@ -71,7 +77,7 @@ PARAMS: dict[str, Param] = {
 }
 
 
-class DenseRanker(Ranker):
+class DenseRanker(TrainedFolds, Ranker):
     """Re-ranks D_q by the similarity of query and document embeddings.
 
     Each distinct query and each distinct text is embedded once per ``score_frame`` call (a text
@@ -84,15 +90,32 @@ class DenseRanker(Ranker):
 
     def __init__(self, params: Mapping[str, Any] | None = None):
         super().__init__({**{k: p.default for k, p in PARAMS.items()}, **dict(params or {})})
+        if self.params["fold"] not in FOLD_CHOICES:
+            raise ConfigError(f"dense: fold must be one of {', '.join(FOLD_CHOICES)}")
         self._model: SentenceTransformer | None = None
+        self._fold_models: dict[str, DenseRanker] = {}
 
     @cached_property
     def model_path(self) -> str:
-        return resolve_model(str(self.params["model"]))
+        """The model folder (or hub id). A trained folder's: its all-queries model with
+        ``fold=all``; with ``fold=cross`` each query has its own (``_score_rows``), and
+        embedding texts outside a query (``encode``) is an error."""
+        trained = self.trained
+        if trained is None:
+            return resolve_model(str(self.params["model"]))
+        if self.params["fold"] != "all":
+            raise ConfigError(
+                f"dense: {self.params['model']} holds one model per fold; embedding texts "
+                "apart from their query (retrieval, encode) needs fold=all"
+            )
+        return str(trained.checkpoint(ALL_DIR))
 
     @cached_property
     def _checksum(self) -> str:
-        return checksum_path(self.model_path)
+        trained = self.trained
+        if trained is None:
+            return checksum_path(self.model_path)
+        return self.trained_checksum(trained)
 
     def model_checksum(self) -> str:
         return self._checksum
@@ -155,7 +178,27 @@ class DenseRanker(Ranker):
             verbose=bool(self.params["verbose"]),
         ).astype(np.float32)
 
+    def fold_model(self, key: str) -> DenseRanker:
+        """The ranker of one checkpoint of a trained folder (``all`` or a fold number), made
+        once; its parameters are this ranker's with that checkpoint as ``model``."""
+        if key not in self._fold_models:
+            assert self.trained is not None
+            path = str(self.trained.checkpoint(key))
+            self._fold_models[key] = DenseRanker({**self.params, "model": path, "fold": "cross"})
+        return self._fold_models[key]
+
     def _score_rows(self, frame: pd.DataFrame) -> np.ndarray:
+        if self.trained is None:
+            return self._similarities(frame)
+        keys = self.model_keys(frame["qid"].astype(str).tolist())
+        scores = np.zeros(len(frame), dtype=float)
+        for key in sorted(set(keys)):
+            rows = np.flatnonzero(keys == key)
+            scores[rows] = self.fold_model(key)._similarities(frame.iloc[rows])
+        return scores
+
+    def _similarities(self, frame: pd.DataFrame) -> np.ndarray:
+        """The similarity of each row's query and text under this ranker's one model."""
         queries = frame["query"].fillna("").astype(str)
         texts = frame["text"].fillna("").astype(str)
         unique_q, q_index = np.unique(queries.to_numpy(), return_inverse=True)

@@ -12,7 +12,7 @@ models will be evaluated on.
 Queries are keyed by their qid in the trained (evaluation) collection and by ``NAME/qid`` in the
 collections of ``also``, so qids that repeat across collections stay apart. Two queries are the
 same question (``same_question``) when their normalised texts are equal
-(``nrp.rankers.cross.normalise_query``: case-folded, punctuation and spacing ignored) or nearly
+(``nrp.rankers.trained.normalise_query``: case-folded, punctuation and spacing ignored) or nearly
 equal: the Jaccard similarity of their word sets is at least ``NEAR_DUPLICATE`` (an edited date,
 a placeholder such as ``[NAME]`` for a name, a subject line added). Near duplicates are a leak as
 much as equal texts, and leaving out a training query that only looked alike costs little.
@@ -32,7 +32,7 @@ from nrp.collection.collection import Collection
 from nrp.collection.folds import assign_folds
 from nrp.collection.labels import LabelScale
 from nrp.errors import ConfigError
-from nrp.rankers.cross import normalise_query, query_hash
+from nrp.rankers.trained import normalise_query, query_hash
 
 #: columns of ``TrainingData.examples``
 EXAMPLE_COLUMNS = ("key", "source", "qid", "query", "question", "docno", "text", "gain", "weight")

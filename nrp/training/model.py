@@ -28,7 +28,7 @@ import numpy as np
 from nrp.errors import ConfigError
 from nrp.models.device import length_sorted_batches
 from nrp.models.folders import resolve_model
-from nrp.rankers.cross import pad_pairs
+from nrp.rankers.cross import encode_pairs, input_limit, pad_pairs
 
 #: the two paths of ``Features.check`` may differ by float rounding only
 CHECK_TOLERANCE = 1e-4
@@ -255,3 +255,47 @@ class Features:
         if self.frozen:
             return top_scores(model, [self.states[i] for i in indices], self.frozen)
         return full_scores(model, [self.rows[i] for i in indices], self.pad_id)
+
+
+class CrossTraining:
+    """``nrp train --ranker cross``: the base with a new one-output head reads ``[CLS] query
+    [SEP] text [SEP]`` (``encode_pairs``, as the ``cross`` ranker encodes); each checkpoint is a
+    sequence-classification folder with its tokenizer.
+
+    ``fresh(seed)``: a new model to train (the base, head drawn after the seed);
+    ``features(examples, max_length, train_layers)``: (features, pairs cut, input limit);
+    ``check(features, indices)``: the split path gives the whole model's scores;
+    ``save(folder)``: the model last made fresh, as trained. ``fresh`` comes first."""
+
+    ranker = "cross"
+    score = "one logit of a new head on [CLS] query [SEP] text [SEP]"
+
+    def __init__(self, base: Path, device: str):
+        self.base, self.device = base, device
+        self.tokenizer = load_tokenizer(base)
+        self.model: Any = None
+
+    def fresh(self, seed: int) -> Any:
+        self.model = load_model(self.base, seed, self.device)
+        return self.model
+
+    def features(
+        self, examples: Any, max_length: int, train_layers: int
+    ) -> tuple[Features, int, int]:
+        model = self.model
+        # max_length is at most what the model reads (a small base reads less)
+        limit = input_limit(self.tokenizer, model.config, 0, "nrp train")
+        max_input = min(max_length, limit)
+        rows, cut = encode_pairs(
+            self.tokenizer, examples["query"].tolist(), examples["text"].tolist(), max_input
+        )
+        self.tokenizer.model_max_length = max_input  # the saved models read what they learnt
+        frozen = frozen_layers(model, train_layers)
+        return Features(rows, self.tokenizer.pad_token_id, frozen), int(cut.sum()), max_input
+
+    def check(self, features: Features, indices: Sequence[int]) -> None:
+        features.check(self.model, indices)
+
+    def save(self, folder: Path) -> None:
+        self.model.save_pretrained(folder)
+        self.tokenizer.save_pretrained(folder)

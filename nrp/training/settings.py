@@ -9,10 +9,16 @@ from typing import Any
 
 from nrp.errors import ConfigError
 
+#: the rankers ``nrp train`` trains models for
+RANKERS = ("cross", "dense")
+
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """``base``: the checkpoint fine-tuned (``minilm``: the encoder of the packaged
+    """``ranker``: what is trained, for which ranker: ``cross`` (the base's encoder with a new
+    one-output head reading query and text together) or ``dense`` (the base bi-encoder itself,
+    its cosine of query and text embeddings; it starts as ``dense:model=BASE``). ``base``: the
+    checkpoint fine-tuned (``minilm``: the encoder of the packaged
     all-MiniLM-L6-v2; any local folder). ``folds``/``seed``: the query-disjoint folds
     (``nrp.collection.folds.assign_folds``) and every random choice. ``epochs``, ``batch``
     (documents per step, from one or more queries), ``lr`` (AdamW, linear warm-up over
@@ -26,6 +32,7 @@ class TrainSettings:
     ``query=`` then). ``device``: auto, cpu or cuda[:N]. ``max_steps``: stop each model after N
     steps (0: no limit; benchmarks). ``verbose``: progress bars."""
 
+    ranker: str = "cross"
     base: str = "minilm"
     folds: int = 5
     seed: int = 0
@@ -45,6 +52,10 @@ class TrainSettings:
 
     def checked(self) -> TrainSettings:
         """These settings with every number in range and the collection lists as tuples."""
+        if self.ranker not in RANKERS:
+            raise ConfigError(
+                f"training: ranker must be one of {', '.join(RANKERS)}, got {self.ranker!r}"
+            )
         limits = [
             ("folds", self.folds >= 2, "at least 2"),
             ("epochs", self.epochs >= 1, "at least 1"),

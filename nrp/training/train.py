@@ -35,23 +35,25 @@ from nrp.collection.collection import Collection
 from nrp.errors import ConfigError
 from nrp.models.checksums import checksum_path
 from nrp.models.device import resolve_device
-from nrp.rankers.cross import (
-    ALL_DIR,
-    TRAINING_FILE,
-    TRAINING_FORMAT,
-    encode_pairs,
-    fold_dir,
-    input_limit,
-)
+from nrp.rankers.trained import ALL_DIR, TRAINING_FILE, TRAINING_FORMAT, fold_dir
 from nrp.settings import settings_with
 from nrp.training.data import TrainingData, gather
+from nrp.training.dense_model import DenseTraining
 from nrp.training.fit import Arrays, FitHistory, FitPlan, fit
-from nrp.training.model import Features, frozen_layers, load_model, load_tokenizer, resolve_base
+from nrp.training.model import CrossTraining, resolve_base
 from nrp.training.settings import TrainSettings
 
 Progress = Callable[[str], None]
+#: what each ``--ranker`` trains (``TrainSettings.ranker``)
+KINDS: dict[str, Any] = {"cross": CrossTraining, "dense": DenseTraining}
+KIND_TEXT = {"cross": "cross-encoder", "dense": "sentence-transformers bi-encoder"}
 #: pairs compared through both model paths before training (``Features.check``)
 CHECKED_PAIRS = 4
+
+
+def training_kind(ranker: str, base: Path, device: str) -> CrossTraining | DenseTraining:
+    """The model family ``ranker`` trains (``CrossTraining``'s interface)."""
+    return KINDS[ranker](base, device)
 
 
 @dataclass
@@ -90,13 +92,15 @@ class TrainingResult:
         for entry in [*record["models"]["folds"], record["models"]["all"]]:
             lines.append(_model_line(entry))
         lines.append(
-            f"{data['cut']} pairs cut at {record['hyper_parameters']['max_length']} tokens; "
+            f"{data['cut']} {'texts' if record['ranker'] == 'dense' else 'pairs'} cut at "
+            f"{record['hyper_parameters']['max_length']} tokens; "
             f"{self.seconds:.1f} s ({self.feature_seconds:.1f} s frozen features, "
             f"{self.training_seconds:.1f} s training at {self.pairs_per_second:.1f} pairs/s, "
             f"{self.held_out_seconds:.1f} s held-out loss)"
         )
         field = data["query_field"]
-        spec = f"cross:model={self.out}" + ("" if field == "query" else f",query={field}")
+        spec = f"{record['ranker']}:model={self.out}"
+        spec += "" if field == "query" else f",query={field}"
         lines.append(
             f"wrote {self.out}: rank with {spec} (fold=cross: each query by the model that held "
             "it out; fold=all: other collections)"
@@ -225,16 +229,10 @@ class TrainingRun:
     def train_all(self, folder: Path) -> dict[str, Any]:
         """Train and save every model into ``folder``; the ``training.json`` record."""
         settings = self.settings
-        tokenizer = load_tokenizer(self.base)
-        model = load_model(self.base, settings.seed, self.device)
-        # max_length is at most what the model reads (a small base reads less)
-        max_input = min(settings.max_length, input_limit(tokenizer, model.config, 0, "nrp train"))
-        examples = self.data.examples
-        rows, cut = encode_pairs(
-            tokenizer, examples["query"].tolist(), examples["text"].tolist(), max_input
-        )
-        features = Features(
-            rows, tokenizer.pad_token_id, frozen_layers(model, settings.train_layers)
+        kind = training_kind(settings.ranker, self.base, self.device)
+        model = kind.fresh(settings.seed)
+        features, cut, max_input = kind.features(
+            self.data.examples, settings.max_length, settings.train_layers
         )
         plans = self.plans()
         used = sorted(
@@ -242,22 +240,20 @@ class TrainingRun:
         )
         started = time.perf_counter()
         features.compute(model, used, settings.batch)
-        features.check(model, used[:CHECKED_PAIRS])
+        kind.check(features, used[:CHECKED_PAIRS])
         self.feature_seconds = time.perf_counter() - started
-        tokenizer.model_max_length = max_input  # the saved models read what they learnt from
         entries = []
         for plan in plans:
             if plan.number:
-                model = load_model(self.base, settings.seed, self.device)
+                model = kind.fresh(settings.seed)
             history = fit(model, features, self.arrays, plan, settings, self.progress)
             self.training_seconds += history.seconds
             self.held_out_seconds += history.held_out_seconds
             self.documents += history.documents
             self.planned += history.planned
-            model.save_pretrained(folder / plan.name)
-            tokenizer.save_pretrained(folder / plan.name)
+            kind.save(folder / plan.name)
             entries.append(self._entry(plan, history))
-        return self._record(entries, int(cut.sum()), features.frozen, max_input)
+        return self._record(entries, cut, features.frozen, max_input, kind.score)
 
     def _entry(self, plan: FitPlan, history: FitHistory) -> dict[str, Any]:
         entry: dict[str, Any] = {
@@ -275,7 +271,7 @@ class TrainingRun:
         return entry
 
     def _record(
-        self, entries: list[dict[str, Any]], cut: int, frozen: int, max_input: int
+        self, entries: list[dict[str, Any]], cut: int, frozen: int, max_input: int, score: str
     ) -> dict[str, Any]:
         import torch
         import transformers
@@ -284,7 +280,8 @@ class TrainingRun:
         examples = data.examples
         return {
             "format": TRAINING_FORMAT,
-            "kind": "cross-encoder checkpoints trained by nrp train",
+            "ranker": settings.ranker,
+            "kind": f"{KIND_TEXT[settings.ranker]} checkpoints trained by nrp train",
             "dimension": data.dimension,
             "collection": {
                 "name": data.collection.name,
@@ -316,6 +313,7 @@ class TrainingRun:
                 **settings.hyper_parameters(),
                 "max_length": max_input,
                 "frozen_layers": frozen,
+                "score": score,
             },
             "environment": {
                 "device": self.device,

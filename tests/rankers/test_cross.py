@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from nrp.errors import ConfigError
-from nrp.rankers.cross import TRAINING_FILE, TRAINING_FORMAT, query_hash
 from nrp.rankers.registry import all_rankers, make_ranker
+from nrp.rankers.trained import TRAINING_FILE, TRAINING_FORMAT, query_hash
 
 pytest.importorskip("transformers")
 from tiny_models import build_tiny_bert_classifier

@@ -132,8 +132,21 @@ def write_collection(
     return Collection.load(name, indexes)
 
 
+def build_sentence_model(bert: Path, out: Path, pooling: str = "mean") -> Path:
+    """The tiny BERT of ``bert`` (a classifier folder: its encoder is read) with ``pooling``
+    as a sentence-transformers folder: a base for ``nrp train --ranker dense``."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    transformer = Transformer(str(bert), max_seq_length=64)
+    pooled = Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling)
+    SentenceTransformer(modules=[transformer, pooled], device="cpu").save(str(out))
+    return out
+
+
 def build(root: Path) -> dict[str, Path]:
-    """The two collections under ``root/indexes`` and a tiny random base model (2 layers)."""
+    """The two collections under ``root/indexes``, a tiny random base model (2 layers) and the
+    same encoder as a sentence-transformers model with mean pooling (``dense_base``)."""
     if str(RANKER_TESTS) not in sys.path:
         sys.path.insert(0, str(RANKER_TESTS))
     from tiny_models import build_tiny_bert_classifier
@@ -142,4 +155,5 @@ def build(root: Path) -> dict[str, Path]:
     write_collection(root / "words", indexes, "words", TOPICS, seed=1)
     write_collection(root / "other", indexes, "other", OTHER_TOPICS, seed=2, spelling="asthma gout")
     base = build_tiny_bert_classifier(root / "base", vocabulary(), seed=0, layers=2)
-    return {"indexes": indexes, "base": base}
+    dense_base = build_sentence_model(base, root / "dense-base")
+    return {"indexes": indexes, "base": base, "dense_base": dense_base}
