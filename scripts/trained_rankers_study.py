@@ -2,18 +2,19 @@
 """The trained-rankers study: the figures of issue 13, from the shared collections, resumable.
 
 For every dimension of MEDIQA 2019 test, the LiveQA-Med MedQuAD pool, Webis-ArgQuality-20,
-CLEF eHealth 2021 and Cranfield, a cross-encoder is trained on the collection's own judgments with
-query-disjoint folds (``nrp.api.train_ranker``, the defaults of ``nrp train``), and its
-cross-fitted scores (``cross:model=DIR``, fold=cross) are compared with the zoo:
+CLEF eHealth 2021 and Cranfield, a cross-encoder and the dense bi-encoder (``--rankers``) are
+trained on the collection's own judgments with query-disjoint folds (``nrp.api.train_ranker``,
+the defaults of ``nrp train``), and their cross-fitted scores (``cross:model=DIR`` and
+``dense:model=DIR``, fold=cross) are compared with the zoo:
 
 - leave-one-out agreement (``nrp.api.agreement``): per-query Kendall tau-b mean with its 95%
-  t-interval and the pooled tau-b, of the trained ranker, its fusion with dense (weights fitted
+  t-interval and the pooled tau-b, of each trained ranker, its fusion with dense (weights fitted
   on training folds), dense, tfidf and random;
-- paired comparisons over the same queries: the trained ranker's per-query tau-b minus each
+- paired comparisons over the same queries: each trained ranker's per-query tau-b minus each
   baseline's (dense, tfidf, random), mean difference with its 95% t-interval and the paired
-  randomization test (``nrp.statistics``), Holm-corrected per (collection, dimension); every
-  comparison where the trained ranker is not significantly above is listed;
-- validation (``nrp.api.validate``): nDCG@10 with 95% CI of the trained ranker and its fusion,
+  randomization test (``nrp.statistics``), Holm-corrected per (trained ranker, collection,
+  dimension); every comparison where a trained ranker is not significantly above is listed;
+- validation (``nrp.api.validate``): nDCG@10 with 95% CI of the trained rankers and fusions,
   the fusion of dense and bm25 (weights=fit), query-field variants (dense and bm25 on another
   topic field) beside tfidf, bm25, dense and random.
 
@@ -23,8 +24,8 @@ are left out of training; 2 folds, whose models are not read), evaluated with fo
 LiveQA pool and the MEDIQA test set (agreement, paired comparisons and validation as above); the
 overlap checks come from its ``training.json``.
 
-Output in ``--out DIR``: ``indexes/`` (unless ``--indexes``), ``models/`` (the trained folders,
-each with a ``.timing.json`` beside it), ``tables/*.csv`` and ``tables/*.json`` (trainings,
+Output in ``--out DIR``: ``indexes/`` (unless ``--indexes``), ``models/RANKER/`` (the trained
+folders, each with a ``.timing.json`` beside it), ``tables/*.csv`` and ``tables/*.json`` (trainings,
 agreement, paired, validation, overlap) and ``study.md``, which is printed at the end. Tables
 are rewritten after each collection and dimension, so a long run shows its figures as they come.
 A run that is stopped continues where it was: a complete trained folder is used again (after
@@ -80,6 +81,8 @@ ALPHA = 0.05
 #: the rankers the trained one is compared with, per query, in the agreement
 COMPARED = ("dense", "tfidf", "random")
 TRANSFER = "transfer"
+#: what ``nrp train --ranker`` trains, each studied (``--rankers``)
+TRAINED_RANKERS = ("cross", "dense")
 #: folds of the transfer training: its fold models are never read (evaluation is fold=all), so
 #: the fewest that train_ranker takes, to spend the time on the all-queries model
 TRANSFER_FOLDS = 2
@@ -148,6 +151,7 @@ class StudyOptions:
     device: str = "cpu"
     max_steps: int = 0
     training: Mapping[str, Any] = field(default_factory=dict)
+    rankers: tuple[str, ...] = TRAINED_RANKERS
     dense: str = "dense"
     collections: tuple[StudyCollection, ...] = COLLECTIONS
     transfer: TransferPlan = TRANSFER_PLAN
@@ -156,9 +160,10 @@ class StudyOptions:
     def indexes_dir(self) -> Path:
         return self.indexes if self.indexes is not None else self.out / "indexes"
 
-    def train_settings(self, held_out: Sequence[str] = ()) -> dict[str, Any]:
-        """Keyword settings of ``api.train_ranker`` (those not given keep its defaults)."""
-        given = {"folds": self.folds, "seed": self.seed, "device": self.device}
+    def train_settings(self, ranker: str = "cross", held_out: Sequence[str] = ()) -> dict[str, Any]:
+        """Keyword settings of ``api.train_ranker`` for ``ranker`` (those not given keep its
+        defaults)."""
+        given = {"ranker": ranker, "folds": self.folds, "seed": self.seed, "device": self.device}
         given.update(max_steps=self.max_steps, held_out=tuple(held_out), verbose=False)
         if self.epochs is not None:
             given["epochs"] = self.epochs
@@ -232,6 +237,7 @@ class Training:
     """A trained folder of the study and how it came to be (``status``: trained now or
     reused from an earlier run); ``timing``: wall time and rates, when known."""
 
+    ranker: str
     collection: str
     dimension: str
     folder: Path
@@ -243,6 +249,7 @@ class Training:
         record = self.record
         return {
             "role": role,
+            "ranker": self.ranker,
             "collection": self.collection,
             "dimension": self.dimension,
             "pairs": record["data"]["pairs"],
@@ -264,6 +271,7 @@ def timing_file(folder: Path) -> Path:
 
 def train(
     options: StudyOptions,
+    ranker: str,
     collection: str,
     dimension: str,
     folder: Path,
@@ -272,7 +280,7 @@ def train(
     """Train ``collection``'s ``dimension`` into ``folder``, or reuse the complete folder an
     earlier run left there (a folder ``train_ranker`` wrote is complete: it is renamed into
     place at the end)."""
-    settings = options.train_settings(held_out)
+    settings = options.train_settings(ranker, held_out)
     if held_out:  # evaluated with fold=all only: the fold models are not read
         settings["folds"] = min(settings["folds"], TRANSFER_FOLDS)
     record_file = folder / TRAINING_FILE
@@ -283,12 +291,12 @@ def train(
         timing = timing_file(folder)
         known = json.loads(timing.read_text(encoding="utf-8")) if timing.exists() else {}
         log(f"reusing {folder} (trained by an earlier run)")
-        return Training(collection, dimension, folder, record, "reused", known)
+        return Training(ranker, collection, dimension, folder, record, "reused", known)
     if folder.exists():
         raise StudyError(f"{folder} exists but has no {TRAINING_FILE}: remove it")
     for partial in folder.parent.glob(f".{folder.name}.partial-*"):  # a killed run's staging
         shutil.rmtree(partial, ignore_errors=True)
-    log(f"training {collection} / {dimension} into {folder}")
+    log(f"training {ranker} on {collection} / {dimension} into {folder}")
     result = api.train_ranker(
         collection, dimension, folder, indexes_dir=options.indexes_dir, progress=log, **settings
     )
@@ -300,7 +308,7 @@ def train(
         "pairs_per_second": result.pairs_per_second,
     }
     write_text(timing_file(folder), json.dumps(timing, indent=1) + "\n")
-    return Training(collection, dimension, folder, result.record, "trained", timing)
+    return Training(ranker, collection, dimension, folder, result.record, "trained", timing)
 
 
 def check_reusable(folder: Path, record: dict[str, Any], settings: Mapping[str, Any]) -> None:
@@ -311,6 +319,7 @@ def check_reusable(folder: Path, record: dict[str, Any], settings: Mapping[str, 
     differ = [k for k in hyper if k != "max_length" and recorded.get(k) != hyper[k]]
     held_out = [s["name"] for s in record["data"]["sources"] if s["role"].startswith("held out")]
     checks = {
+        "ranker": (record.get("ranker", "cross"), wanted.ranker),
         "folds": (record["folds"]["k"], wanted.folds),
         "seed": (record["folds"]["seed"], wanted.seed),
         "base": (record["base"]["model"], wanted.base),
@@ -351,20 +360,33 @@ def fuse_spec(specs: Sequence[str], dimension: str, options: StudyOptions) -> st
     )
 
 
+def trained_role(ranker: str, fold: str) -> str:
+    """The display name of a trained ranker (``trained dense (fold=cross)``)."""
+    return f"trained {ranker} (fold={fold})"
+
+
 def ranker_roles(
-    options: StudyOptions, folder: Path, dimension: str, fold: str, fields: Sequence[str] = ()
+    options: StudyOptions,
+    folders: Mapping[str, Path],
+    dimension: str,
+    fold: str,
+    fields: Sequence[str] = (),
 ) -> dict[str, str]:
-    """Display name -> spec of every ranker of one (collection, dimension): the trained one
-    (``fold``) first, then its fusion with dense, the baselines of the agreement, and those of
-    validation only: bm25, the fusion of dense and bm25, and dense and bm25 on each topic field
-    of ``fields``."""
-    if any(c in str(folder) for c in ",+;"):
-        raise StudyError(f"{folder}: a folder name with , + or ; cannot stand in a ranker spec")
-    trained = with_params(f"cross:model={folder},fold={fold}", device=options.device)
+    """Display name -> spec of every ranker of one (collection, dimension): the trained ones
+    (ranker -> its trained folder, read with ``fold``) first, then each one's fusion with dense,
+    the baselines of the agreement, and those of validation only: bm25, the fusion of dense and
+    bm25, and dense and bm25 on each topic field of ``fields``."""
     dense = with_params(options.dense, device=options.device)
-    roles = {
-        f"trained (fold={fold})": trained,
-        "trained+dense (fit)": fuse_spec([trained, dense], dimension, options),
+    trained = {}
+    for ranker, folder in folders.items():
+        if any(c in str(folder) for c in ",+;"):
+            raise StudyError(f"{folder}: a folder name with , + or ; cannot stand in a ranker spec")
+        spec = with_params(f"{ranker}:model={folder},fold={fold}", device=options.device)
+        trained[trained_role(ranker, fold)] = spec
+    roles = dict(trained)
+    for ranker, spec in zip(folders, trained.values(), strict=True):
+        roles[f"trained {ranker}+dense (fit)"] = fuse_spec([spec, dense], dimension, options)
+    roles |= {
         "dense": dense,
         "tfidf": "tfidf",
         "random": "random",
@@ -377,9 +399,14 @@ def ranker_roles(
     return roles
 
 
+def trained_roles(roles: Mapping[str, str]) -> list[str]:
+    """The trained rankers among ``roles`` (not their fusions)."""
+    return [name for name in roles if name.startswith("trained ") and "+" not in name]
+
+
 def agreement_roles(roles: Mapping[str, str]) -> dict[str, str]:
-    """The rankers of the agreement tables: the trained one, its fusion, ``COMPARED``."""
-    keep = list(roles)[:2] + list(COMPARED)
+    """The rankers of the agreement tables: the trained ones, their fusions, ``COMPARED``."""
+    keep = [name for name in roles if name.startswith("trained ")] + list(COMPARED)
     return {name: roles[name] for name in keep}
 
 
@@ -428,33 +455,35 @@ def query_taus(per_query: pd.DataFrame, name: str) -> pd.Series:
 def paired_rows(
     per_query: pd.DataFrame, names: Mapping[str, str], where: Mapping[str, str]
 ) -> list[dict]:
-    """The trained ranker (first of ``names``) against each of ``COMPARED`` over the same
-    queries: mean per-query tau-b difference, its t-interval, the paired randomization test's
-    p-value, Holm-corrected over the comparisons, and the verdict."""
-    trained_role = next(iter(names))
-    trained = query_taus(per_query, names[trained_role])
+    """Each trained ranker of ``names`` against each of ``COMPARED`` over the same queries:
+    mean per-query tau-b difference, its t-interval, the paired randomization test's p-value,
+    Holm-corrected over the comparisons of that trained ranker, and the verdict."""
     rows = []
-    for role in COMPARED:
-        joined = pd.concat([trained, query_taus(per_query, names[role])], axis=1, join="inner")
-        first, second = (joined.iloc[:, i].to_numpy() for i in (0, 1))
-        mean, low, high = mean_with_interval(first - second)
-        rows.append(
-            {
-                **where,
-                "trained": trained_role,
-                "baseline": role,
-                "queries": len(joined),
-                "trained_tau": float(first.mean()) if len(first) else float("nan"),
-                "baseline_tau": float(second.mean()) if len(second) else float("nan"),
-                "difference": mean,
-                "ci_low": low,
-                "ci_high": high,
-                "p": paired_randomization_test(first, second),
-            }
-        )
-    for row, corrected in zip(rows, correct([r["p"] for r in rows], "holm"), strict=True):
-        row["p_holm"] = corrected
-        row["verdict"] = verdict(row["difference"], corrected)
+    for trained_name in trained_roles(names):
+        trained = query_taus(per_query, names[trained_name])
+        own = []
+        for role in COMPARED:
+            joined = pd.concat([trained, query_taus(per_query, names[role])], axis=1, join="inner")
+            first, second = (joined.iloc[:, i].to_numpy() for i in (0, 1))
+            mean, low, high = mean_with_interval(first - second)
+            own.append(
+                {
+                    **where,
+                    "trained": trained_name,
+                    "baseline": role,
+                    "queries": len(joined),
+                    "trained_tau": float(first.mean()) if len(first) else float("nan"),
+                    "baseline_tau": float(second.mean()) if len(second) else float("nan"),
+                    "difference": mean,
+                    "ci_low": low,
+                    "ci_high": high,
+                    "p": paired_randomization_test(first, second),
+                }
+            )
+        for row, corrected in zip(own, correct([r["p"] for r in own], "holm"), strict=True):
+            row["p_holm"] = corrected
+            row["verdict"] = verdict(row["difference"], corrected)
+        rows += own
     return rows
 
 
@@ -471,13 +500,15 @@ def validation_rows(
     collection: Any, dimension: str, roles: Mapping[str, str], where: Mapping[str, str]
 ) -> list[dict]:
     """nDCG@10 with its 95% CI of every ranker of ``roles`` in ``dimension``, which one
-    validation chooses, and the Holm-corrected p-value of each against the trained one."""
+    validation chooses, and the Holm-corrected p-value of each against the first trained one
+    (``compared_with``)."""
     names = spec_names(roles)
     log(f"validation: {collection.name} / {dimension} ({len(roles)} rankers)")
     result = api.validate(collection, list(roles.values()), dimensions=[dimension], progress=log)
     found = result.dimensions[dimension]
     best = found.choice.best if found.choice is not None else None
-    trained = next(iter(names.values()))
+    first = trained_roles(names)[0]
+    trained = names[first]
     rows = []
     for role, name in names.items():
         summary = found.summary[name][MEASURE]
@@ -491,6 +522,7 @@ def validation_rows(
                 "ci_high": summary.ci_high,
                 "queries": summary.n,
                 "chosen": name == best,
+                "compared_with": first,
                 "p_holm_vs_trained": None if name == trained else found.p_against(trained, name),
             }
         )
@@ -519,13 +551,17 @@ def study_dimension(
     dimension: str,
     tables: StudyTables,
 ) -> None:
-    """Train ``dimension`` of ``collection`` (cross-fitted) and add its figures to ``tables``."""
-    folder = options.out / "models" / collection.name / dimension
-    training = train(options, collection.name, dimension, folder)
-    tables.trainings.append(training.row("cross-fitted"))
+    """Train each ranker of ``options.rankers`` on ``dimension`` of ``collection``
+    (cross-fitted) and add their figures to ``tables``."""
+    folders = {}
+    for ranker in options.rankers:
+        folder = options.out / "models" / ranker / collection.name / dimension
+        training = train(options, ranker, collection.name, dimension, folder)
+        tables.trainings.append(training.row("cross-fitted"))
+        folders[ranker] = folder
     where = {"setting": CROSS_FITTED, "trained_on": collection.name}
     where |= {"collection": collection.name, "dimension": dimension}
-    roles = ranker_roles(options, folder, dimension, "cross", item.fields)
+    roles = ranker_roles(options, folders, dimension, "cross", item.fields)
     agreement, paired = agreement_rows(collection, dimension, agreement_roles(roles), where)
     tables.agreement += agreement
     tables.paired += paired
@@ -536,15 +572,18 @@ def study_transfer(options: StudyOptions, loaded: Mapping[str, Any], tables: Stu
     """Train on the transfer collection with the evaluation collections held out; evaluate the
     all-queries model (fold=all) on each of them; record the overlap checks."""
     plan = options.transfer
-    folder = options.out / "models" / TRANSFER / f"{plan.train.name}-{plan.dimension}"
-    training = train(options, plan.train.name, plan.dimension, folder, plan.evaluate)
-    tables.trainings.append(training.row(TRANSFER))
+    folders = {}
+    for ranker in options.rankers:
+        folder = options.out / "models" / ranker / TRANSFER / f"{plan.train.name}-{plan.dimension}"
+        training = train(options, ranker, plan.train.name, plan.dimension, folder, plan.evaluate)
+        tables.trainings.append(training.row(TRANSFER))
+        folders[ranker] = folder
     tables.overlap += overlap_rows(training.record, plan, loaded)
     for name in plan.evaluate:
         collection = loaded[name]
         where = {"setting": TRANSFERRED, "trained_on": plan.train.name}
         where |= {"collection": name, "dimension": plan.dimension}
-        roles = ranker_roles(options, folder, plan.dimension, "all")
+        roles = ranker_roles(options, folders, plan.dimension, "all")
         agreement, paired = agreement_rows(
             collection, plan.dimension, agreement_roles(roles), where
         )
@@ -693,7 +732,8 @@ def summary(options: StudyOptions, tables: StudyTables) -> str:
         f"Training (`nrp train` defaults unless given): base {settings.base}, epochs "
         f"{settings.epochs}, batch {settings.batch}, lr {settings.lr:g}, max length "
         f"{settings.max_length}, train layers {settings.train_layers}, {settings.folds} folds, "
-        f"seed {settings.seed}, device {settings.device}. {machine()}; written "
+        f"seed {settings.seed}, device {settings.device}; trained rankers: "
+        f"{', '.join(options.rankers)}. {machine()}; written "
         f"{time.strftime('%Y-%m-%d %H:%M')}.",
     ]
     if options.max_steps:
@@ -719,11 +759,13 @@ def summary(options: StudyOptions, tables: StudyTables) -> str:
 
 
 def trainings_section(rows: Sequence[dict]) -> list[str]:
-    header = ["trained", "role", "pairs", "queries", "folds", "epochs", "device", "status"]
+    header = ["trained", "ranker", "role", "pairs", "queries", "folds", "epochs", "device"]
+    header += ["status"]
     header += ["wall time (s)", "pairs/s"]
     body = [
         [
             _where(r),
+            r.get("ranker", "cross"),
             r["role"],
             r["pairs"],
             r["queries"],
@@ -813,7 +855,7 @@ def goals_section(rows: Sequence[dict]) -> list[str]:
 
 def validation_section(rows: Sequence[dict]) -> list[str]:
     header = ["collection / dimension", "ranker", "nDCG@10 [95% CI]", "queries", "chosen"]
-    header += ["p (Holm) vs trained"]
+    header += ["p (Holm) vs the first trained"]
     body = [
         [
             _where(r),
@@ -872,6 +914,13 @@ def parse_args(argv: Sequence[str] | None) -> StudyOptions:
     parser.add_argument(
         "--max-steps", type=int, default=0, help="stop each model after N steps (a smoke run)"
     )
+    parser.add_argument(
+        "--rankers",
+        nargs="+",
+        default=list(TRAINED_RANKERS),
+        choices=TRAINED_RANKERS,
+        help="what nrp train trains, each studied (default: cross dense)",
+    )
     args = parser.parse_args(argv)
     options = StudyOptions(
         out=args.out,
@@ -882,6 +931,7 @@ def parse_args(argv: Sequence[str] | None) -> StudyOptions:
         seed=args.seed,
         device=args.device,
         max_steps=args.max_steps,
+        rankers=tuple(dict.fromkeys(args.rankers)),
     )
     check(options)
     return options
@@ -889,7 +939,8 @@ def parse_args(argv: Sequence[str] | None) -> StudyOptions:
 
 def check(options: StudyOptions) -> None:
     """Every argument checked before anything is read or written (the library's own checks)."""
-    api.TrainSettings(**options.train_settings()).checked()
+    for ranker in options.rankers:
+        api.TrainSettings(**options.train_settings(ranker)).checked()
     resolve_device(options.device)
     select(options)
     if options.out.exists() and not options.out.is_dir():

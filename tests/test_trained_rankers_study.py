@@ -24,7 +24,13 @@ from nrp import api  # noqa: E402
 from nrp.statistics import paired_randomization_test  # noqa: E402
 
 SCRIPT = ROOT / "scripts" / "trained_rankers_study.py"
-AGREEMENT_ROLES = ["trained+dense (fit)", "dense", "tfidf", "random"]
+TRAINED = {"cross": "trained cross (fold={})", "dense": "trained dense (fold={})"}
+FUSIONS = ["trained cross+dense (fit)", "trained dense+dense (fit)"]
+AGREEMENT_ROLES = [*FUSIONS, "dense", "tfidf", "random"]
+
+
+def trained(fold: str) -> list[str]:
+    return [name.format(fold) for name in TRAINED.values()]
 
 
 def load_script():
@@ -79,38 +85,40 @@ def test_agreement_rows_are_the_library_figures(ran):
     collection = api.Collection.load("words", built["indexes"])
     rows = {(r["setting"], r["ranker"]): r for r in tables.agreement}
     cross, transfer = study.CROSS_FITTED, study.TRANSFERRED
-    assert [r for s, r in rows if s == cross] == ["trained (fold=cross)", *AGREEMENT_ROLES]
-    assert [r for s, r in rows if s == transfer] == ["trained (fold=all)", *AGREEMENT_ROLES]
+    assert [r for s, r in rows if s == cross] == [*trained("cross"), *AGREEMENT_ROLES]
+    assert [r for s, r in rows if s == transfer] == [*trained("all"), *AGREEMENT_ROLES]
     # 20 queries, 8 documents each, one labelled X (excluded): 7 judged documents per query
     assert {(r["queries_used"], r["documents"]) for r in tables.agreement} == {(20, 140)}
-    trained = f"cross:model={options.out / 'models' / 'words' / 'relevance'}"
-    direct = api.agreement(collection, [trained, "random"], dimensions=["relevance"])
+    folder = options.out / "models" / "dense" / "words" / "relevance"
+    direct = api.agreement(collection, [f"dense:model={folder}", "random"], ["relevance"])
     expected = direct.summary.iloc[0]
-    row = rows[(cross, "trained (fold=cross)")]
-    assert row["spec"] == expected["ranker"] == f"{trained.replace('cross:', 'cross:fold=cross,')}"
+    row = rows[(cross, "trained dense (fold=cross)")]
+    assert row["spec"] == expected["ranker"] == f"dense:fold=cross,model={folder}"
     for column in ("tau_mean", "tau_ci_low", "tau_ci_high", "tau_pooled"):
         assert row[column] == expected[column]
     # the paired comparison with random: the library's per-query tau-b, differenced
     per_query = direct.per_query[direct.per_query["skipped"] == ""]
     mine = per_query[per_query["ranker"] == expected["ranker"]]["kendall_tau"].to_numpy()
     other = per_query[per_query["ranker"] == "random"]["kendall_tau"].to_numpy()
-    paired = {(r["setting"], r["baseline"]): r for r in tables.paired}
-    versus_random = paired[(cross, "random")]
+    paired = {(r["setting"], r["trained"], r["baseline"]): r for r in tables.paired}
+    assert len(paired) == len(tables.paired) == 2 * 2 * 3  # settings x trained x baselines
+    versus_random = paired[(cross, "trained dense (fold=cross)", "random")]
     assert versus_random["queries"] == 20
     assert versus_random["difference"] == pytest.approx(float(np.mean(mine - other)), abs=1e-12)
     assert versus_random["p"] == paired_randomization_test(mine, other)
-    for setting in (cross, transfer):
-        family = [paired[(setting, b)] for b in study.COMPARED]
-        smallest = min(family, key=lambda r: r["p"])  # Holm: the smallest p times 3
-        assert smallest["p_holm"] == pytest.approx(min(1.0, 3 * smallest["p"]))
+    for setting, fold in ((cross, "cross"), (transfer, "all")):
+        for name in trained(fold):
+            family = [paired[(setting, name, b)] for b in study.COMPARED]
+            smallest = min(family, key=lambda r: r["p"])  # Holm: the smallest p times 3
+            assert smallest["p_holm"] == pytest.approx(min(1.0, 3 * smallest["p"]))
 
 
 def test_validation_rows_hold_every_ranker(ran):
     _, _, _, tables = ran
     names = [r["ranker"] for r in tables.validation if r["setting"] == study.CROSS_FITTED]
     assert names == [
-        "trained (fold=cross)",
-        *AGREEMENT_ROLES[:1],
+        *trained("cross"),
+        *FUSIONS,
         "dense",
         "tfidf",
         "random",
@@ -119,11 +127,12 @@ def test_validation_rows_hold_every_ranker(ran):
         "dense:query=narrative",
         "bm25:query=narrative",
     ]
-    for setting in (study.CROSS_FITTED, study.TRANSFERRED):
+    for setting, fold in ((study.CROSS_FITTED, "cross"), (study.TRANSFERRED, "all")):
         rows = [r for r in tables.validation if r["setting"] == setting]
         assert sum(r["chosen"] for r in rows) == 1
         assert {r["queries"] for r in rows} == {20}  # every query has a relevant document
         assert rows[0]["p_holm_vs_trained"] is None
+        assert {r["compared_with"] for r in rows} == {f"trained cross (fold={fold})"}
         assert all(0 < r["p_holm_vs_trained"] <= 1 for r in rows[1:])
 
 
@@ -136,8 +145,14 @@ def test_transfer_reports_the_questions_it_left_out(ran):
     assert counts["total excluded pairs"] == 14
     kept = [count for check, count in counts.items() if check.startswith("questions of")]
     assert kept == [0]  # "what helps hiccups" and "what helps asthma": Jaccard 2/4
-    roles = [(r["role"], r["collection"], r["status"]) for r in tables.trainings]
-    assert roles == [("cross-fitted", "words", "trained"), ("transfer", "other", "trained")]
+    roles = [(r["role"], r["ranker"], r["collection"]) for r in tables.trainings]
+    assert roles == [
+        ("cross-fitted", "cross", "words"),
+        ("cross-fitted", "dense", "words"),
+        ("transfer", "cross", "other"),
+        ("transfer", "dense", "other"),
+    ]
+    assert {r["status"] for r in tables.trainings} == {"trained"}
 
 
 def test_near_duplicates_are_the_library_rule(ran):
@@ -157,7 +172,7 @@ def test_outputs_are_written_and_a_second_run_reuses_the_models(ran):
     text = (options.out / "study.md").read_text()
     assert "Smoke run" in text and "Where the trained ranker is **not** significantly above" in text
     again = study.run_study(options)
-    assert [r["status"] for r in again.trainings] == ["reused", "reused"]
+    assert [r["status"] for r in again.trainings] == ["reused"] * 4
     assert [r["wall_seconds"] for r in again.trainings] == [
         r["wall_seconds"] for r in tables.trainings
     ]
@@ -171,7 +186,9 @@ def test_a_run_of_one_part_keeps_the_rows_of_the_others(ran):
     saved = json.loads((options.out / "tables" / "agreement.json").read_text())
     again = study.run_study(dataclasses.replace(options, only=("transfer",)))
     assert [(r["role"], r["status"]) for r in again.trainings] == [
-        ("cross-fitted", "reused"),  # the earlier run's row, kept
+        ("cross-fitted", "reused"),  # the earlier run's rows, kept
+        ("cross-fitted", "reused"),
+        ("transfer", "reused"),
         ("transfer", "reused"),
     ]
     cross = [r for r in saved if r["setting"] == study.CROSS_FITTED]
