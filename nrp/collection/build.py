@@ -112,6 +112,7 @@ def ingest(
         },
         "counts": counts,
         "warnings": warnings,
+        "warned_counts": sorted(contents.report.warned),
     }
     write_store(target, meta, **tables)
     return IngestResult(name, collection_dir, True, fingerprint, counts, warnings)

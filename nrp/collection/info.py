@@ -88,6 +88,7 @@ def collection_info(collection: Collection) -> dict[str, Any]:
     info["ingest"] = {
         "repeated_judgments": collection.meta.get("repeated_judgments"),
         "counts": collection.meta.get("counts", {}),
+        "warned_counts": collection.meta.get("warned_counts", []),
         "warnings": collection.meta.get("warnings", []),
     }
     return info
@@ -176,8 +177,10 @@ def render_info(info: dict[str, Any]) -> str:
         lines.append("ingest")
         if policy.get("policy", "error") != "error":
             lines.append(f"  repeated judgments: policy {policy['policy']} ({policy['reason']})")
+        warned = set(ingest.get("warned_counts", []))
         for what, n in ingest["counts"].items():
-            lines.append(f"  {what}: {n:,}")
+            if what not in warned:  # else its warning below says it in detail
+                lines.append(f"  {what}: {n:,}")
         for warning in ingest["warnings"]:
             lines.append(f"  warning: {warning}")
     return "\n".join(lines)

@@ -9,6 +9,7 @@ import pytest
 
 from nrp import Collection, ingest
 from nrp.collection.formats import ReadReport, read_format
+from nrp.collection.info import collection_info, render_info
 from nrp.collection.records import Origin, Topic
 from nrp.errors import InputError
 
@@ -83,6 +84,12 @@ def test_clef_manifest_has_query_and_narrative_fields(shared_data, tmp_path):
     d_q = collection.candidates(query_field="narrative")
     assert d_q["query"].tolist() == d_q["qid"].map(narratives).tolist()
     assert len(d_q) == len(collection.candidates()) == 434  # 236 passages, shared by topics
+    # nrp info tells each reader warning once: the warning, not also its count
+    text = render_info(collection_info(collection))
+    ingest_part = text[text.index("\ningest\n") :]
+    assert "bare '&'" in ingest_part and "not in the topic file" not in ingest_part
+    assert ingest_part.count("bare '&'") == 1 and ingest_part.count("are not in") == 1
+    assert "\n  judgment lines read: 37,500\n" in ingest_part
 
 
 def test_clef_narrative_file_alone_has_55_topics(shared_data):

@@ -35,12 +35,21 @@ class ReadReport:
 
     counts: Counter = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
+    #: counts that a warning tells in detail (``counted_warning``): shown once, as the warning
+    warned: set[str] = field(default_factory=set)
 
     def count(self, what: str, n: int = 1) -> None:
         self.counts[what] += n
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
+
+    def counted_warning(self, what: str, n: int, message: str) -> None:
+        """Count ``n`` of ``what`` and warn with ``message``, which says the same in detail:
+        ``nrp info`` shows the warning, not the count beside it."""
+        self.count(what, n)
+        self.warned.add(what)
+        self.warn(message)
 
 
 Reader = Callable[[Path, Mapping[str, Any], ReadReport], Iterator[Record]]

@@ -131,8 +131,11 @@ def read_documents(path: Path, options: Mapping[str, Any], report: ReadReport) -
         report.count("cranfield document records read")
         docno, text = _number(record.ident), record.section("W")
         if not text and not keep_empty:
-            report.count("cranfield documents without text (skipped)")
-            report.warn(f"{path}:{record.line}: document {docno} has no text; skipped")
+            report.counted_warning(
+                "cranfield documents without text (skipped)",
+                1,
+                f"{path}:{record.line}: document {docno} has no text; skipped",
+            )
             continue
         yield Document(
             docno, text, title=record.section("T") or None, origin=Origin(str(path), record.line)

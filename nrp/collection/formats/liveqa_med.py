@@ -91,8 +91,11 @@ def _topic(question: XmlNode, qid: str, query_from: str, path: Path, report: Rea
     if query_from == "paraphrase":
         if paraphrase:
             return Topic(qid, paraphrase, None, origin, fields)
-        report.count("liveqa-med-xml: empty NIST-PARAPHRASE, original question used as query")
-        report.warn(f"{origin}: question {qid} has an empty NIST-PARAPHRASE; query is the original")
+        report.counted_warning(
+            "liveqa-med-xml: empty NIST-PARAPHRASE, original question used as query",
+            1,
+            f"{origin}: question {qid} has an empty NIST-PARAPHRASE; query is the original",
+        )
         return Topic(qid, original, None, origin, fields)
     if question.find("NLM-Summary") is None:
         raise InputError(
@@ -104,8 +107,11 @@ def _topic(question: XmlNode, qid: str, query_from: str, path: Path, report: Rea
     summary = fields.get("summary", "")
     if summary:
         return Topic(qid, summary, paraphrase or None, origin, fields)
-    report.count("liveqa-med-xml: empty NLM-Summary, original question used as query")
-    report.warn(f"{origin}: question {qid} has an empty NLM-Summary; query is the original")
+    report.counted_warning(
+        "liveqa-med-xml: empty NLM-Summary, original question used as query",
+        1,
+        f"{origin}: question {qid} has an empty NLM-Summary; query is the original",
+    )
     return Topic(qid, original, paraphrase or None, origin, fields)
 
 

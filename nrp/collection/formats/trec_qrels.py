@@ -94,8 +94,11 @@ def read_wide(path: Path, options: Mapping[str, Any], report: ReadReport) -> Ite
     used = {index for index, _ in columns}
     ignored = [] if header is None else [n for i, n in enumerate(header[1][2:], 2) if i not in used]
     if ignored:
-        report.count("grade columns ignored", len(ignored))
-        report.warn(f"{path}: column(s) {', '.join(ignored)} not in 'dimensions'; ignored")
+        report.counted_warning(
+            "grade columns ignored",
+            len(ignored),
+            f"{path}: column(s) {', '.join(ignored)} not in 'dimensions'; ignored",
+        )
     width = len(header[1]) if header is not None else len(columns) + 2
     names = header[1] if header is not None else ["qid", "docno", *(d for _, d in columns)]
     found = False

@@ -101,9 +101,12 @@ def _parse_topics_xml(path: Path, report: ReadReport) -> XmlNode:
     bare = [text.count("\n", 0, match.start()) + 1 for match in BARE_AMPERSAND.finditer(text)]
     if bare:
         text = BARE_AMPERSAND.sub("&amp;", text)
-        report.count("bare '&' read as text", len(bare))
         lines = ", ".join(str(line) for line in sorted(set(bare)))
-        report.warn(f"{path}: {len(bare)} bare '&' (not valid XML) read as text, line(s) {lines}")
+        report.counted_warning(
+            "bare '&' read as text",
+            len(bare),
+            f"{path}: {len(bare)} bare '&' (not valid XML) read as text, line(s) {lines}",
+        )
     return parse_xml(path, text)
 
 
@@ -181,12 +184,18 @@ def _add_narratives(
         fields = fields or None
         merged.append(topic._replace(narrative=narrative, fields=fields))
     if without:
-        report.count("topics without narrative", len(without))
-        report.warn(f"{narratives_path}: no narrative for topic(s) {', '.join(without)}")
+        report.counted_warning(
+            "topics without narrative",
+            len(without),
+            f"{narratives_path}: no narrative for topic(s) {', '.join(without)}",
+        )
     extra = [qid for qid in others if qid not in {topic.qid for topic in topics}]
     if extra:
-        report.count("narrative-file topics not in the topic file", len(extra))
-        report.warn(f"{narratives_path}: topic(s) {', '.join(extra)} are not in {path}; ignored")
+        report.counted_warning(
+            "narrative-file topics not in the topic file",
+            len(extra),
+            f"{narratives_path}: topic(s) {', '.join(extra)} are not in {path}; ignored",
+        )
     return merged
 
 
