@@ -61,3 +61,44 @@ def test_validate_runs_and_bad_run_file(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("nrp: error: ") and "bad.run:2:" in lines[0]
     assert not out2.exists()
+
+
+def test_validate_without_rankers_ranks_the_default_set(tmp_path):
+    ingest(write_collection(tmp_path / "data"), indexes_dir=tmp_path / "ix")
+    proc = nrp("validate", "tiny", "--indexes", str(tmp_path / "ix"))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((tmp_path / "ix" / "tiny" / "validation.json").read_text())
+    assert [s["spec"] for s in data["systems"]] == ["tfidf", "dph", "bm25", "dense", "random"]
+
+
+def test_runs_keep_the_rankers_choice_and_score_reads_it_by_default(tmp_path):
+    """validate --runs writes validation-runs.json, so the rankers' validation.json that nrp
+    score reads without --validation is kept; without either file, score is one line."""
+    ix = tmp_path / "ix"
+    ingest(write_collection(tmp_path / "data"), indexes_dir=ix)
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(
+        '{"answer_id": "a1", "llm": "m", "prompt": "p", "qid": "q1", "sample": 0, '
+        '"text": "vitamin c colds study"}\n'
+    )
+    proc = nrp("score", "tiny", str(answers), "--indexes", str(ix), "--out", str(tmp_path / "s0"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("nrp: error: no ranker chosen for tiny: run nrp validate tiny")
+    assert not (tmp_path / "s0").exists()
+    assert nrp("validate", "tiny", "--rankers", "tfidf", "--indexes", str(ix)).returncode == 0
+    choice = (ix / "tiny" / "validation.json").read_bytes()
+    run = tmp_path / "mine.run"
+    run.write_text("q1 Q0 d1 1 2.0 mine\nq1 Q0 d2 2 1.0 mine\nq2 Q0 d3 1 1.0 mine\n")
+    proc = nrp("validate", "tiny", "--runs", str(run), "--indexes", str(ix))
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {ix / 'tiny' / 'validation-runs.json'}" in proc.stdout
+    assert (ix / "tiny" / "validation.json").read_bytes() == choice
+    runs = json.loads((ix / "tiny" / "validation-runs.json").read_text())
+    assert [s["name"] for s in runs["systems"]] == ["mine"]
+    proc = nrp("score", "tiny", str(answers), "--indexes", str(ix), "--out", str(tmp_path / "s1"))
+    assert proc.returncode == 0, proc.stderr
+    import pandas as pd
+
+    scored = pd.read_csv(tmp_path / "s1" / "results.csv")
+    assert scored["dimension"].tolist() == ["relevance", "credibility", "weighted"]
+    assert scored["ranker"].tolist()[:2] == ["tfidf", "tfidf"]  # validation.json's choice

@@ -31,9 +31,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="answer set: JSONL/CSV/TSV/Parquet (answer_id, llm, prompt, qid, sample, text) or "
         "the wide layout <llm>/<prompt>.csv (qid, query, answer1..answerN): file or folder",
     )
-    chooser = parser.add_mutually_exclusive_group(required=True)
+    chooser = parser.add_mutually_exclusive_group()
     chooser.add_argument(
-        "--validation", type=Path, help="validation JSON: each dimension's chosen ranker"
+        "--validation",
+        type=Path,
+        help="validation JSON: each dimension's chosen ranker (default, without --ranker: "
+        f"INDEXES/COLLECTION/{api.VALIDATION_FILE}, written by nrp validate)",
     )
     chooser.add_argument(
         "--ranker",
@@ -94,10 +97,19 @@ def _pairs(items: list[str] | None, what: str) -> dict[str, str]:
     return pairs
 
 
-def _rankers(args: argparse.Namespace) -> object:
-    """What ``score_answers`` takes: a validation JSON's path, one spec, or DIM -> spec."""
+def _rankers(args: argparse.Namespace, collection: api.Collection) -> object:
+    """What ``score_answers`` takes: a validation JSON's path, one spec, or DIM -> spec; given
+    neither, the collection's own validation JSON (``nrp validate`` wrote it)."""
     if args.validation:
         return str(args.validation)
+    if not args.ranker:
+        path = collection.path / api.VALIDATION_FILE
+        if not path.is_file():
+            raise NrpError(
+                f"no ranker chosen for {collection.name}: run nrp validate {collection.name} "
+                f"first (it writes {path}), or give --ranker SPEC or --validation FILE"
+            )
+        return str(path)
     if len(args.ranker) == 1 and "=" not in args.ranker[0].split(":", 1)[0]:
         return args.ranker[0]
     return _pairs(args.ranker, "--ranker")
@@ -107,7 +119,7 @@ def handle(args: argparse.Namespace) -> int:
     check_out(args.out)
     collection = api.Collection.load(args.collection, args.indexes)
     answer_set = read_answer_set(args.answers, collection, args.skip_invalid)
-    rankers = _rankers(args)
+    rankers = _rankers(args, collection)
     weights = {k: float(v) for k, v in _pairs(args.weight, "--weight").items()} or None
     with open_executor(args) as executor:
         results = api.score_answers(

@@ -17,6 +17,10 @@ from nrp.cli.common import (
 )
 from nrp.errors import NrpError
 
+#: where ``--runs`` writes its result unless told: beside the rankers' ``validation.json``,
+#: which ``nrp score`` reads, and which a run file's result must not replace unasked
+RUNS_RESULT = "validation-runs.json"
+
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
@@ -25,16 +29,20 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "and choose the best ranker per dimension",
     )
     parser.add_argument("collection")
-    source = parser.add_mutually_exclusive_group(required=True)
+    source = parser.add_mutually_exclusive_group()
     source.add_argument(
-        "--rankers", help="comma-separated ranker specs, e.g. tfidf,dph,bm25,dense,random"
+        "--rankers",
+        help="comma-separated ranker specs (default: every ranker that needs no model folder, "
+        f"{','.join(api.DEFAULT_RANKERS)})",
     )
     source.add_argument(
         "--runs",
         nargs="+",
         type=Path,
         metavar="RUN",
-        help="TREC run files (qid Q0 docno rank score tag) or CSV/TSV (qid, docno, score)",
+        help="TREC run files (qid Q0 docno rank score tag) or CSV/TSV (qid, docno, score); "
+        f"their result goes to INDEXES/COLLECTION/{RUNS_RESULT} unless --out says otherwise, "
+        "so the rankers' choice that nrp score reads is kept",
     )
     parser.add_argument(
         "--labels",
@@ -66,8 +74,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out",
         type=Path,
-        help="where to write the JSON that later steps read "
-        "(default: INDEXES/COLLECTION/validation.json)",
+        help="where to write the JSON that later steps read (default: "
+        f"INDEXES/COLLECTION/validation.json; with --runs, {RUNS_RESULT})",
     )
     parser.add_argument(
         "--save-runs",
@@ -98,7 +106,7 @@ def handle(args: argparse.Namespace) -> int:
                 progress=print_progress, executor=executor, save_runs=args.save_runs, **options,
             )  # fmt: skip
             report_executor(executor)
-    out = args.out or collection.path / "validation.json"
+    out = args.out or collection.path / (RUNS_RESULT if args.runs else api.VALIDATION_FILE)
     result.to_json(out)
     print(result.format())
     print(f"\nwrote {out}")

@@ -40,11 +40,11 @@ from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, NrpError
 from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param, register
 from nrp.positioning.ties import TIE_MODES
+from nrp.validation.result import VALIDATION_FILE
 
 log = logging.getLogger(__name__)
 
 VALIDATION = "validation"
-VALIDATION_FILE = "validation.json"
 PASSED_THROUGH = ("llm", "prompt", "sample")
 
 NRP_PARAMS: dict[str, Param] = {

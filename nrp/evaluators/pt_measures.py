@@ -46,7 +46,7 @@ from ir_measures.measures.base import Measure
 from nrp.collection.collection import Collection
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError
-from nrp.evaluators.nrp_scores import VALIDATION_FILE
+from nrp.validation.result import VALIDATION_FILE
 from nrp.positioning.scoring import (
     ScoreSettings,
     normalised_weights,

@@ -52,6 +52,7 @@ from nrp.generation.generate import ANSWER_COLUMNS, generate_answers, write_answ
 from nrp.positioning.scoring import score_answers
 from nrp.reports.build import build_report
 from nrp.tables import write_aside, write_text
+from nrp.validation.result import VALIDATION_FILE
 from nrp.validation.validate import validate
 
 Progress = Callable[[str], None]
@@ -167,7 +168,7 @@ class _Run:
         """The rankers to score with: validation.json (validated again only when the collection
         or the candidate rankers changed), or the experiment's fixed rankers."""
         experiment = self.experiment
-        validation = self.out / "validation.json"
+        validation = self.out / VALIDATION_FILE
         if not experiment.validate_rankers:
             validation.unlink(missing_ok=True)
             return experiment.fixed_rankers
@@ -229,7 +230,7 @@ class _Run:
         key = _sha(
             self.experiment.name,
             self.out / "results.csv",
-            self.out / "validation.json",
+            self.out / VALIDATION_FILE,
             self.out / "evaluations.csv",
         )
         if self.unchanged("report", key, report / "index.html"):

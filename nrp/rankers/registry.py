@@ -46,6 +46,9 @@ BUILTIN_MODULES = (
     "nrp.rankers.fusion",
 )
 ENTRY_POINT_GROUP = "nrp.rankers"
+#: what validation ranks when not told: every built-in ranker that needs no model folder (the
+#: lexical ones, dense with the packaged all-MiniLM-L6-v2, and random as the floor)
+DEFAULT_RANKERS = ("tfidf", "dph", "bm25", "dense", "random")
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,12 @@ def make_ranker(spec: str):
     if not ok:
         raise ConfigError(f"ranker {info.name!r} is not available here: {reason}")
     return info.build(params)
+
+
+def default_rankers() -> list[str]:
+    """The specs of ``DEFAULT_RANKERS`` that can run here (dense needs sentence-transformers)."""
+    known = all_rankers()
+    return [name for name in DEFAULT_RANKERS if name in known and known[name].available()[0]]
 
 
 def as_ranker(choice: Any):

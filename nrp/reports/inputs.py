@@ -51,8 +51,8 @@ import yaml
 
 from nrp.analysis.summary import read_results
 from nrp.errors import InputError, NrpError
+from nrp.validation.result import VALIDATION_FILE
 
-VALIDATION_FILE = "validation.json"
 AGREEMENT_FILE = "agreement.json"
 EVALUATION_FILES = ("evaluations.parquet", "evaluations.csv")
 SIZE_FILES = ("sizes.csv", "sizes.tsv", "sizes.yaml", "sizes.yml")

@@ -182,7 +182,7 @@ def chosen_specs(choice: str | Mapping[str, str], view: inputs.CollectionView) -
     collection = view.collection
     dimensions = list(collection.dimensions)
     if isinstance(choice, str) and choice.strip() == VALIDATION:
-        path = collection.path / "validation.json"
+        path = collection.path / api.VALIDATION_FILE
         if not path.is_file():
             raise inputs.RequestError(
                 422, f"collection {view.name!r} has no validation.json (run nrp validate)"

@@ -21,6 +21,10 @@ from nrp.validation.selection import Choice
 
 FORMAT_VERSION = 1
 
+#: the file ``nrp validate`` writes into a collection's folder, which ``nrp score``, the
+#: ``nrp`` evaluator, reports and the service read for the rankers' choice
+VALIDATION_FILE = "validation.json"
+
 
 @dataclass
 class SystemInfo:

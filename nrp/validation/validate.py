@@ -24,7 +24,7 @@ from nrp.errors import ConfigError, InputError, NrpError
 from nrp.executors.base import Executor, active_executor
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
-from nrp.rankers.registry import as_rankers
+from nrp.rankers.registry import as_rankers, default_rankers
 from nrp.settings import settings_with
 from nrp.validation.measures import (
     DimensionQrels,
@@ -63,7 +63,7 @@ System = tuple[SystemInfo, dict[str, dict[str, float]]]
 
 def validate(
     collection: Collection,
-    ranker_specs: Sequence[str | Ranker] | str,
+    ranker_specs: Sequence[str | Ranker] | str | None = None,
     settings: ValidationSettings | None = None,
     *,
     cache: bool = True,
@@ -76,7 +76,8 @@ def validate(
 
     ``ranker_specs``: spec strings (``"bm25"``, ``"monot5:batch=64"``, ``"random"``), a
     comma-separated string of them, ``Ranker`` objects or any PyTerrier transformers (wrapped
-    by ``nrp.rankers.pyterrier.from_transformer``), or one of these. ``settings`` and
+    by ``nrp.rankers.pyterrier.from_transformer``), or one of these; None: the default set
+    (``nrp.rankers.registry.DEFAULT_RANKERS``: tfidf, dph, bm25, dense, random). ``settings`` and
     ``overrides`` (its fields: ``labels="raw"``, ``dimensions=[...]``, ...): see
     ``ValidationSettings``.
     ``cache``: serve and store scores in ``collection.path / "scores.sqlite"``. ``progress``:
@@ -86,7 +87,7 @@ def validate(
     way. ``save_runs``: a folder to write each ranker's ranking of D_q to, as a TREC run file
     (``nrp.validation.runs.write_runs``; checked before any ranking)."""
     checked = settings_with(ValidationSettings, settings, overrides).checked(collection)
-    rankers = _rankers(collection, ranker_specs)
+    rankers = _rankers(collection, default_rankers() if ranker_specs is None else ranker_specs)
     executor = executor if executor is not None else active_executor()
     candidates = collection.candidates()
     if save_runs is not None:
