@@ -46,7 +46,6 @@ from ir_measures.measures.base import Measure
 from nrp.collection.collection import Collection
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError
-from nrp.validation.result import VALIDATION_FILE
 from nrp.positioning.scoring import (
     ScoreSettings,
     normalised_weights,
@@ -55,6 +54,7 @@ from nrp.positioning.scoring import (
 )
 from nrp.positioning.ties import check_tie_mode
 from nrp.settings import settings_with
+from nrp.validation.result import VALIDATION_FILE
 
 log = logging.getLogger(__name__)
 
