@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from test_ingest import write_collection
 
 from nrp import ingest
@@ -102,3 +103,68 @@ def test_runs_keep_the_rankers_choice_and_score_reads_it_by_default(tmp_path):
     scored = pd.read_csv(tmp_path / "s1" / "results.csv")
     assert scored["dimension"].tolist() == ["relevance", "credibility", "weighted"]
     assert scored["ranker"].tolist()[:2] == ["tfidf", "tfidf"]  # validation.json's choice
+
+
+def test_meta_reads_an_nrp_score_folder(tmp_path):
+    """nrp score writes one row per answer and dimension; nrp meta reads its folder as one row
+    per answer with nrp.<dimension> columns (the nrp evaluator's names)."""
+    ix = tmp_path / "ix"
+    ingest(write_collection(tmp_path / "data"), indexes_dir=ix)
+    answers = tmp_path / "answers.jsonl"
+    rows = [("q1", "a1", "vitamin c colds vitamin"), ("q1", "a2", "weather report"),
+            ("q2", "b1", "ibuprofen blood pressure"), ("q2", "b2", "weather report")]  # fmt: skip
+    answers.write_text(
+        "".join(
+            json.dumps({"answer_id": a, "llm": "m", "prompt": "p", "qid": q, "sample": 0,
+                        "text": t}) + "\n"
+            for q, a, t in rows
+        )
+    )  # fmt: skip
+    out = tmp_path / "scored"
+    proc = nrp("score", "tiny", str(answers), "--ranker", "tfidf", "--indexes", str(ix),
+               "--out", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    human = tmp_path / "human.csv"
+    # q1: the on-topic answer is better; q2: the judge says the reverse
+    human.write_text("qid,answer_id,grade\nq1,a1,2\nq1,a2,0\nq2,b1,0\nq2,b2,2\n")
+    from nrp import api
+
+    run = api.meta_from_files(out, human, system_column=None)
+    assert run.counts["joined"] == 4 and run.counts["scores_without_human"] == 0
+    assert run.score_columns == ["nrp.relevance", "nrp.credibility", "nrp.weighted"]
+    nrp_of = run.joined.set_index(["qid", "answer_id"])["nrp.relevance"]
+    assert nrp_of[("q1", "a1")] > nrp_of[("q1", "a2")]  # on topic: ranked above
+    assert nrp_of[("q2", "b1")] > nrp_of[("q2", "b2")]
+    per_query = run.result.per_query
+    taus = per_query[per_query["score"] == "nrp.relevance"].set_index("qid")["kendall_tau"]
+    assert taus.to_dict() == {"q1": 1.0, "q2": -1.0}  # two items each: +1 agrees, -1 reverses
+    assert run.result.row("nrp.relevance", "grade")["tau_mean"] == 0.0
+    # the CLI reads the same folder
+    proc = nrp("meta", str(out), str(human), "--system-column", "none")
+    assert proc.returncode == 0, proc.stderr
+    assert "4 items joined" in proc.stdout
+
+
+def test_meta_keys_items_by_query_and_id(tmp_path):
+    """Ids repeat across queries (judged docnos under two topics): with a qid column on both
+    sides, (qid, id) names an item; without one on the human side, one line says why not."""
+    from nrp import api
+    from nrp.errors import InputError
+
+    scores = tmp_path / "scores.csv"
+    scores.write_text("qid,answer_id,metric\nq1,d1,0.9\nq1,d2,0.1\nq2,d1,0.2\nq2,d2,0.8\n")
+    human = tmp_path / "human.csv"
+    human.write_text("qid,answer_id,grade\nq1,d1,2\nq1,d2,1\nq2,d1,2\nq2,d2,1\nq3,d1,1\n")
+    run = api.meta_from_files(scores, human, system_column=None)
+    assert run.counts == {"score_rows": 4, "human_rows": 5, "joined": 4,
+                          "scores_without_human": 0, "human_without_scores": 1}  # fmt: skip
+    per_query = run.result.per_query.set_index("qid")["kendall_tau"]
+    assert per_query.to_dict() == {"q1": 1.0, "q2": -1.0}
+    bare = tmp_path / "bare.csv"
+    bare.write_text("answer_id,grade\nd1,2\nd2,1\n")
+    with pytest.raises(InputError) as error:
+        api.meta_from_files(scores, bare, system_column=None)
+    assert str(error.value).endswith(
+        "answer_id 'd1' names items of several queries; the other file has no qid column "
+        "to tell them apart (give both a qid column)"
+    )

@@ -144,14 +144,7 @@ def read_human(
     empty = np.flatnonzero((frame[id_column] == "").to_numpy())
     if len(empty):
         raise InputError(path, line_of(frame, int(empty[0])), f"empty {id_column}")
-    duplicated = np.flatnonzero(frame[id_column].duplicated().to_numpy())
-    if len(duplicated):
-        position = int(duplicated[0])
-        raise InputError(
-            path,
-            line_of(frame, position),
-            f"{id_column} {frame[id_column].iloc[position]!r} is given twice",
-        )
+    check_unique_items(frame, id_column, path)
     others = [c for c in frame.columns if c not in (id_column, "qid")]
     if dimensions:
         unknown = [d for d in dimensions if d not in frame.columns]
@@ -183,6 +176,27 @@ def read_human(
     return out
 
 
+def item_keys(frame: pd.DataFrame, id_column: str) -> list[str]:
+    """The columns that name an item: its id within its query (``qid``, id) when the table has
+    a query column, so ids need be unique within a query only (a judged document's docno
+    under two topics, answers numbered per question), else the id alone."""
+    return ["qid", id_column] if "qid" in frame.columns else [id_column]
+
+
+def check_unique_items(frame: pd.DataFrame, id_column: str, path: str | Path | None) -> None:
+    """Refuse a table that names an item twice (which row would count?), at the second row."""
+    keys = item_keys(frame, id_column)
+    duplicated = np.flatnonzero(frame.duplicated(subset=keys).to_numpy())
+    if len(duplicated):
+        position = int(duplicated[0])
+        where = f" for qid {frame['qid'].iloc[position]!r}" if len(keys) == 2 else ""
+        raise InputError(
+            path,
+            line_of(frame, position),
+            f"{id_column} {frame[id_column].iloc[position]!r} is given twice{where}",
+        )
+
+
 def _partly_numeric(column: pd.Series) -> bool:
     if pd.api.types.is_bool_dtype(column):
         return False
@@ -208,7 +222,7 @@ def _is_ranking_file(path: Path) -> bool:
 def _read_rankings(path: Path, id_column: str) -> pd.DataFrame:
     rows, lines = read_jsonl(path)
     records: list[dict] = []
-    seen: dict[str, int] = {}
+    seen: dict[str, int] = {}  # within one ranking: ids need be unique within a query only
     queries: set[str] = set()
     for row, number in zip(rows, lines, strict=True):
         qid = row.get("qid")
@@ -222,13 +236,13 @@ def _read_rankings(path: Path, id_column: str) -> pd.DataFrame:
         if not isinstance(ranking, list) or not ranking:
             raise InputError(path, number, "ranking must be a non-empty list of item ids")
         n = len(ranking)
+        seen = {}
         for position, item in enumerate(ranking):
             if item is None or isinstance(item, list | dict) or str(item).strip() == "":
                 raise InputError(path, number, f"ranking entry {position + 1} is not an item id")
             item = str(item)
             if item in seen:
-                where = "in this ranking" if seen[item] == number else f"on line {seen[item]} too"
-                raise InputError(path, number, f"item {item!r} is ranked {where}")
+                raise InputError(path, number, f"item {item!r} is ranked twice in this ranking")
             seen[item] = number
             records.append(
                 {id_column: item, "qid": qid, RANKING_DIMENSION: float(n - 1 - position)}

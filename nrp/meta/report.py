@@ -27,7 +27,14 @@ import pandas as pd
 from nrp.errors import ConfigError, InputError, NrpError
 from nrp.meta.categorical import CategoricalResult, categorical_evaluate
 from nrp.meta.correlation import DEFAULT_BOOTSTRAP, DEFAULT_SEED, MetaResult, meta_evaluate
-from nrp.meta.human import check_numeric, line_of, read_human, read_table
+from nrp.meta.human import (
+    check_numeric,
+    check_unique_items,
+    item_keys,
+    line_of,
+    read_human,
+    read_table,
+)
 from nrp.settings import settings_with
 
 IDENTITY_COLUMNS = ("answer_id", "qid", "llm", "prompt", "sample", "reference_kind")
@@ -93,14 +100,17 @@ class _Joined:
     dimensions: list[str]
     table: pd.DataFrame
     notes: list[str]
+    keys: list[str]
 
     def counts(self, join: str) -> dict[str, int]:
+        scored = pd.MultiIndex.from_frame(self.scores[self.keys])
+        labelled = pd.MultiIndex.from_frame(self.labels[self.keys])
         return {
             "score_rows": len(self.scores),
             "human_rows": len(self.labels),
             "joined": len(self.table),
-            "scores_without_human": int((~self.scores[join].isin(self.labels[join])).sum()),
-            "human_without_scores": int((~self.labels[join].isin(self.scores[join])).sum()),
+            "scores_without_human": int((~scored.isin(labelled)).sum()),
+            "human_without_scores": int((~labelled.isin(scored)).sum()),
         }
 
 
@@ -163,15 +173,40 @@ def _read_scores(scores: str | Path, options: MetaFileSettings) -> pd.DataFrame:
             1 if score_table.attrs.get("lines") is not None else None,
             f"no item id column {join!r} (columns: {', '.join(map(str, score_table.columns))})",
         )
-    duplicated = np.flatnonzero(score_table[join].duplicated().to_numpy())
-    if len(duplicated):
-        position = int(duplicated[0])
-        raise InputError(
-            score_table.attrs.get("path"),
-            line_of(score_table, position),
-            f"{join} {score_table[join].iloc[position]!r} is given twice",
-        )
+    score_table = nrp_columns(score_table, join)
+    check_unique_items(score_table, join, score_table.attrs.get("path"))
     return score_table
+
+
+#: the columns of an ``nrp score`` result table (one row per answer and dimension)
+SCORE_RESULT_COLUMNS = frozenset({"dimension", "ranker", "rank", "n_docs", "nrp"})
+
+
+def nrp_columns(table: pd.DataFrame, join: str) -> pd.DataFrame:
+    """An ``nrp score`` result (one row per answer and dimension, the NRP in ``nrp``) as one row
+    per answer with a column ``nrp.<dimension>`` per dimension (``nrp.weighted`` included):
+    the names the ``nrp`` evaluator gives the same figures in ``nrp evaluate`` output. Any other
+    table is returned as it is."""
+    if not set(table.columns) >= SCORE_RESULT_COLUMNS or join not in table.columns:
+        return table
+    keys = [c for c in IDENTITY_COLUMNS if c in table.columns and c != "sample"]
+    keys = list(dict.fromkeys([join, *keys, *(["sample"] if "sample" in table.columns else [])]))
+    rows = table[[*keys, "dimension", "nrp"]].copy()
+    twice = np.flatnonzero(rows.duplicated(subset=[*keys, "dimension"]).to_numpy())
+    if len(twice):
+        position = int(twice[0])
+        raise InputError(
+            table.attrs.get("path"),
+            line_of(table, position),
+            f"{join} {rows[join].iloc[position]!r} is given twice in dimension "
+            f"{rows['dimension'].iloc[position]!r}",
+        )
+    order = list(dict.fromkeys(rows["dimension"].astype(str)))
+    wide = rows.pivot(index=keys, columns="dimension", values="nrp")
+    wide = wide[order].rename(columns=lambda d: f"nrp.{d}").reset_index()
+    wide.columns.name = None
+    wide.attrs.update(path=table.attrs.get("path"), lines=None)
+    return wide
 
 
 def _join(
@@ -193,15 +228,25 @@ def _join(
         labels = labels.rename(columns={d: f"human.{d}" for d in clashes})
         dimensions = [f"human.{d}" if d in clashes else d for d in dimensions]
         notes.append(f"human columns {clashes} renamed human.<name> (the score table has them)")
-    if "qid" in labels.columns and "qid" in score_table.columns:
-        labels = labels.drop(columns=["qid"])  # the score table's queries count
-    joined = score_table.merge(labels, on=join, how="inner")
+    keys = item_keys(score_table, join) if "qid" in labels.columns else [join]
+    if "qid" in labels.columns and keys == [join]:
+        labels = labels.drop(columns=["qid"])  # a query column on one side only: ids join
+    for table, path in ((score_table, scores), (labels, human)):
+        if keys == [join] and table[join].duplicated().any():
+            twice = table[join][table[join].duplicated()].iloc[0]
+            raise InputError(
+                path,
+                None,
+                f"{join} {twice!r} names items of several queries; the other file has no qid "
+                "column to tell them apart (give both a qid column)",
+            )
+    joined = score_table.merge(labels, on=keys, how="inner")
     if joined.empty:
         raise NrpError(
             f"no item ids in common between {scores} and {human} (joined on {join!r}; e.g. "
             f"{score_table[join].iloc[0]!r} vs {labels[join].iloc[0]!r})"
         )
-    return _Joined(score_table, labels, dimensions, joined, notes)
+    return _Joined(score_table, labels, dimensions, joined, notes, keys)
 
 
 def _categorical(

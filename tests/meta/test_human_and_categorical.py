@@ -62,10 +62,10 @@ def test_rankings_become_grades(tmp_path):
         ("noid.csv", "id,relevance\na,1\n", "noid.csv:1: no item id column 'answer_id'"),
         ("bad.jsonl", '{"answer_id": "a", "x": 1}\n{"answer_id": \n',
          "bad.jsonl:2: not valid JSON"),
-        ("twice.jsonl", '{"qid": "q1", "ranking": ["a", "b"]}\n{"qid": "q2", "ranking": ["a"]}\n',
-         "twice.jsonl:2: item 'a' is ranked on line 1 too"),
         ("same.jsonl", '{"qid": "q1", "ranking": ["a", "a"]}\n',
-         "same.jsonl:1: item 'a' is ranked in this ranking"),
+         "same.jsonl:1: item 'a' is ranked twice in this ranking"),
+        ("dupq.csv", "qid,answer_id,relevance\nq1,a,1\nq2,a,2\nq1,a,0\n",
+         "dupq.csv:4: answer_id 'a' is given twice for qid 'q1'"),
         ("empty.jsonl", '{"qid": "q1", "ranking": []}\n', "empty.jsonl:1: ranking must be"),
         ("empty.csv", "", "empty.csv: empty file"),
     ],
@@ -76,6 +76,23 @@ def test_bad_human_files_give_one_line(tmp_path, name, text, message):
         read_human(path)
     assert message in str(error.value)
     assert "\n" not in str(error.value)
+
+
+def test_ids_need_be_unique_within_a_query_only(tmp_path):
+    """A docno judged under two topics, answers numbered per question: (qid, id) names an
+    item, in a table with a qid column and in ranking files."""
+    table = read_human(write(tmp_path / "h.csv", "qid,answer_id,relevance\nq1,a,1\nq2,a,2\n"))
+    assert table[["qid", "answer_id", "relevance"]].values.tolist() == [
+        ["q1", "a", 1.0],
+        ["q2", "a", 2.0],
+    ]
+    text = '{"qid": "q1", "ranking": ["a", "b"]}\n{"qid": "q2", "ranking": ["a"]}\n'
+    ranked = read_human(write(tmp_path / "r.jsonl", text))
+    assert ranked[["qid", "answer_id", "ranking"]].values.tolist() == [
+        ["q1", "a", 1.0],
+        ["q1", "b", 0.0],
+        ["q2", "a", 0.0],
+    ]
 
 
 def test_read_table_results_folder(tmp_path):
