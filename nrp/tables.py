@@ -28,6 +28,18 @@ DELIMITERS = {".csv": ",", ".tsv": "\t"}
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 
 
+class FrameView:
+    """A result a notebook shows as its main table: ``to_frame()`` gives that table as a
+    DataFrame (a copy), and Jupyter renders it through ``_repr_html_``; ``str()`` stays the
+    text the CLI prints (``format``)."""
+
+    def to_frame(self) -> pd.DataFrame:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def _repr_html_(self) -> str:
+        return self.to_frame().to_html(index=False, na_rep="")
+
+
 def format_p(p: float | None) -> str:
     """A p-value as validation prints it: three decimals, ``<0.001`` below that, ``-`` if none."""
     if p is None or (isinstance(p, float) and math.isnan(p)):

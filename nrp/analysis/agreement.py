@@ -66,6 +66,7 @@ from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
 from nrp.rankers.registry import make_ranker, split_specs
 from nrp.statistics import correlations, mean_with_interval
 from nrp.tables import (
+    FrameView,
     csv_export,
     format_interval,
     format_number,
@@ -107,7 +108,7 @@ def leave_one_out(
 
 # -- result ----------------------------------------------------------------------------------------
 @dataclass
-class AgreementResult:
+class AgreementResult(FrameView):
     """Leave-one-out NRP of every judged document and its agreement with the grades.
 
     ``per_doc``: dimension, ranker, qid, docno, label, score, n_docs (|D_q|), above, tied, r,
@@ -125,6 +126,10 @@ class AgreementResult:
     summary: pd.DataFrame
     by_grade: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
+
+    def to_frame(self) -> pd.DataFrame:
+        """The summary: one row per (dimension, ranker)."""
+        return self.summary.copy()
 
     def row(self, dimension: str, ranker: str) -> pd.Series:
         match = (self.summary["dimension"] == dimension) & (self.summary["ranker"] == ranker)

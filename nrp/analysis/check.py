@@ -29,7 +29,7 @@ from nrp import statistics
 from nrp.analysis.summary import ALL_PROMPTS, checked_results, per_query_means, read_results
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, InputError, NrpError
-from nrp.tables import format_interval, format_p
+from nrp.tables import FrameView, format_interval, format_p
 
 __all__ = ["CheckResult", "assert_nrp", "check_results"]
 
@@ -40,7 +40,7 @@ TOLERANCE = 1e-9
 
 
 @dataclass
-class CheckResult:
+class CheckResult(FrameView):
     """The verdict per model: ``table`` one row per (dimension, llm, prompt) checked, ``lines``
     one PASS or FAIL line each (in the table's order)."""
 
@@ -63,9 +63,6 @@ class CheckResult:
         return "\n".join(self.lines)
 
     __str__ = format
-
-    def _repr_html_(self) -> str:
-        return self.table.to_html(index=False)
 
 
 def check_results(

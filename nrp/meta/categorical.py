@@ -35,6 +35,7 @@ import pandas as pd
 
 from nrp.errors import ConfigError, NrpError
 from nrp.tables import (
+    FrameView,
     csv_export,
     format_number,
     json_export,
@@ -56,7 +57,7 @@ def normalise_label(value: Any) -> str | None:
 
 
 @dataclass
-class CategoricalResult:
+class CategoricalResult(FrameView):
     """Accuracy of a judge's labels against human labels.
 
     ``summary``: n_items, n_no_label, n_missing_human (items without a human label, left out),
@@ -71,6 +72,10 @@ class CategoricalResult:
     confusion: pd.DataFrame
     review: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
+
+    def to_frame(self) -> pd.DataFrame:
+        """Per class: items, correct, accuracy, predicted, precision."""
+        return self.per_class.copy()
 
     def to_dict(self) -> dict[str, Any]:
         confusion = self.confusion.reset_index().rename(columns={"index": "human"})

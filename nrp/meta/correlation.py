@@ -51,6 +51,7 @@ from nrp.statistics import (
     resample_counts,
 )
 from nrp.tables import (
+    FrameView,
     csv_export,
     format_interval,
     format_number,
@@ -181,7 +182,7 @@ class _PooledBootstrap:
 
 # -- result ----------------------------------------------------------------------------------------
 @dataclass
-class MetaResult:
+class MetaResult(FrameView):
     """Correlations of score columns with human dimensions.
 
     ``summary``: one row per (subset, score, dimension): n_items (with both values), n_missing
@@ -198,6 +199,10 @@ class MetaResult:
     per_query: pd.DataFrame
     systems: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
+
+    def to_frame(self) -> pd.DataFrame:
+        """The summary: one row per (subset, score, dimension)."""
+        return self.summary.copy()
 
     def row(self, score: str, dimension: str, subset: str = ALL) -> pd.Series:
         s = self.summary

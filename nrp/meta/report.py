@@ -36,14 +36,16 @@ from nrp.meta.human import (
     read_table,
 )
 from nrp.settings import settings_with
+from nrp.tables import FrameView
 
 IDENTITY_COLUMNS = ("answer_id", "qid", "llm", "prompt", "sample", "reference_kind")
 AUTO = "auto"
 
 
 @dataclass
-class MetaRun:
-    """What ``meta_from_files`` did: the result, the joined table and the join's counts."""
+class MetaRun(FrameView):
+    """What ``meta_from_files`` did: the result, the joined table and the join's counts;
+    ``to_frame()``: the result's table."""
 
     result: MetaResult | CategoricalResult
     joined: pd.DataFrame
@@ -51,6 +53,9 @@ class MetaRun:
     score_columns: list[str]
     human_columns: list[str]
     notes: list[str] = field(default_factory=list)
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.result.to_frame()
 
     def format(self) -> str:
         c = self.counts

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from nrp import __version__
 from nrp.collection.collection import Collection
@@ -37,6 +38,7 @@ from nrp.models.checksums import checksum_path
 from nrp.models.device import resolve_device
 from nrp.rankers.trained import ALL_DIR, TRAINING_FILE, TRAINING_FORMAT, fold_dir
 from nrp.settings import settings_with
+from nrp.tables import FrameView
 from nrp.training.data import TrainingData, gather
 from nrp.training.dense_model import DenseTraining
 from nrp.training.fit import Arrays, FitHistory, FitPlan, fit
@@ -57,7 +59,7 @@ def training_kind(ranker: str, base: Path, device: str) -> CrossTraining | Dense
 
 
 @dataclass
-class TrainingResult:
+class TrainingResult(FrameView):
     """What ``train_ranker`` did: the folder, its ``training.json`` record, and timings
     (not in the record: two identical runs write identical records). ``documents_trained``:
     (query, document) pairs passed through training steps, all models and epochs together;
@@ -76,6 +78,25 @@ class TrainingResult:
     def pairs_per_second(self) -> float:
         """(query, document) pairs passed through training per second of training."""
         return self.documents_trained / max(self.training_seconds, 1e-9)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per model (folds, then all): queries trained and held out, pairs, steps,
+        the loss of each epoch's end and the held-out loss (fold models)."""
+        entries = [*self.record["models"]["folds"], self.record["models"]["all"]]
+        return pd.DataFrame(
+            [
+                {
+                    "model": entry["path"],
+                    "trained_queries": len(entry["trained_queries"]),
+                    "held_out_queries": len(entry.get("held_out_queries", [])),
+                    "pairs": entry["pairs"],
+                    "steps": entry["steps"],
+                    "loss": entry["loss"][-1] if entry["loss"] else None,
+                    "held_out_loss": (entry.get("held_out_loss") or [None])[-1],
+                }
+                for entry in entries
+            ]
+        )
 
     def format(self) -> str:
         record = self.record

@@ -16,7 +16,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from nrp.errors import InputError, NrpError
+from nrp.tables import FrameView
 from nrp.validation.selection import Choice
 
 FORMAT_VERSION = 1
@@ -106,7 +109,7 @@ class DimensionResult:
 
 
 @dataclass
-class ValidationResult:
+class ValidationResult(FrameView):
     collection: str
     collection_fingerprint: str
     labels: str  # "graded" or "raw"
@@ -192,6 +195,31 @@ class ValidationResult:
     @classmethod
     def from_json(cls, path: str | Path) -> ValidationResult:
         return cls.from_dict(_load(path))
+
+    # -- tables -------------------------------------------------------------------------------
+    def to_frame(self) -> pd.DataFrame:
+        """One row per (dimension, system, measure): the mean over the evaluated queries, its
+        confidence interval, the number of queries, and whether validation chose the system
+        for the dimension."""
+        rows = []
+        for dimension, found in self.dimensions.items():
+            best = found.choice.best if found.choice is not None else None
+            for system, measures in found.summary.items():
+                for measure, summary in measures.items():
+                    rows.append(
+                        {
+                            "dimension": dimension,
+                            "system": system,
+                            "measure": measure,
+                            "mean": summary.mean,
+                            "ci_low": summary.ci_low,
+                            "ci_high": summary.ci_high,
+                            "queries": summary.n,
+                            "chosen": system == best,
+                        }
+                    )
+        columns = ["dimension", "system", "measure", "mean", "ci_low", "ci_high", "queries"]
+        return pd.DataFrame(rows, columns=[*columns, "chosen"])
 
     # -- text ---------------------------------------------------------------------------------
     def tables(self) -> dict[str, str]:

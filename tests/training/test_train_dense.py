@@ -102,6 +102,13 @@ def test_a_fine_tuned_bi_encoder_learns_the_word(built, learnt):
     assert record["hyper_parameters"]["score"].startswith("20 x cosine")
     assert (learnt.out / "all" / "modules.json").is_file()  # a sentence-transformers folder
     assert "rank with dense:model=" in learnt.format()
+    frame = learnt.to_frame()  # one row per model, as a notebook shows it
+    assert frame["model"].tolist() == [f"folds/{f}" for f in range(5)] + ["all"]
+    assert frame["trained_queries"].tolist() == [16] * 5 + [20]
+    assert frame["held_out_queries"].tolist() == [4] * 5 + [0]
+    assert frame["loss"].tolist() == [e["loss"][-1] for e in record["models"]["folds"]] + [
+        record["models"]["all"]["loss"][-1]
+    ]
 
 
 def test_each_query_is_scored_by_the_bi_encoder_that_held_it_out(built, learnt):
