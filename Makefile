@@ -45,6 +45,7 @@ bench: setup
 	$(BIN)/python scripts/bench_nrp.py
 	$(BIN)/python scripts/bench_ray.py
 	$(BIN)/python scripts/bench_train.py
+	$(BIN)/python scripts/bench_train.py --ranker dense
 
 lint: setup
 	$(BIN)/lint-imports

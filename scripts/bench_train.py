@@ -69,6 +69,7 @@ def train_child(payload: dict) -> None:
             "queries": result.record["data"]["queries"],
             "folds": result.record["folds"]["k"],
             "hyper": result.record["hyper_parameters"],
+            "ranker": result.record["ranker"],
             "device": device,
             "wall": wall,
             "features": result.feature_seconds,
@@ -95,7 +96,8 @@ def projected(result: dict) -> float:
 def report(result: dict, limited: bool) -> str:
     hyper = result["hyper"]
     lines = [
-        f"nrp train {result['collection']} (relevance): {result['pairs']} judged pairs, "
+        f"nrp train {result['collection']} (relevance, --ranker {result['ranker']}): "
+        f"{result['pairs']} judged pairs, "
         f"{result['queries']} queries, {result['folds']} folds + all; epochs {hyper['epochs']}, "
         f"batch {hyper['batch']}, max_length {hyper['max_length']}, train_layers "
         f"{hyper['train_layers']}, device {result['device']}",
@@ -124,6 +126,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST)
     parser.add_argument("--dimension", default="relevance")
+    parser.add_argument("--ranker", default="cross", help="cross (default) or dense")
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda or auto")
     parser.add_argument("--max-steps", type=int, default=0, help="steps per model (0: all)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's)")
@@ -135,7 +138,7 @@ def main() -> int:
     if not args.manifest.exists():
         print(f"no manifest {args.manifest}", file=sys.stderr)
         return 2
-    settings = {"device": args.device, "max_steps": args.max_steps}
+    settings = {"ranker": args.ranker, "device": args.device, "max_steps": args.max_steps}
     for name in ("epochs", "train_layers", "max_length", "batch"):
         if getattr(args, name) is not None:
             settings[name] = getattr(args, name)
