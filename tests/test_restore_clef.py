@@ -21,6 +21,7 @@ import pytest
 
 from nrp.collection.formats import ReadReport, get_format
 from nrp.collection.manifest import Manifest
+from nrp.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "restore_clef_ehealth_2021.py"
@@ -421,7 +422,7 @@ def test_bad_pointers_file_from_the_command_line(crawl, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_full_manifest_matches_the_clef_manifest_but_reads_restored_texts(script):
+def test_full_manifest_matches_the_clef_manifest_but_reads_restored_texts(script, tmp_path):
     full = Manifest.load(ROOT / "manifests" / "clef-ehealth-2021-full.yaml")
     passages_manifest = ROOT / "manifests" / "clef-ehealth-2021.yaml"
     if not passages_manifest.exists():
@@ -434,6 +435,30 @@ def test_full_manifest_matches_the_clef_manifest_but_reads_restored_texts(script
     documents = full.sources[-1]
     assert (documents.format, documents.options["holds"]) == ("table", "documents")
     assert documents.path.resolve() == script.DEFAULT_OUTPUT.resolve()
+    # --data-root moves the CLEF files, as for the passages manifest, and not the restored ones
+    moved = tmp_path / "elsewhere"
+    full_moved = Manifest.load(ROOT / "manifests" / "clef-ehealth-2021-full.yaml", moved)
+    base_moved = Manifest.load(passages_manifest, moved)
+    assert same(full_moved) == same(base_moved)
+    assert [s.path for s in full_moved.sources[:-1]][0] == moved / "topics" / "topics.txt"
+    assert full_moved.sources[-1].path.resolve() == script.DEFAULT_OUTPUT.resolve()
+
+
+def test_relative_to_takes_data_root_or_manifest(tmp_path):
+    text = (
+        "name: x\ndata_root: data\ndimensions: {relevance: {grades: {0: no, 1: yes}}}\n"
+        "sources:\n  - {format: trec-qrels, path: q.txt, dimension: relevance, relative_to: %s}\n"
+    )
+    (tmp_path / "m.yaml").write_text(text % "manifest")
+    with pytest.raises(ConfigError, match="outside the data root"):  # still confined
+        Manifest.load(tmp_path / "m.yaml")
+    (tmp_path / "m.yaml").write_text("allow_outside_root: true\n" + text % "manifest")
+    assert Manifest.load(tmp_path / "m.yaml").sources[0].path == tmp_path / "q.txt"
+    (tmp_path / "m.yaml").write_text(text % "data_root")
+    assert Manifest.load(tmp_path / "m.yaml").sources[0].path == tmp_path / "data" / "q.txt"
+    (tmp_path / "m.yaml").write_text(text % "home")
+    with pytest.raises(ConfigError, match="relative_to must be data_root or manifest, got 'home'"):
+        Manifest.load(tmp_path / "m.yaml")
 
 
 @pytest.mark.shared_data

@@ -27,7 +27,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="collection name (default: the manifest's name; for irds:ID the id, / as -)",
     )
     parser.add_argument(
-        "--data-root", type=Path, help="folder the manifest's paths are relative to"
+        "--data-root",
+        type=Path,
+        help="the collection's own data folder (the one holding its topic, document and "
+        "judgment files): it replaces the manifest's data_root, which its source paths are "
+        "relative to (a source with relative_to: manifest stays beside the manifest)",
     )
     parser.add_argument(
         "--dimension",

@@ -139,7 +139,7 @@ class Manifest:
         sources = raw.get("sources")
         if not isinstance(sources, list) or not sources:
             raise ConfigError(f"{where}: `sources` must list at least one input file")
-        specs = tuple(_source(i, s, root, where) for i, s in enumerate(sources))
+        specs = tuple(_source(i, s, root, path.parent, where) for i, s in enumerate(sources))
         if not outside:
             _confine(specs, root, where)
         policy, reason = _repeated_policy(raw.get("repeated_judgments"), where)
@@ -235,7 +235,13 @@ def _repeated_policy(spec: Any, where: str) -> tuple[str, str]:
     return policy, reason
 
 
-def _source(position: int, spec: Any, root: Path, where: str) -> SourceSpec:
+#: a source's ``relative_to``: what its relative ``path`` starts from (default: the data root,
+#: which ``--data-root`` moves; ``manifest``: the manifest's folder, for files that stay beside
+#: the manifest wherever the data is, such as documents a script restored into the repository)
+RELATIVE_TO = ("data_root", "manifest")
+
+
+def _source(position: int, spec: Any, root: Path, folder: Path, where: str) -> SourceSpec:
     at = f"{where}: sources[{position}]"
     if not isinstance(spec, Mapping) or "format" not in spec:
         raise ConfigError(f"{at} needs `format` and `path`")
@@ -247,7 +253,14 @@ def _source(position: int, spec: Any, root: Path, where: str) -> SourceSpec:
         raise ConfigError(f"{at} needs `format` and `path`")
     if not fmt.reads_files and "path" in spec:
         raise ConfigError(f"{at} ({fmt.name}): reads no file, so it takes no `path`")
-    given = {k: v for k, v in spec.items() if k not in ("format", "path")}
+    relative_to = spec.get("relative_to", RELATIVE_TO[0])
+    if relative_to not in RELATIVE_TO:
+        raise ConfigError(
+            f"{at}: relative_to must be {' or '.join(RELATIVE_TO)}, got {quote(relative_to)}"
+        )
+    if relative_to != RELATIVE_TO[0] and not fmt.reads_files:
+        raise ConfigError(f"{at} ({fmt.name}): reads no file, so it takes no `relative_to`")
+    given = {k: v for k, v in spec.items() if k not in ("format", "path", "relative_to")}
     unknown = set(given) - set(fmt.options)
     if unknown:
         known = ", ".join(fmt.options) or "none"
@@ -276,4 +289,5 @@ def _source(position: int, spec: Any, root: Path, where: str) -> SourceSpec:
             options[key] = option.default
     if fmt.locator is not None:
         return SourceSpec(position, fmt.name, Path(fmt.locator(options)), options)
-    return SourceSpec(position, fmt.name, root / _path_text(spec["path"], f"{at}: path"), options)
+    base = folder if relative_to == "manifest" else root
+    return SourceSpec(position, fmt.name, base / _path_text(spec["path"], f"{at}: path"), options)
