@@ -104,6 +104,7 @@ _EXPORTS: dict[str, str] = {
     "GenerationOptions": "nrp.llm.backends",
     # experiments and reports
     "run_experiment": "nrp.experiments.run",
+    "ExperimentResult": "nrp.experiments.run",
     "build_report": "nrp.reports.build",
     "ReportSettings": "nrp.reports.build",
     # executors

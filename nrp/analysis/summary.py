@@ -44,6 +44,7 @@ from nrp import statistics
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, InputError, NrpError
 from nrp.tables import (
+    FrameView,
     TableFile,
     csv_export,
     find_table,
@@ -123,7 +124,7 @@ def _text(column: pd.Series) -> pd.Series:
 
 # -- result ----------------------------------------------------------------------------------------
 @dataclass
-class Summary:
+class Summary(FrameView):
     """Means, intervals, saturation shares and paired tests of NRP per LLM and prompt.
 
     ``means``: one row per (dimension, ranker, llm, prompt), prompt ``(all)`` for an LLM pooled
@@ -166,6 +167,10 @@ class Summary:
         return float(self.row(dimension, llm, prompt, ranker)["mean_nrp"])
 
     # -- export ---------------------------------------------------------------------------------
+    def to_frame(self) -> pd.DataFrame:
+        """The means: one row per (dimension, ranker, llm, prompt)."""
+        return self.means.copy()
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "settings": self.settings,

@@ -23,8 +23,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     with open_executor(args) as executor:
-        out = api.run_experiment(args.experiment, progress=print_progress, executor=executor)
+        result = api.run_experiment(args.experiment, progress=print_progress, executor=executor)
         report_executor(executor)
+    out = result.out
     report = out / "report" / "index.html"
     print(report if report.is_file() else out)
     return 0

@@ -36,12 +36,13 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from nrp.analysis.summary import summarize
+from nrp.analysis.summary import Summary, summarize
 from nrp.collection.build import ingest
 from nrp.collection.collection import Collection
 from nrp.errors import NrpError
@@ -51,8 +52,8 @@ from nrp.experiments.schema import Experiment, load_experiment
 from nrp.generation.generate import ANSWER_COLUMNS, generate_answers, write_answers
 from nrp.positioning.scoring import score_answers
 from nrp.reports.build import build_report
-from nrp.tables import write_aside, write_text
-from nrp.validation.result import VALIDATION_FILE
+from nrp.tables import FrameView, write_aside, write_text
+from nrp.validation.result import VALIDATION_FILE, ValidationResult
 from nrp.validation.validate import validate
 
 Progress = Callable[[str], None]
@@ -80,17 +81,51 @@ def _collection(experiment: Experiment, progress: Progress | None) -> Collection
     return Collection.load(experiment.collection, experiment.indexes)
 
 
+@dataclass
+class ExperimentResult(FrameView):
+    """What ``run_experiment`` made, in memory as on disk: ``out`` (the output folder; the
+    result is path-like, so ``Path(result)`` is that folder), ``answers`` (the generated
+    answers), ``results`` (NRP per answer and dimension), ``evaluations`` (the other evaluators'
+    table, None without any), ``validation`` (the ``ValidationResult`` when the experiment
+    validated its rankers, None with fixed rankers), ``summary`` (``nrp.analysis.summary``,
+    computed from ``results`` on first use when the run found its summary files up to date);
+    ``to_frame()``: the summary's means, one row per (dimension, ranker, llm, prompt)."""
+
+    out: Path
+    answers: pd.DataFrame
+    results: pd.DataFrame
+    evaluations: pd.DataFrame | None
+    validation: ValidationResult | None
+    computed_summary: Summary | None = None
+
+    @cached_property
+    def summary(self) -> Summary:
+        return self.computed_summary or summarize(self.results)
+
+    def __fspath__(self) -> str:
+        return str(self.out)
+
+    def __truediv__(self, other: str) -> Path:
+        return self.out / other
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.summary.to_frame()
+
+    def format(self) -> str:
+        return self.summary.format()
+
+
 def run_experiment(
     path: str | Path, progress: Progress | None = None, executor: Executor | None = None
-) -> Path:
-    """Run the experiment file at ``path``; returns its output folder (see the module
-    docstring). ``executor``: where generation, validation, positioning and evaluation run
-    (``nrp.executors``; default: the active executor, else this process)."""
+) -> ExperimentResult:
+    """Run the experiment file at ``path``; returns what it made (``ExperimentResult``; its
+    files: see the module docstring). ``executor``: where generation, validation, positioning
+    and evaluation run (``nrp.executors``; default: the active executor, else this process)."""
     with using_executor(executor if executor is not None else active_executor()):
         return _run(path, progress)
 
 
-def _run(path: str | Path, progress: Progress | None) -> Path:
+def _run(path: str | Path, progress: Progress | None) -> ExperimentResult:
     experiment = load_experiment(path)
     experiment.out.mkdir(parents=True, exist_ok=True)
     old_keys = _previous_keys(experiment.out)
@@ -99,11 +134,13 @@ def _run(path: str | Path, progress: Progress | None) -> Path:
     answers = run.generate()
     rankers = run.validate()
     results = run.score(answers, rankers)
-    run.evaluate(answers)
-    run.summarize(results)
+    evaluations = run.evaluate(answers)
+    summary = run.summarize(results)
     run.report()
     run.finish()
-    return experiment.out
+    validated = experiment.validate_rankers
+    validation = ValidationResult.from_json(experiment.out / VALIDATION_FILE) if validated else None
+    return ExperimentResult(experiment.out, answers, results, evaluations, validation, summary)
 
 
 def _previous_keys(out: Path) -> dict[str, str]:
@@ -198,30 +235,34 @@ class _Run:
         }
         return results
 
-    def evaluate(self, answers: pd.DataFrame) -> None:
+    def evaluate(self, answers: pd.DataFrame) -> pd.DataFrame | None:
         """The experiment's other evaluators (per-item cache beside the collection)."""
         evaluators = self.experiment.evaluators
         if not evaluators:
             (self.out / "evaluations.parquet").unlink(missing_ok=True)
             (self.out / "evaluations.csv").unlink(missing_ok=True)
-            return
+            return None
         self.say(f"evaluate: {', '.join(evaluators)}")
         table = evaluate_answers(self.collection, answers, evaluators, progress=self.progress)
         write_aside(self.out / "evaluations.parquet", lambda p: table.to_parquet(p, index=False))
         write_aside(self.out / "evaluations.csv", lambda p: table.to_csv(p, index=False))
         self.counts["evaluate"] = table.attrs.get("evaluators", {})
+        return table
 
-    def summarize(self, results: pd.DataFrame) -> None:
+    def summarize(self, results: pd.DataFrame) -> Summary | None:
+        """The summary of ``results``, computed and written when its files are not up to date
+        (None when they are)."""
         # the CSVs: the Parquet files' metadata holds this run's cache counts, which change
         key = _sha(self.out / "results.csv")
         if self.unchanged("summary", key, self.out / "summary.json"):
             self.counts["summary"] = "cached"
-            return
+            return None
         self.say("summary")
         summary = summarize(results)
         summary.to_json(self.out / "summary.json")
         summary.to_csv(self.out)
         self.counts["summary"] = "computed"
+        return summary
 
     def report(self) -> None:
         if not self.experiment.report:

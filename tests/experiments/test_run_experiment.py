@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "nrp" / "data" / "demo" / "manifest.yaml"
 
 
-def experiment_text(tmp_path: Path, llms: dict[str, str]) -> str:
+def experiment_text(tmp_path: Path, llms: dict[str, str], rankers: str = "{fixed: tfidf}") -> str:
     lines = [
         "name: tiny",
         f"collection: {{manifest: {MANIFEST}, name: demo}}",
@@ -40,7 +40,7 @@ def experiment_text(tmp_path: Path, llms: dict[str, str]) -> str:
         "samples: 1",
         "limit_queries: 2",
         "generation: {max_new_tokens: 6, seed: 3}",
-        "rankers: {fixed: tfidf}",
+        f"rankers: {rankers}",
         "evaluators: [bleu, rouge]",
     ]
     return "\n".join(lines) + "\n"
@@ -69,9 +69,21 @@ def test_run_tiny_experiment_and_add_one_llm(tmp_path, capsys):
     evaluations = pd.read_parquet(out / "evaluations.parquet")
     assert len(evaluations) == kept
 
-    # unchanged: nothing computed
-    run_experiment(path)
+    # unchanged: nothing computed; the result holds what the files hold
+    result = run_experiment(path)
     counts = json.loads((out / "run.json").read_text())["counts"]
+    assert result.out == out and Path(result) == out and result / "run.json" == out / "run.json"
+    assert result.results.reset_index(drop=True).equals(results.reset_index(drop=True))
+    assert result.validation is None  # fixed rankers
+    assert len(result.evaluations) == kept and list(result.answers.columns)[:2] == [
+        "answer_id",
+        "llm",
+    ]
+    means = result.to_frame()
+    assert set(means["dimension"]) == {"relevance", "readability", "weighted"}
+    saved = pd.read_csv(out / "summary_means.csv")
+    assert means["mean_nrp"].tolist() == pytest.approx(saved["mean_nrp"].tolist())
+    assert "<table" in result._repr_html_()
     assert counts["generate"]["tiny-a"]["generated"] == 0
     assert counts["score"]["answers_positioned"] == 0
     assert counts["evaluate"]["rouge"]["computed"] == 0
@@ -89,6 +101,20 @@ def test_run_tiny_experiment_and_add_one_llm(tmp_path, capsys):
     assert counts["evaluate"]["bleu"]["computed"] == new
     assert counts["summary"] == counts["report"] == "computed"
     assert set(pd.read_parquet(out / "results.parquet")["llm"]) == {"tiny-a", "tiny-b"}
+
+
+def test_a_validating_experiment_returns_its_validation(tmp_path):
+    path = tmp_path / "experiment.yaml"
+    llm = str(build_tiny_llama(tmp_path / "tiny-a", seed=0))
+    path.write_text(experiment_text(tmp_path, {"tiny-a": llm}, "{validate: [tfidf, random]}"))
+    result = run_experiment(path)
+    saved = json.loads((result.out / "validation.json").read_text())
+    assert result.validation is not None and result.validation.chosen() == saved["chosen"]
+    assert set(result.validation.to_frame()["system"]) == {"tfidf", "random"}
+    chosen = result.results[result.results["dimension"] != "weighted"]
+    assert {(d, r) for d, r in zip(chosen["dimension"], chosen["ranker"], strict=True)} == set(
+        saved["chosen"].items()
+    )
 
 
 def test_experiment_file_errors(tmp_path):
