@@ -50,3 +50,22 @@ def test_agreement_and_meta_results_as_frames(tiny, tmp_path):
     # pairs (a,b) concordant, (a,c) concordant, (b,c) discordant: tau = (2 - 1) / 3
     assert row["tau_mean"] == pytest.approx(1 / 3)
     assert isinstance(table, pd.DataFrame) and "metric" in run._repr_html_()
+
+
+def test_progress_bars_show_in_a_terminal_or_a_notebook_kernel(monkeypatch):
+    """tqdm.auto draws a widget in Jupyter, whose stderr is no terminal: bars are on there too,
+    and off in logs (stderr neither a terminal nor in a kernel)."""
+    import io
+    import sys
+
+    from nrp.models.device import interactive, progress
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
+    assert not interactive()
+    assert progress(range(3), 3, "x").disable
+    monkeypatch.setitem(sys.modules, "ipykernel", sys)  # a kernel is running
+    assert interactive()
+    bar = progress(range(3), 3, "x")
+    assert not bar.disable and list(bar) == [0, 1, 2]
+    assert progress(range(3), 3, "x", verbose=False).disable

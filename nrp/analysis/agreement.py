@@ -60,6 +60,7 @@ import pandas as pd
 
 from nrp.collection.collection import Collection, LabelMode
 from nrp.errors import ConfigError, NrpError
+from nrp.models.device import progress as progress_bar
 from nrp.positioning.ties import check_tie_mode, nrp_value, rank_from_counts, tie_margin
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
@@ -253,10 +254,8 @@ def agreement(
     candidates = collection.candidates()
     candidates["qid"] = candidates["qid"].astype(str)
     candidates["docno"] = candidates["docno"].astype(str)
-    scored = {
-        name: _score(collection, ranker, candidates, cache, progress)
-        for name, ranker in built.items()
-    }
+    bar = progress_bar(built.items(), len(built), "scoring rankers", verbose=progress is None)
+    scored = {name: _score(collection, ranker, candidates, cache, progress) for name, ranker in bar}
     loo = {
         name: _leave_one_out_all(frame, ties, built[name].score_tolerance)
         for name, frame in scored.items()

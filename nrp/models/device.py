@@ -85,12 +85,20 @@ def resolve_dtype(dtype: str, device: str) -> torch.dtype:
 def progress(
     iterable: Iterable[T], total: int | None = None, desc: str = "", verbose: bool = True
 ) -> Iterable[T]:
-    """Wrap an iterable in a tqdm bar on stderr; no bar when ``verbose`` is False or stderr is
-    not a terminal (logs and CI output stay clean)."""
+    """Wrap an iterable in a tqdm bar (with its rate and time left); no bar when ``verbose`` is
+    False or nobody watches (``interactive``: logs and CI output stay clean)."""
     from tqdm.auto import tqdm
 
-    disable = not verbose or not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
+    disable = not verbose or not interactive()
     return tqdm(iterable, total=total, desc=desc, disable=disable, leave=False)
+
+
+def interactive() -> bool:
+    """Whether someone watches the progress: stderr is a terminal, or the code runs in a Jupyter
+    kernel (whose stderr is no terminal, but where tqdm.auto draws a notebook widget)."""
+    if "ipykernel" in sys.modules:
+        return True
+    return hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
 
 
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:

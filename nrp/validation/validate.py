@@ -22,6 +22,7 @@ from nrp import statistics
 from nrp.collection.collection import Collection
 from nrp.errors import ConfigError, InputError, NrpError
 from nrp.executors.base import Executor, active_executor
+from nrp.models.device import progress as progress_bar
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
 from nrp.rankers.registry import as_rankers, default_rankers
@@ -95,9 +96,12 @@ def validate(
         check_trec_ids(candidates["qid"].unique(), "qid")
         check_trec_ids(candidates["docno"].unique(), "docno")
     score_cache = ScoreCache(collection.path / SCORE_CACHE_FILE) if cache else None
+    # without a progress callback (a notebook, a script) a bar over the rankers shows the
+    # time left; with one (the CLI) its lines say the same
+    bar = progress_bar(rankers, len(rankers), "validating rankers", verbose=progress is None)
     systems = [
         _ranker_system(collection, ranker, candidates, score_cache, executor, progress)
-        for ranker in rankers
+        for ranker in bar
     ]
     result = _evaluate(collection, checked, systems, candidates, warnings=[])
     if save_runs is not None:
