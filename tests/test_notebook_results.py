@@ -69,3 +69,17 @@ def test_progress_bars_show_in_a_terminal_or_a_notebook_kernel(monkeypatch):
     bar = progress(range(3), 3, "x")
     assert not bar.disable and list(bar) == [0, 1, 2]
     assert progress(range(3), 3, "x", verbose=False).disable
+
+
+def test_a_validation_result_chooses_the_rankers_of_score_answers(tiny):
+    result = nrp.validate(tiny, ["tfidf", "random"], cache=False)
+    answers = pd.DataFrame(
+        {"answer_id": ["a1"], "qid": ["q1"], "text": ["vitamin c colds"], "llm": ["m"]}
+    )
+    scored = nrp.score_answers(tiny, answers, result, cache=False)
+    per_dimension = scored[scored["dimension"] != "weighted"]
+    assert dict(zip(per_dimension["dimension"], per_dimension["ranker"], strict=True)) == (
+        result.chosen()
+    )
+    from_file = nrp.score_answers(tiny, answers, result.chosen(), cache=False)
+    assert scored["nrp"].tolist() == from_file["nrp"].tolist()

@@ -114,11 +114,16 @@ def resolve_rankers(
     """dimension -> ranker (built, bound to the collection), and warnings.
 
     ``rankers``: a mapping dimension -> spec, ``Ranker`` or PyTerrier transformer; a path to a
-    validation JSON (its chosen ranker per dimension); a single spec, ``Ranker`` or transformer
-    for every dimension of the collection (``as_ranker`` turns each into a ranker). The same
+    validation JSON or a ``ValidationResult`` (its chosen ranker per dimension); a single spec,
+    ``Ranker`` or transformer for every dimension of the collection (``as_ranker`` turns each
+    into a ranker). The same
     spec string, or the same object, builds one ranker object."""
+    from nrp.validation.result import ValidationResult
+
     warnings: list[str] = []
-    if isinstance(rankers, pt.Transformer):
+    if isinstance(rankers, ValidationResult):
+        chosen, warnings = _chosen(rankers, collection, "the validation result")
+    elif isinstance(rankers, pt.Transformer):
         chosen: Mapping[str, Any] = dict.fromkeys(collection.dimensions, rankers)
     elif isinstance(rankers, str | Path):
         text = str(rankers)
@@ -153,17 +158,22 @@ def resolve_rankers(
 def _from_validation(path: Path, collection: Collection) -> tuple[dict[str, str], list[str]]:
     from nrp.validation.result import ValidationResult
 
-    result = ValidationResult.from_json(path)
+    return _chosen(ValidationResult.from_json(path), collection, str(path))
+
+
+def _chosen(result: Any, collection: Collection, source: str) -> tuple[dict[str, str], list[str]]:
+    """A validation result's chosen ranker per dimension, with a warning when it was validated
+    on another collection (or another build of it)."""
     warnings = []
     if result.collection_fingerprint != collection.meta.get("fingerprint"):
         warnings.append(
-            f"{path}: validated on collection {result.collection!r} with fingerprint "
+            f"{source}: validated on collection {result.collection!r} with fingerprint "
             f"{result.collection_fingerprint[:12]}, not on {collection.name!r} "
             f"({str(collection.meta.get('fingerprint'))[:12]}): the choice may not apply"
         )
     chosen = result.chosen()
     if not chosen:
-        raise ConfigError(f"{path}: validation chose no ranker for any dimension")
+        raise ConfigError(f"{source}: validation chose no ranker for any dimension")
     return chosen, warnings
 
 
