@@ -60,7 +60,9 @@ def test_demo_answers_are_scored_with_the_chosen_rankers(tables):
     )
     chosen = found["demo_validation"]
     chosen = chosen[chosen["chosen"] & (chosen["measure"] == "nDCG@10")]
-    again = nrp.score_answers(demo, answers, dict(zip(chosen["dimension"], chosen["system"])))
+    again = nrp.score_answers(
+        demo, answers, dict(zip(chosen["dimension"], chosen["system"], strict=True))
+    )
     weighted = again[again["dimension"] == "weighted"].groupby(["llm", "prompt"])["nrp"].mean()
     for row in means.itertuples():
         assert row.nrp == pytest.approx(weighted[(row.llm, row.prompt)], abs=1e-12)
