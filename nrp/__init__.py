@@ -15,6 +15,8 @@ __all__ = ["Collection", "NRPScorer", "__version__", "ingest", "list_collections
 def __getattr__(name: str):
     import importlib
 
+    if name == "meta":  # the package, callable as nrp meta (nrp.meta.__init__)
+        return importlib.import_module("nrp.meta")
     api = importlib.import_module("nrp.api")
     if name in api._EXPORTS:
         return getattr(api, name)

@@ -105,6 +105,7 @@ _EXPORTS: dict[str, str] = {
     # experiments and reports
     "run_experiment": "nrp.experiments.run",
     "ExperimentResult": "nrp.experiments.run",
+    "run": "nrp.experiments.run",
     "build_report": "nrp.reports.build",
     "ReportSettings": "nrp.reports.build",
     # executors

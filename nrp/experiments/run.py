@@ -125,6 +125,10 @@ def run_experiment(
         return _run(path, progress)
 
 
+#: ``nrp.run(path)``: the command's name for ``run_experiment``
+run = run_experiment
+
+
 def _run(path: str | Path, progress: Progress | None) -> ExperimentResult:
     experiment = load_experiment(path)
     experiment.out.mkdir(parents=True, exist_ok=True)
