@@ -10,7 +10,8 @@ bad answer. An empty answer against references is a real comparison and scores 0
   any reference, brevity penalty from the closest reference length). Column ``bleu`` on
   sacrebleu's 0-100 scale (not 0-1), as sacrebleu reports it. Tokenizers are limited to those
   that run offline without extra packages (13a, intl, char, zh, none).
-- ``rouge``: rouge-score ROUGE-1, ROUGE-2 and ROUGE-L (``rouge1``, ``rouge2``, ``rougeL``),
+- ``rouge``: rouge-score ROUGE-1, ROUGE-2 and ROUGE-L (columns ``rouge.1``, ``rouge.2``,
+  ``rouge.L``),
   F1 by default (``statistic=p`` or ``r`` for precision or recall). Several references:
   ``RougeScorer.score_multi``, which takes per ROUGE type the reference with the highest F1
   and reports that reference's statistic.
@@ -61,6 +62,9 @@ FAMILY = "reference-based"
 BLEU_TOKENIZERS = ("13a", "intl", "char", "zh", "none")
 BLEU_SMOOTHING = ("exp", "floor", "add-k", "none")
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
+#: score columns are named ``EVALUATOR.MEASURE`` (``nrp.relevance``, ``judge.confidence``,
+#: ``heuristics.afas``); an evaluator with one measure is its name alone (``bleu``)
+ROUGE_COLUMNS = {"rouge1": "rouge.1", "rouge2": "rouge.2", "rougeL": "rouge.L"}
 ROUGE_STATISTICS = {"f": "fmeasure", "p": "precision", "r": "recall"}
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -114,6 +118,7 @@ class Rouge(Evaluator):
     """ROUGE-1/2/L (F1, precision or recall) against the best-matching reference."""
 
     name = "rouge"
+    version: ClassVar[str] = "2"  # 2: columns rouge.1, rouge.2, rouge.L (were rouge1 ...)
     needs_references = True
     default_batch = 256
 
@@ -121,7 +126,7 @@ class Rouge(Evaluator):
         super().__init__({**_defaults(ROUGE_PARAMS), **dict(params or {})})
 
     def score_columns(self) -> list[str]:
-        return list(ROUGE_TYPES)
+        return [ROUGE_COLUMNS[kind] for kind in ROUGE_TYPES]
 
     def evaluate(self, items: pd.DataFrame) -> pd.DataFrame:
         from rouge_score.rouge_scorer import RougeScorer
@@ -133,8 +138,8 @@ class Rouge(Evaluator):
             if not len(refs):
                 continue
             scores = scorer.score_multi(list(refs), str(text))
-            for column in ROUGE_TYPES:
-                out.loc[i, column] = float(getattr(scores[column], attribute))
+            for kind in ROUGE_TYPES:
+                out.loc[i, ROUGE_COLUMNS[kind]] = float(getattr(scores[kind], attribute))
         return out
 
 
@@ -210,7 +215,8 @@ class BertScore(Evaluator):
     name = "bertscore"
     needs_references = True
     default_batch = 64
-    COLUMNS: ClassVar[list[str]] = ["bertscore_p", "bertscore_r", "bertscore_f1"]
+    COLUMNS: ClassVar[list[str]] = ["bertscore.precision", "bertscore.recall", "bertscore.f1"]
+    version: ClassVar[str] = "2"  # 2: columns bertscore.precision ... (were bertscore_p ...)
     #: the encoder and the layer enter the fingerprint through ``model_checksum`` (the folder's
     #: checksum and the resolved layer), so model=minilm and its folder's path, or num_layers=0
     #: and the layer it resolves to, share their cached results

@@ -50,17 +50,17 @@ def test_evaluate_the_demo_answers(tmp_path, nrp):
     table = pd.read_parquet(out / "evaluations.parquet")
     assert list(table.columns) == [
         "answer_id", "llm", "prompt", "qid", "sample", "reference_kind", "bleu",
-        "rouge1", "rouge2", "rougeL", "nrp.relevance", "nrp.readability", "nrp.weighted",
+        "rouge.1", "rouge.2", "rouge.L", "nrp.relevance", "nrp.readability", "nrp.weighted",
     ]  # fmt: skip
     # the demo's 64 answers, every topic with one reference answer and 15 judged documents
     assert len(table) == 64 and table["answer_id"].is_unique
     assert (table["reference_kind"] == "reference").all()
-    scores = table[["bleu", "rouge1", "rouge2", "rougeL", "nrp.relevance", "nrp.weighted"]]
+    scores = table[["bleu", "rouge.1", "rouge.2", "rouge.L", "nrp.relevance", "nrp.weighted"]]
     assert scores.notna().all().all()
-    assert table["bleu"].between(0, 100).all() and table["rougeL"].between(0, 1).all()
+    assert table["bleu"].between(0, 100).all() and table["rouge.L"].between(0, 1).all()
     csv = pd.read_csv(out / "evaluations.csv")
     assert csv.shape == table.shape
-    np.testing.assert_allclose(csv["rouge1"], table["rouge1"])
+    np.testing.assert_allclose(csv["rouge.1"], table["rouge.1"])
     # NRP as `nrp score` computes it
     scored = tmp_path / "scored"
     proc = nrp("score", "demo", str(DEMO / "answers.jsonl"), "--ranker", "tfidf",

@@ -106,7 +106,7 @@ def test_rouge_by_hand():
     #   ROUGE-L: LCS "the cat sat" = 3: as ROUGE-1
     rows = items(("the cat sat", ["the cat sat down"]))
     f = make_evaluator("rouge").evaluate(rows).iloc[0]
-    assert list(f.index) == ["rouge1", "rouge2", "rougeL"]
+    assert list(f.index) == ["rouge.1", "rouge.2", "rouge.L"]
     np.testing.assert_allclose(f.to_numpy(float), [6 / 7, 0.8, 6 / 7], rtol=1e-12)
     p = make_evaluator("rouge:statistic=p").evaluate(rows).iloc[0]
     np.testing.assert_allclose(p.to_numpy(float), [1.0, 1.0, 1.0])
@@ -129,9 +129,9 @@ def test_rouge_stemmer_parameter():
     # Porter: cats -> cat, sitting and sits -> sit (rouge-score stems tokens of 4+ letters):
     # stemmed, all three unigrams match (F1 1); not stemmed, only "the" (P = R = 1/3)
     rows = items(("the cats sitting", ["the cat sits"]))
-    assert Rouge().evaluate(rows)["rouge1"].iloc[0] == pytest.approx(1.0)
+    assert Rouge().evaluate(rows)["rouge.1"].iloc[0] == pytest.approx(1.0)
     unstemmed = make_evaluator("rouge:use_stemmer=false").evaluate(rows)
-    assert unstemmed["rouge1"].iloc[0] == pytest.approx(1 / 3)
+    assert unstemmed["rouge.1"].iloc[0] == pytest.approx(1 / 3)
 
 
 # -- BERTScore ----------------------------------------------------------------------------------
@@ -187,7 +187,7 @@ def test_bertscore_identical_text_and_the_f1_relation(minilm):
             ("", ["the cat"]),
         )
     )
-    assert list(result.columns) == ["bertscore_p", "bertscore_r", "bertscore_f1"]
+    assert list(result.columns) == ["bertscore.precision", "bertscore.recall", "bertscore.f1"]
     np.testing.assert_allclose(result.iloc[0].to_numpy(float), [1.0, 1.0, 1.0], atol=1e-5)
     p, r, f = result.iloc[1].to_numpy(float)
     assert p > r  # every answer token is in the reference; the reference has more tokens
@@ -214,7 +214,7 @@ def test_bertscore_multi_reference_keeps_the_max_f1_reference(minilm):
     evaluator = BertScore({"device": "cpu"})
     singles = evaluator.evaluate(items(*[(answer, [ref]) for ref in refs]))
     both = evaluator.evaluate(items((answer, refs))).iloc[0]
-    best = int(singles["bertscore_f1"].idxmax())
+    best = int(singles["bertscore.f1"].idxmax())
     assert best == 1
     np.testing.assert_allclose(both.to_numpy(float), singles.iloc[best].to_numpy(float), atol=1e-6)
 
@@ -255,7 +255,7 @@ def test_bertscore_loads_and_scores_without_any_network(minilm, monkeypatch):
         items(("the cat sat", ["the cat sat"]))
     )
     assert attempts == []
-    assert result["bertscore_f1"].iloc[0] == pytest.approx(1.0, abs=1e-5)
+    assert result["bertscore.f1"].iloc[0] == pytest.approx(1.0, abs=1e-5)
 
 
 def test_bertscore_fingerprint_tracks_model_and_layer_not_batch(minilm):

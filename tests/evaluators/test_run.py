@@ -146,7 +146,7 @@ def test_cache_serves_a_second_run_and_re_evaluates_an_edited_answer(tiny, tmp_p
         "from_cache": 0,
         "items_with_missing_scores": 2,
     }
-    assert result["rouge1"].iloc[0] == pytest.approx(1.0)  # a1 equals q1's first reference
+    assert result["rouge.1"].iloc[0] == pytest.approx(1.0)  # a1 equals q1's first reference
 
     second = CountingRouge()
     again = evaluate(items, [second], cache)
@@ -161,7 +161,7 @@ def test_cache_serves_a_second_run_and_re_evaluates_an_edited_answer(tiny, tmp_p
     changed = evaluate(build_items(tiny, edited), [third], cache)
     assert third.batches == [["vitamin c prevents colds"]]
     assert changed.attrs["evaluators"]["rouge"]["from_cache"] == 4
-    assert changed["rouge1"].iloc[1] != result["rouge1"].iloc[1]
+    assert changed["rouge.1"].iloc[1] != result["rouge.1"].iloc[1]
 
 
 def test_a_duplicate_item_is_evaluated_once(tiny):
@@ -171,7 +171,7 @@ def test_a_duplicate_item_is_evaluated_once(tiny):
     result = evaluate(build_items(tiny, frame), [rouge])
     assert sum(len(b) for b in rouge.batches) == 5
     assert result.attrs["evaluators"]["rouge"]["computed"] == 5
-    assert result.loc[5, "rouge1"] == result.loc[1, "rouge1"]
+    assert result.loc[5, "rouge.1"] == result.loc[1, "rouge.1"]
     assert result["answer_id"].tolist() == ["a1", "a2", "a3", "a4", "a5", "a6"]
 
 
@@ -179,11 +179,11 @@ def test_columns_labels_and_clashing_columns(tiny):
     result = evaluate(build_items(tiny, ANSWERS), "bleu,rouge,rouge:label=raw,use_stemmer=false")
     assert list(result.columns) == [
         "answer_id", "llm", "prompt", "qid", "sample", "reference_kind",
-        "bleu", "rouge1", "rouge2", "rougeL", "raw.rouge1", "raw.rouge2", "raw.rougeL",
+        "bleu", "rouge.1", "rouge.2", "rouge.L", "raw.rouge.1", "raw.rouge.2", "raw.rouge.L",
     ]  # fmt: skip
     assert result["reference_kind"].tolist() == [REFERENCE, REFERENCE, PSEUDO_REFERENCE, "", ""]
     assert result["bleu"].isna().tolist() == [False, False, False, True, True]
-    with pytest.raises(ConfigError, match="both write column 'rouge1'"):
+    with pytest.raises(ConfigError, match="both write column 'rouge.1'"):
         make_evaluators("rouge,rouge:use_stemmer=false")
     with pytest.raises(ConfigError, match="unknown evaluator"):
         make_evaluators("bleu,meteor")

@@ -97,7 +97,7 @@ def test_specs_rebuild_the_component():
     assert spec is not None
     rebuilt = make_evaluator(spec)
     assert rebuilt.fingerprint() == rouge.fingerprint()
-    assert rebuilt.output_columns() == ["x.rouge1", "x.rouge2", "x.rougeL"]
+    assert rebuilt.output_columns() == ["x.rouge.1", "x.rouge.2", "x.rouge.L"]
 
 
 # -- on MEDIQA 2019 ----------------------------------------------------------------------------
@@ -222,7 +222,7 @@ def test_evaluation_on_the_local_executor_equals_the_plain_path(mediqa, answers,
     pd.testing.assert_frame_equal(found, plain)
     # MEDIQA has no reference answers: pseudo-references (top-graded judged documents)
     assert (found["reference_kind"] == "pseudo-reference").all()
-    assert found[["bleu", "rougeL", "nrp.relevance"]].notna().all().all()
+    assert found[["bleu", "rouge.L", "nrp.relevance"]].notna().all().all()
     # bleu and rouge ran as evaluation tasks; NRP on the driver, its tfidf positions as a task
     assert [s.task for s in executor.history] == ["bleu", "rouge", "tfidf"]
     # 40 answers with 40 distinct contents, cached per evaluator (bleu and rouge)

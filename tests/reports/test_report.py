@@ -81,7 +81,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
     human[["answer_id", "correctness"]].to_csv(root / "human.csv", index=False)
     human[["answer_id", "verdict"]].to_csv(root / "verdicts.csv", index=False)
     graded = meta_from_files(
-        folder / "evaluations.parquet", root / "human.csv", score_columns=["rouge1", "words"]
+        folder / "evaluations.parquet", root / "human.csv", score_columns=["rouge.1", "words"]
     )
     write_meta(graded, folder / "meta" / "demo-graded")
     labels = meta_from_files(
@@ -214,7 +214,7 @@ def test_agreement_rows_come_from_agreement_json_and_nrp_meta(run):
     graded = frame[frame["source"] == "meta-evaluation demo-graded"]
     # 2 scores x 1 dimension x 3 levels (query, pooled, system)
     assert len(graded) == 6 and set(graded["level"]) == {"query", "pooled", "system"}
-    for score in ("rouge1", "words"):
+    for score in ("rouge.1", "words"):
         expected = run.graded.result.row(score, "correctness")
         mine = graded[graded["evaluator"] == score].set_index("level")
         assert mine.loc["query", "tau"] == pytest.approx(expected["tau_mean"])
@@ -239,7 +239,15 @@ def test_agreement_rows_come_from_agreement_json_and_nrp_meta(run):
 
 def test_evaluator_tables_hold_means_and_agreement_with_nrp(run):
     versus = table(run, "evaluator_nrp").set_index(["evaluator", "dimension"])
-    columns = {"rouge1", "rouge2", "rougeL", "nrp_copy", "nrp_negated", "words", "tfn.confidence"}
+    columns = {
+        "rouge.1",
+        "rouge.2",
+        "rouge.L",
+        "nrp_copy",
+        "nrp_negated",
+        "words",
+        "tfn.confidence",
+    }
     assert set(versus.index.get_level_values(0)) == columns  # text columns are no scores
     copy = versus.loc[("nrp_copy", COMBINED)]
     assert (copy["tau"], copy["spearman"], copy["tau_pooled"]) == (1.0, 1.0, 1.0)
