@@ -183,7 +183,7 @@ def test_columns_labels_and_clashing_columns(tiny):
     ]  # fmt: skip
     assert result["reference_kind"].tolist() == [REFERENCE, REFERENCE, PSEUDO_REFERENCE, "", ""]
     assert result["bleu"].isna().tolist() == [False, False, False, True, True]
-    with pytest.raises(ConfigError, match="both write column 'rouge.1'"):
+    with pytest.raises(ConfigError, match=r"both write column 'rouge\.1'"):
         make_evaluators("rouge,rouge:use_stemmer=false")
     with pytest.raises(ConfigError, match="unknown evaluator"):
         make_evaluators("bleu,meteor")
