@@ -168,3 +168,21 @@ def test_meta_keys_items_by_query_and_id(tmp_path):
         "answer_id 'd1' names items of several queries; the other file has no qid column "
         "to tell them apart (give both a qid column)"
     )
+
+
+def test_an_error_about_a_given_path_names_the_argument_to_change(tmp_path):
+    """A path that is missing or in the way: the one line says which argument gave it; an error
+    inside a file's content does not (the file is what to fix)."""
+    ix = tmp_path / "ix"
+    ingest(write_collection(tmp_path / "data"), indexes_dir=ix)
+    missing = tmp_path / "missing.run"
+    proc = nrp("validate", "tiny", "--runs", str(missing), "--indexes", str(ix))
+    assert proc.stderr == f"nrp: error: {missing}: file not found (given as --runs)\n"
+    proc = nrp("score", "tiny", str(tmp_path / "none.jsonl"), "--ranker", "tfidf",
+               "--indexes", str(ix), "--out", str(tmp_path / "o"))  # fmt: skip
+    assert proc.stderr.endswith("none.jsonl: file or folder not found (the ANSWERS argument)\n")
+    bad = tmp_path / "bad.run"
+    bad.write_text("q1 Q0 d1 1 high mine\n")
+    proc = nrp("validate", "tiny", "--runs", str(bad), "--indexes", str(ix))
+    assert proc.returncode == 2 and proc.stderr.startswith(f"nrp: error: {bad}:1: ")
+    assert "given as" not in proc.stderr

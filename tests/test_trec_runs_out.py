@@ -110,7 +110,7 @@ def test_save_runs_replaces_its_own_folder_and_refuses_any_other(demo, tmp_path)
     assert (proc.returncode, proc.stderr) == (
         2,
         f"nrp: error: {other}: folder is not empty and holds files no runs.tsv of nrp lists; "
-        "give a new or empty folder (a run folder nrp wrote is replaced)\n",
+        "give a new or empty folder (a run folder nrp wrote is replaced) (given as --save-runs)\n",
     )
     assert not out.exists()
     assert [p.name for p in other.iterdir()] == ["notes.txt"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
 from nrp import __version__
 from nrp.cli import (
@@ -71,7 +72,20 @@ def build_parser() -> argparse.ArgumentParser:
     # abbreviation meant
     for sub in [parser, *commands.choices.values()]:
         sub.allow_abbrev = False
+    for sub in commands.choices.values():
+        sub.set_defaults(path_options=path_options(sub))
     return parser
+
+
+def path_options(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """dest -> how the user gave it (``--runs``, ``ANSWERS``) for every path argument: an error
+    about a file can then say which option to change (``run_command``)."""
+    found = {}
+    for action in parser._actions:
+        if action.type is Path:
+            shown = action.option_strings[-1] if action.option_strings else None
+            found[action.dest] = shown or str(action.metavar or action.dest.upper())
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -87,6 +87,34 @@ def check_out(path: Path | None, kind: Literal["folder", "file"] = "folder") -> 
             return
 
 
+#: how an error about a path itself begins (after ``PATH: ``): the fix is another path, so the
+#: message says which argument gave it; an error about the file's content is fixed in the file
+PATH_PROBLEMS = (
+    "file not found",
+    "file or folder not found",
+    "folder not found",
+    "manifest not found",
+    "is a folder",
+    "folder is not empty",
+)
+
+
+def _given_as(message: str, args: argparse.Namespace) -> str:
+    """`` (given as --runs)`` or `` (the ANSWERS argument)`` when ``message`` is about a file
+    the user gave as a path argument (not found, not a folder, in the way), so the error says
+    which argument to change (``PATH_PROBLEMS``); nothing for an error about its content."""
+    for dest, shown in getattr(args, "path_options", {}).items():
+        value = getattr(args, dest, None)
+        for path in value if isinstance(value, list) else [value]:
+            head = f"{path}: "
+            about_the_path = message[len(head) :].startswith(PATH_PROBLEMS)
+            if path is not None and message.startswith(head) and about_the_path:
+                return (
+                    f" (given as {shown})" if shown.startswith("-") else f" (the {shown} argument)"
+                )
+    return ""
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Run the sub-command ``args`` names; a library error is one line on stderr and exit 2
     (argparse's code for a usage error), and so is a file that cannot be read or written (no
@@ -94,7 +122,7 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         return args.run(args)
     except NrpError as err:
-        print(f"nrp: error: {err}", file=sys.stderr)
+        print(f"nrp: error: {err}{_given_as(str(err), args)}", file=sys.stderr)
         return 2
     except OSError as err:
         where = f"{err.filename}: " if err.filename else ""
