@@ -106,6 +106,12 @@ _EXPORTS: dict[str, str] = {
     "run_experiment": "nrp.experiments.run",
     "ExperimentResult": "nrp.experiments.run",
     "run": "nrp.experiments.run",
+    # probes (perturbed answers, how each evaluator moves)
+    "probe": "nrp.probes.probe",
+    "ProbeResult": "nrp.probes.probe",
+    "PERTURBATIONS": "nrp.probes.perturbations",
+    "perturb": "nrp.probes.perturbations",
+    "PerturbationContext": "nrp.probes.perturbations",
     "build_report": "nrp.reports.build",
     "ReportSettings": "nrp.reports.build",
     # executors

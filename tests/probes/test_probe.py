@@ -1,0 +1,92 @@
+"""``nrp probe`` on the demo collection: the summary is the pairs' figures, a verbatim copy of
+the best judged document gets the NRP computed by hand, and the command writes its tables and
+figure, or one error line and nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib import resources
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import nrp
+from nrp.probes.perturbations import perturb
+from nrp.probes.probe import contexts
+
+DEMO = resources.files("nrp") / "data" / "demo"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    indexes = tmp_path_factory.mktemp("probe-indexes")
+    nrp.ingest(DEMO / "manifest.yaml", indexes_dir=indexes)
+    return nrp.Collection.load("demo", indexes)
+
+
+@pytest.fixture(scope="module")
+def answers():
+    return pd.read_json(DEMO / "answers.jsonl", lines=True, dtype={"qid": str})
+
+
+@pytest.fixture(scope="module")
+def probed(demo, answers):
+    return nrp.probe(
+        demo, answers, "bleu,nrp:rankers=tfidf", "negate,copy_best,echo_question",
+        n_bootstrap=200, cache=False,
+    )  # fmt: skip
+
+
+def test_pairs_and_summary_agree_by_hand(probed, demo, answers):
+    found = contexts(demo, answers, 0)
+    applies = sum(
+        perturb("negate", t, found[a]) is not None
+        for a, t in zip(answers["answer_id"], answers["text"], strict=True)
+    )
+    row = probed.row("nrp.relevance", "negate")
+    assert row["n_pairs"] == applies and row["n_not_applicable"] == len(answers) - applies
+    pairs = probed.pairs
+    for (score, name), group in pairs.groupby(["score", "perturbation"]):
+        diff = group["perturbed"].to_numpy() - group["original"].to_numpy()
+        summary = probed.row(score, name)
+        assert summary["share_original_higher"] == pytest.approx(np.mean(diff < -1e-12))
+        assert summary["share_ties"] == pytest.approx(np.mean(np.abs(diff) <= 1e-12))
+        assert summary["mean_change"] == pytest.approx(diff.mean())
+        assert summary["ci_low"] <= summary["share_original_higher"] <= summary["ci_high"]
+    assert set(pairs["score"]) == {"bleu", "nrp.relevance", "nrp.readability", "nrp.weighted"}
+
+
+def test_a_copy_of_the_best_document_gets_its_nrp(probed, demo, answers):
+    """The copy_best twin of every answer is the query's best-graded judged document; its pair
+    holds the NRP the library gives that text as an answer, and the copy ties the document."""
+    copies = probed.pairs[
+        (probed.pairs["perturbation"] == "copy_best") & (probed.pairs["score"] == "nrp.relevance")
+    ]
+    assert len(copies) == 64
+    texts = probed.texts[probed.texts["answer_id"].str.endswith("~copy_best")]
+    as_answers = texts.assign(answer_id=texts["answer_id"].str.replace("~copy_best", ""), llm="x")
+    scored = nrp.score_answers(demo, as_answers, "tfidf", cache=False)
+    relevance = scored[scored["dimension"] == "relevance"].set_index("answer_id")["nrp"]
+    np.testing.assert_allclose(copies["perturbed"], copies["answer_id"].map(relevance))
+    ties = scored[scored["dimension"] == "relevance"]["ties"]
+    assert (ties >= 1).all()  # each copy ties at least the document it copies
+
+
+def test_the_command_writes_tables_and_figure(demo, tmp_path):
+    out = tmp_path / "probe"
+    base = [sys.executable, "-m", "nrp", "probe", "demo", str(DEMO / "answers.jsonl"),
+            "--evaluators", "bleu", "--indexes", str(demo.path.parent), "--bootstrap", "50"]  # fmt: skip
+    proc = subprocess.run([*base, "--perturbations", "first_sentence,shuffle", "--out", str(out)],
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((out / "probe.json").read_text())
+    assert [r["perturbation"] for r in data["summary"]] == ["first_sentence", "shuffle"]
+    assert (out / "probe.png").stat().st_size > 0 and (out / "probe_pairs.csv").is_file()
+    assert "first_sentence" in proc.stdout
+    bad = subprocess.run([*base, "--perturbations", "nope", "--out", str(tmp_path / "bad")],
+                         capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "unknown perturbation 'nope'" in bad.stderr and not (tmp_path / "bad").exists()
