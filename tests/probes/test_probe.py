@@ -78,7 +78,8 @@ def test_a_copy_of_the_best_document_gets_its_nrp(probed, demo, answers):
 def test_the_command_writes_tables_and_figure(demo, tmp_path):
     out = tmp_path / "probe"
     base = [sys.executable, "-m", "nrp", "probe", "demo", str(DEMO / "answers.jsonl"),
-            "--evaluators", "bleu", "--indexes", str(demo.path.parent), "--bootstrap", "50"]  # fmt: skip
+            "--evaluators", "bleu", "--indexes", str(demo.path.parent),
+            "--bootstrap", "50"]  # fmt: skip
     proc = subprocess.run([*base, "--perturbations", "first_sentence,shuffle", "--out", str(out)],
                           capture_output=True, text=True)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
