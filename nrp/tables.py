@@ -40,6 +40,18 @@ class FrameView:
         return self.to_frame().to_html(index=False, na_rep="")
 
 
+def numeric_columns(frame: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
+    """The columns of ``frame`` that hold numbers (booleans are flags, not scores), in order,
+    less ``exclude``: the score columns of an evaluation table."""
+    return [
+        c
+        for c in frame.columns
+        if c not in set(exclude)
+        and pd.api.types.is_numeric_dtype(frame[c])
+        and not pd.api.types.is_bool_dtype(frame[c])
+    ]
+
+
 def format_p(p: float | None) -> str:
     """A p-value as validation prints it: three decimals, ``<0.001`` below that, ``-`` if none."""
     if p is None or (isinstance(p, float) and math.isnan(p)):

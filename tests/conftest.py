@@ -33,3 +33,15 @@ def shared(*parts: str) -> Path:
 @pytest.fixture
 def shared_data():
     return shared
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread while a module's tests run: tiny models on a shared 2-core machine run
+    many times faster (a module asks with ``pytestmark = pytest.mark.usefixtures(...)``)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

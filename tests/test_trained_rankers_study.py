@@ -44,16 +44,6 @@ def load_script():
 study = load_script()
 
 
-@pytest.fixture(scope="module")
-def one_thread():
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def options_for(root: Path, built: dict, **changes) -> object:
     """The study on ``words`` (relevance) and the transfer from ``other`` (which asks two of
     words' questions) to ``words``: 3 folds, a tiny base, 2 steps per model."""
@@ -73,7 +63,7 @@ def options_for(root: Path, built: dict, **changes) -> object:
 
 
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory, one_thread):
+def ran(tmp_path_factory, one_torch_thread):
     root = tmp_path_factory.mktemp("study")
     built = handmade.build(root)
     options = options_for(root, built)

@@ -36,7 +36,7 @@ from nrp.meta.human import (
     read_table,
 )
 from nrp.settings import settings_with
-from nrp.tables import FrameView
+from nrp.tables import FrameView, numeric_columns
 
 IDENTITY_COLUMNS = ("answer_id", "qid", "llm", "prompt", "sample", "reference_kind")
 AUTO = "auto"
@@ -295,13 +295,7 @@ def _score_columns(
         check_numeric(table, chosen)
         return chosen
     taken = {join, *IDENTITY_COLUMNS, *(c for c in roles if c and c != AUTO)}
-    chosen = [
-        c
-        for c in table.columns
-        if c not in taken
-        and pd.api.types.is_numeric_dtype(table[c])
-        and not pd.api.types.is_bool_dtype(table[c])
-    ]
+    chosen = numeric_columns(table, list(taken))
     if not chosen:
         raise ConfigError(f"no numeric score columns in {path}; name them with --scores")
     return chosen

@@ -35,7 +35,15 @@ from nrp.probes.perturbations import (
     perturbation_names,
 )
 from nrp.statistics import percentile_interval, resample_counts
-from nrp.tables import FrameView, csv_export, format_number, json_export, records, text_table
+from nrp.tables import (
+    FrameView,
+    csv_export,
+    format_number,
+    json_export,
+    numeric_columns,
+    records,
+    text_table,
+)
 
 IDENTITY = ("answer_id", "llm", "prompt", "qid", "sample", "reference_kind", "original_id")
 TIE = 1e-12
@@ -186,13 +194,7 @@ def probe(
         progress(f"probe: {len(answers)} answers, {len(twins)} perturbed twins")
     both = pd.concat([answers, pd.DataFrame(twins, columns=answers.columns)], ignore_index=True)
     table = evaluate_answers(collection, both, evaluators, cache=cache, progress=progress)
-    scores = [
-        c
-        for c in table.columns
-        if c not in IDENTITY
-        and pd.api.types.is_numeric_dtype(table[c])
-        and not pd.api.types.is_bool_dtype(table[c])
-    ]
+    scores = numeric_columns(table, IDENTITY)
     if not scores:
         raise ConfigError(f"evaluators {evaluators!r} wrote no numeric score column")
     pairs = _pairs(table, scores)

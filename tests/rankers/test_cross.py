@@ -53,15 +53,7 @@ FRAME = pd.DataFrame(
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One torch thread: tiny models on a shared 2-core machine run many times faster."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

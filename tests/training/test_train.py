@@ -25,15 +25,7 @@ LEARN = {"epochs": 8, "lr": 3e-3, "batch": 16, "train_layers": 0, "device": "cpu
 QUICK = {"epochs": 1, "lr": 1e-3, "batch": 16, "device": "cpu", "max_steps": 2}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One torch thread: tiny models on a shared 2-core machine run many times faster."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -27,14 +27,7 @@ from nrp.training.model import resolve_base
 LEARN = {"ranker": "dense", "epochs": 8, "lr": 3e-3, "batch": 16, "train_layers": 0}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
