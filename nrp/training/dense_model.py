@@ -39,6 +39,7 @@ from nrp.training.model import (
     _quiet,
     _swapped,
     frozen_layers,
+    top_output,
 )
 
 #: scores trained are SCALE x cosine (module docstring)
@@ -150,24 +151,13 @@ class DenseFeatures:
 
     def embed(self, model: Any, texts: Sequence[int]) -> Any:
         """Unit embeddings of ``texts`` (in that order) through the trained part."""
-        import torch
 
         device = model.device
         if not self.frozen:
             ids, mask = self._inputs(texts, device)
             return mean_pooled(model(input_ids=ids, attention_mask=mask).last_hidden_state, mask)
-        states = [self.states[t] for t in texts]
-        width = max(len(s) for s in states)
-        hidden = torch.zeros((len(states), width, states[0].shape[-1]), dtype=states[0].dtype)
-        mask = torch.zeros((len(states), width), dtype=torch.long)
-        for i, s in enumerate(states):
-            hidden[i, : len(s)] = s
-            mask[i, : len(s)] = 1
-        mask = mask.to(device)
-        dummy = torch.zeros_like(mask)
-        with _swapped(model, slice(self.frozen, None), hidden.to(device)):
-            out = model(input_ids=dummy, attention_mask=mask).last_hidden_state
-        return mean_pooled(out, mask)
+        out, mask = top_output(model, [self.states[t] for t in texts], self.frozen)
+        return mean_pooled(out.last_hidden_state, mask)
 
     def embeddings(self, model: Any, texts: Sequence[int]) -> Any:
         """``embed`` in length-sorted sub-batches, in the order of ``texts``."""

@@ -168,8 +168,10 @@ def full_scores(model: Any, rows: Sequence[dict], pad_id: int | None) -> Any:
     return model(**inputs).logits[:, 0]
 
 
-def top_scores(model: Any, states: Sequence[Any], frozen: int) -> Any:
-    """One score per pair from its stored bottom states, through the top layers and head."""
+def top_output(model: Any, states: Sequence[Any], frozen: int) -> tuple[Any, Any]:
+    """The model's output for inputs whose bottom ``frozen`` layers' states are ``states``
+    (one tensor per input, its own length), run through the top layers only; and the attention
+    mask of the padded batch. Cross-encoders read the logits, bi-encoders pool the states."""
     import torch
 
     width = max(len(s) for s in states)
@@ -179,9 +181,14 @@ def top_scores(model: Any, states: Sequence[Any], frozen: int) -> Any:
         hidden[i, : len(s)] = s
         mask[i, : len(s)] = 1
     device = model.device
-    dummy = torch.zeros((len(states), width), dtype=torch.long, device=device)
+    mask = mask.to(device)
     with _swapped(model, slice(frozen, None), hidden.to(device)):
-        return model(input_ids=dummy, attention_mask=mask.to(device)).logits[:, 0]
+        return model(input_ids=torch.zeros_like(mask), attention_mask=mask), mask
+
+
+def top_scores(model: Any, states: Sequence[Any], frozen: int) -> Any:
+    """One score per pair from its stored bottom states, through the top layers and head."""
+    return top_output(model, states, frozen)[0].logits[:, 0]
 
 
 class Features:
