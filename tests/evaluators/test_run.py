@@ -268,3 +268,16 @@ def test_nrp_evaluator_options_and_errors(tiny):
     with pytest.raises(ConfigError, match="no dimension"):
         evaluate_answers(tiny, ANSWERS, "nrp:rankers=clarity=tfidf", cache=False)
     assert make_evaluator("nrp").cacheable is False
+
+
+@pytest.mark.parametrize(
+    "spec", ["bleu", "rouge", "bertscore", "heuristics", "judge:mode=rubric", "judge:mode=tfn"]
+)
+def test_score_columns_follow_one_naming_scheme(spec):
+    """Every score column is EVALUATOR.MEASURE, or the evaluator's name for a one-measure
+    evaluator (nrp.relevance, rouge.L, bertscore.f1, judge.confidence, heuristics.afas, bleu)."""
+    evaluator = make_evaluator(spec)
+    columns = evaluator.score_columns()
+    assert columns
+    for column in columns:
+        assert column == evaluator.name or column.startswith(f"{evaluator.name}."), column
