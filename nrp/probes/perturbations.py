@@ -18,6 +18,9 @@ the claims and damages the answer, ``other`` replaces or pads it):
   does, ...) gets ``not`` after it, or loses the ``not``/``n't`` it has: the claims reversed.
 - ``swap_numbers`` (meaning): every number (dosages, ages, years, with their units kept) replaced
   by another number of the same kind (integer or decimal) from the collection's documents.
+- ``swap_entities`` (meaning): every named entity spaCy finds (people, organisations, places,
+  dates, products, ...: ``ENTITY_LABELS``) replaced by another of the same label from the
+  collection's documents (``entities``).
 - ``antonyms`` (meaning): words of a fixed list of antonym pairs (increase/decrease, safe/unsafe,
   more/less, ...) swapped with their opposite.
 - ``first_sentence``, ``first_half`` (form): the answer cut to its first sentence / its first
@@ -40,6 +43,7 @@ import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 
 from nrp.errors import ConfigError
 
@@ -157,13 +161,15 @@ STOPWORDS = frozenset(
 class PerturbationContext:
     """What perturbations of one answer may draw on. ``judged``: the query's judged documents as
     (grade, text), best first; ``others``: the best-graded judged document of each other query;
-    ``numbers``: numbers found in the collection's documents (as written)."""
+    ``numbers``: numbers found in the collection's documents (as written); ``entities``: label ->
+    named entities found in them (``find_entities``)."""
 
     answer_id: str
     query: str
     judged: Sequence[tuple[float, str]] = ()
     others: Sequence[str] = ()
     numbers: Sequence[str] = ()
+    entities: Mapping[str, Sequence[str]] = field(default_factory=dict)
     seed: int = 0
 
     def rng(self, name: str) -> random.Random:
@@ -261,6 +267,50 @@ def swap_numbers(text: str, context: PerturbationContext) -> str | None:
         return str(int(number) * 10) if not decimal else f"{float(number) * 10:g}"
 
     return NUMBER.sub(lambda m: other(m.group(1)), text)
+
+
+#: spaCy entity labels ``swap_entities`` swaps (numbers are ``swap_numbers``'s)
+ENTITY_LABELS = ("PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "DATE", "PRODUCT", "EVENT", "LAW")
+
+
+def entity_tagger():  # type: ignore[no-untyped-def]
+    """The spaCy pipeline of the heuristics evaluator with its named-entity recogniser (the
+    parser and lemmatizer left out), loaded once per process."""
+    return _tagger()
+
+
+@cache
+def _tagger():  # type: ignore[no-untyped-def]
+    import spacy
+
+    from nrp.evaluators.heuristics import DEFAULT_MODEL, check_model
+
+    check_model(DEFAULT_MODEL)
+    return spacy.load(DEFAULT_MODEL, exclude=["parser", "lemmatizer"])
+
+
+def find_entities(texts: Sequence[str]) -> dict[str, list[str]]:
+    """label -> the distinct named entities of ``texts`` (sorted), for ``ENTITY_LABELS``."""
+    found: dict[str, set[str]] = {}
+    for doc in entity_tagger().pipe(list(texts), batch_size=64):
+        for entity in doc.ents:
+            if entity.label_ in ENTITY_LABELS:
+                found.setdefault(entity.label_, set()).add(entity.text)
+    return {label: sorted(values) for label, values in sorted(found.items())}
+
+
+@register("swap_entities", "meaning", "named entities replaced by others of the same label")
+def swap_entities(text: str, context: PerturbationContext) -> str | None:
+    doc = entity_tagger()(text)
+    rng = context.rng("swap_entities")
+    out, end, changed = [], 0, False
+    for entity in doc.ents:
+        pool = [e for e in context.entities.get(entity.label_, []) if e != entity.text]
+        if entity.label_ not in ENTITY_LABELS or not pool:
+            continue
+        out += [text[end : entity.start_char], rng.choice(pool)]
+        end, changed = entity.end_char, True
+    return "".join([*out, text[end:]]) if changed else None
 
 
 @register("antonyms", "meaning", "words of a fixed antonym list swapped with their opposite")

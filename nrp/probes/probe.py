@@ -31,6 +31,7 @@ from nrp.probes.perturbations import (
     NUMBER,
     PERTURBATIONS,
     PerturbationContext,
+    find_entities,
     perturb,
     perturbation_names,
 )
@@ -129,7 +130,7 @@ class ProbeResult(FrameView):
 
 
 def contexts(
-    collection: Collection, answers: pd.DataFrame, seed: int
+    collection: Collection, answers: pd.DataFrame, seed: int, with_entities: bool = False
 ) -> dict[str, PerturbationContext]:
     """answer_id -> what its perturbations draw on (``PerturbationContext``). Grades: the
     collection's first dimension (relevance where it has one)."""
@@ -144,9 +145,9 @@ def contexts(
         ordered = group.sort_values(["grade", "docno"], ascending=[False, True])
         judged[str(qid)] = list(zip(ordered["grade"], ordered["text"].astype(str), strict=True))
     best = {qid: docs[0][1] for qid, docs in judged.items() if docs}
-    numbers = sorted(
-        {n for text in collection.docs["text"].astype(str) for n in NUMBER.findall(text)}
-    )
+    texts = collection.docs["text"].astype(str).tolist()
+    numbers = sorted({n for text in texts for n in NUMBER.findall(text)})
+    entities = find_entities(texts) if with_entities else {}
     queries = collection.topic_texts()
     out = {}
     for row in answers.itertuples():
@@ -157,6 +158,7 @@ def contexts(
             judged=judged.get(qid, []),
             others=[text for other, text in best.items() if other != qid],
             numbers=numbers,
+            entities=entities,
             seed=seed,
         )
     return out
@@ -181,7 +183,7 @@ def probe(
     if answers["answer_id"].astype(str).str.contains(re.escape(SEPARATOR)).any():
         raise ConfigError(f"answer ids may not contain {SEPARATOR!r} (the probe's twin ids use it)")
     answers = answers.reset_index(drop=True)
-    context = contexts(collection, answers, seed)
+    context = contexts(collection, answers, seed, with_entities="swap_entities" in names)
     twins, missing = [], {name: 0 for name in names}
     for row in answers.to_dict("records"):
         for name in names:

@@ -85,3 +85,16 @@ def test_names_are_checked():
     assert perturbation_names("negate, shuffle,negate") == ["negate", "shuffle"]
     with pytest.raises(ConfigError, match="unknown perturbation 'nope'"):
         perturbation_names("negate,nope")
+
+
+def test_swap_entities_replaces_each_entity_by_one_of_its_label():
+    pytest.importorskip("spacy")
+    context = PerturbationContext(
+        answer_id="a1",
+        query="Who makes aspirin?",
+        entities={"ORG": ["Bayer", "Pfizer"], "GPE": ["France", "Germany"]},
+    )
+    text = "Aspirin was first sold by Bayer in Germany."
+    # spaCy finds Bayer (ORG) and Germany (GPE); the only other entity of each label is taken
+    assert perturb("swap_entities", text, context) == "Aspirin was first sold by Pfizer in France."
+    assert perturb("swap_entities", "Drink water.", context) is None

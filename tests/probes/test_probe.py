@@ -91,3 +91,15 @@ def test_the_command_writes_tables_and_figure(demo, tmp_path):
                          capture_output=True, text=True)  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert "unknown perturbation 'nope'" in bad.stderr and not (tmp_path / "bad").exists()
+
+
+def test_entities_for_swapping_come_from_the_collection(demo, answers):
+    pytest.importorskip("spacy")
+    found = contexts(demo, answers.head(1), 0, with_entities=True)
+    entities = next(iter(found.values())).entities
+    # spaCy's small English model over the 120 demo documents: its labels, as it tags them
+    assert {label: len(values) for label, values in entities.items()} == {
+        "DATE": 54, "FAC": 1, "GPE": 5, "NORP": 3, "ORG": 20, "PERSON": 6, "PRODUCT": 1,
+    }  # fmt: skip
+    assert "2 to 3 weeks" in entities["DATE"]
+    assert contexts(demo, answers.head(1), 0)[answers["answer_id"].iloc[0]].entities == {}
