@@ -15,7 +15,10 @@ Perturbations (``PERTURBATIONS``; kind ``meaning`` changes what the answer claim
 the claims and damages the answer, ``other`` replaces or pads it):
 
 - ``negate`` (meaning): in each sentence the first auxiliary or copula (is, are, can, should,
-  does, ...) gets ``not`` after it, or loses the ``not``/``n't`` it has: the claims reversed.
+  does, ...) gets ``not`` after it, or loses the ``not``/``n't`` it has; a sentence without one
+  has its first finite verb negated with do-support, by spaCy's tags and lemmas ("walks" ->
+  "does not walk", "took" -> "did not take", "Take it" -> "Do not take it"): the claims
+  reversed.
 - ``swap_numbers`` (meaning): every number (dosages, ages, years, with their units kept) replaced
   by another number of the same kind (integer or decimal) from the collection's documents.
 - ``swap_entities`` (meaning): every named entity spaCy finds (people, organisations, places,
@@ -243,10 +246,41 @@ def _negate_sentence(sentence: str) -> str | None:
     return None
 
 
-@register("negate", "meaning", "the first auxiliary of each sentence negated (or un-negated)")
+#: do-support for a finite verb without an auxiliary, by its Penn tag
+DO_SUPPORT = {"VBZ": "does not", "VBD": "did not", "VBP": "do not"}
+
+
+def _negate_verb(sentence: str) -> str | None:
+    """The sentence with its first finite verb negated by do-support, or None."""
+    try:
+        tagger = lemmatizer()
+    except ConfigError:  # no spaCy model here: auxiliaries only
+        return None
+    tokens = list(tagger(sentence))
+    if tokens and tokens[0].tag_ == "VB":  # an imperative: "Take it" -> "Do not take it"
+        return f"Do not {sentence[:1].lower()}{sentence[1:]}"
+    for token in tokens:
+        if token.tag_ in DO_SUPPORT:
+            start, end = token.idx, token.idx + len(token.text)
+            return f"{sentence[:start]}{DO_SUPPORT[token.tag_]} {token.lemma_}{sentence[end:]}"
+    return None
+
+
+@cache
+def lemmatizer():  # type: ignore[no-untyped-def]
+    """The heuristics evaluator's spaCy pipeline with its tagger and lemmatizer only."""
+    import spacy
+
+    from nrp.evaluators.heuristics import DEFAULT_MODEL, check_model
+
+    check_model(DEFAULT_MODEL)
+    return spacy.load(DEFAULT_MODEL, exclude=["parser", "ner"])
+
+
+@register("negate", "meaning", "the first auxiliary (else verb) of each sentence negated")
 def negate(text: str, context: PerturbationContext) -> str | None:
     parts = sentences(text)
-    changed = [_negate_sentence(s) for s in parts]
+    changed = [_negate_sentence(s) or _negate_verb(s) for s in parts]
     if all(c is None for c in changed):
         return None
     return " ".join(c if c is not None else s for s, c in zip(parts, changed, strict=True))

@@ -29,10 +29,13 @@ CONTEXT = PerturbationContext(
     [
         ("negate", ANSWER,
          "Vitamin C is not safe for most adults. It can not shorten a cold by 8 percent. "
-         "Take 200 mg daily."),
+         "Do not take 200 mg daily."),
         ("negate", "Eggs are not harmful. They don't raise cholesterol.",
          "Eggs are harmful. They do raise cholesterol."),
-        ("negate", "Take it daily.", None),  # no auxiliary: does not apply
+        ("negate", "Take it daily.", "Do not take it daily."),  # an imperative
+        ("negate", "He walks to the door. They took a drink.",
+         "He does not walk to the door. They did not take a drink."),  # do-support
+        ("negate", "Fine by me.", None),  # no verb: does not apply
         ("antonyms", "Exercise is safe and helps more than it harms.",
          "Exercise is unsafe and harms less than it helps."),
         ("antonyms", "Nothing to swap here.", None),
