@@ -40,6 +40,17 @@ class FrameView:
         return self.to_frame().to_html(index=False, na_rep="")
 
 
+def one_row(frame: pd.DataFrame, **keys: Any) -> pd.Series:
+    """The one row of ``frame`` whose columns equal ``keys`` (KeyError naming the keys when
+    none or several match): the ``row(...)`` look-up of every result table."""
+    match = np.ones(len(frame), dtype=bool)
+    for column, value in keys.items():
+        match &= (frame[column] == value).to_numpy()
+    if match.sum() != 1:
+        raise KeyError(tuple(keys.values()))
+    return frame[match].iloc[0]
+
+
 def numeric_columns(frame: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
     """The columns of ``frame`` that hold numbers (booleans are flags, not scores), in order,
     less ``exclude``: the score columns of an evaluation table."""

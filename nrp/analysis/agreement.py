@@ -72,6 +72,7 @@ from nrp.tables import (
     format_interval,
     format_number,
     json_export,
+    one_row,
     records,
     text_table,
 )
@@ -133,11 +134,7 @@ class AgreementResult(FrameView):
         return self.summary.copy()
 
     def row(self, dimension: str, ranker: str) -> pd.Series:
-        match = (self.summary["dimension"] == dimension) & (self.summary["ranker"] == ranker)
-        rows = self.summary[match]
-        if len(rows) != 1:
-            raise KeyError((dimension, ranker))
-        return rows.iloc[0]
+        return one_row(self.summary, dimension=dimension, ranker=ranker)
 
     # -- export ---------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -56,6 +56,7 @@ from nrp.tables import (
     format_interval,
     format_number,
     json_export,
+    one_row,
     records,
     text_table,
 )
@@ -205,11 +206,7 @@ class MetaResult(FrameView):
         return self.summary.copy()
 
     def row(self, score: str, dimension: str, subset: str = ALL) -> pd.Series:
-        s = self.summary
-        rows = s[(s["score"] == score) & (s["dimension"] == dimension) & (s["subset"] == subset)]
-        if len(rows) != 1:
-            raise KeyError((score, dimension, subset))
-        return rows.iloc[0]
+        return one_row(self.summary, score=score, dimension=dimension, subset=subset)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -42,6 +42,7 @@ from nrp.tables import (
     format_number,
     json_export,
     numeric_columns,
+    one_row,
     records,
     text_table,
 )
@@ -70,11 +71,7 @@ class ProbeResult(FrameView):
         return self.summary.copy()
 
     def row(self, score: str, perturbation: str) -> pd.Series:
-        s = self.summary
-        rows = s[(s["score"] == score) & (s["perturbation"] == perturbation)]
-        if len(rows) != 1:
-            raise KeyError((score, perturbation))
-        return rows.iloc[0]
+        return one_row(self.summary, score=score, perturbation=perturbation)
 
     def to_json(self, path: str | Path | None = None) -> str:
         data = {"settings": self.settings, "summary": records(self.summary)}
