@@ -236,8 +236,8 @@ def _join(
     keys = item_keys(score_table, join) if "qid" in labels.columns else [join]
     if "qid" in labels.columns and keys == [join]:
         labels = labels.drop(columns=["qid"])  # a query column on one side only: ids join
-    for table, path in ((score_table, scores), (labels, human)):
-        if keys == [join] and table[join].duplicated().any():
+    for table, path in ((score_table, scores), (labels, human)) if keys == [join] else ():
+        if table[join].duplicated().any():
             twice = table[join][table[join].duplicated()].iloc[0]
             raise InputError(
                 path,

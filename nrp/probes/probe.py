@@ -191,14 +191,15 @@ def probe(
             twins.append({**row, "answer_id": f"{row['answer_id']}{SEPARATOR}{name}", "text": text})
     if progress:
         progress(f"probe: {len(answers)} answers, {len(twins)} perturbed twins")
-    both = pd.concat([answers, pd.DataFrame(twins, columns=answers.columns)], ignore_index=True)
+    twin_frame = pd.DataFrame(twins, columns=answers.columns)
+    both = pd.concat([answers, twin_frame], ignore_index=True)
     table = evaluate_answers(collection, both, evaluators, cache=cache, progress=progress)
     scores = numeric_columns(table, IDENTITY)
     if not scores:
         raise ConfigError(f"evaluators {evaluators!r} wrote no numeric score column")
     pairs = _pairs(table, scores)
     summary = _summary(pairs, names, missing, n_bootstrap, seed)
-    texts = pd.DataFrame(twins, columns=answers.columns)[["answer_id", "qid", "text"]]
+    texts = twin_frame[["answer_id", "qid", "text"]]
     settings = {
         "evaluators": evaluators if isinstance(evaluators, str) else ",".join(evaluators),
         "perturbations": names,

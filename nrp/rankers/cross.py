@@ -53,7 +53,7 @@ from nrp.rankers.passages import (
     score_counting_cuts,
 )
 from nrp.rankers.registry import Param, RankerInfo, register
-from nrp.rankers.trained import FOLD_CHOICES, TrainedFolds, fold_param
+from nrp.rankers.trained import TrainedFolds, fold_param
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
@@ -250,8 +250,7 @@ class CrossEncoderRanker(TrainedFolds, Ranker):
                 "cross needs model=DIR: a sequence-classification checkpoint or a folder "
                 "written by nrp train"
             )
-        if self.params["fold"] not in FOLD_CHOICES:
-            raise ConfigError(f"cross: fold must be one of {', '.join(FOLD_CHOICES)}")
+        self.check_fold()
         self._models: dict[str, PairClassifier] = {}
         self.truncated = np.zeros(0, dtype=bool)
 
@@ -280,13 +279,11 @@ class CrossEncoderRanker(TrainedFolds, Ranker):
 
     def score_rows(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """Scores of the rows as they are (no passage splitting) and which rows were cut."""
-        keys = self.model_keys(frame["qid"].astype(str).tolist())
         queries = frame["query"].fillna("").astype(str).to_numpy(dtype=object)
         texts = frame["text"].fillna("").astype(str).to_numpy(dtype=object)
         scores = np.zeros(len(frame), dtype=float)
         cut = np.zeros(len(frame), dtype=bool)
-        for key in sorted(set(keys)):
-            rows = np.flatnonzero(keys == key)
+        for key, rows in self.checkpoint_rows(frame["qid"].astype(str).tolist()):
             desc = "cross-encoder" if key == "model" else f"cross-encoder {key}"
             scores[rows], cut[rows] = self.classifier(key).score(
                 queries[rows].tolist(), texts[rows].tolist(), desc=desc

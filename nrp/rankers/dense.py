@@ -47,7 +47,7 @@ from nrp.models.folders import minilm_path, resolve_model
 from nrp.rankers.base import Ranker, query_params
 from nrp.rankers.passages import neural_params, passage_params, score_with_passages, split_passages
 from nrp.rankers.registry import Param, RankerInfo, register
-from nrp.rankers.trained import ALL_DIR, FOLD_CHOICES, TrainedFolds, fold_param
+from nrp.rankers.trained import ALL_DIR, TrainedFolds, fold_param
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from sentence_transformers import SentenceTransformer
@@ -90,8 +90,7 @@ class DenseRanker(TrainedFolds, Ranker):
 
     def __init__(self, params: Mapping[str, Any] | None = None):
         super().__init__({**{k: p.default for k, p in PARAMS.items()}, **dict(params or {})})
-        if self.params["fold"] not in FOLD_CHOICES:
-            raise ConfigError(f"dense: fold must be one of {', '.join(FOLD_CHOICES)}")
+        self.check_fold()
         self._model: SentenceTransformer | None = None
         self._fold_models: dict[str, DenseRanker] = {}
 
@@ -190,10 +189,8 @@ class DenseRanker(TrainedFolds, Ranker):
     def _score_rows(self, frame: pd.DataFrame) -> np.ndarray:
         if self.trained is None:
             return self._similarities(frame)
-        keys = self.model_keys(frame["qid"].astype(str).tolist())
         scores = np.zeros(len(frame), dtype=float)
-        for key in sorted(set(keys)):
-            rows = np.flatnonzero(keys == key)
+        for key, rows in self.checkpoint_rows(frame["qid"].astype(str).tolist()):
             scores[rows] = self.fold_model(key)._similarities(frame.iloc[rows])
         return scores
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -142,6 +142,11 @@ class TrainedFolds:
     name: str
     params: dict[str, Any]
 
+    def check_fold(self) -> None:
+        """Refuse a ``fold`` that is not one of ``FOLD_CHOICES`` (called by ``__init__``)."""
+        if self.params["fold"] not in FOLD_CHOICES:
+            raise ConfigError(f"{self.name}: fold must be one of {', '.join(FOLD_CHOICES)}")
+
     @cached_property
     def trained(self) -> TrainedFolder | None:
         """The training record when ``model`` is a folder written by ``nrp train``."""
@@ -206,3 +211,10 @@ class TrainedFolds:
         if self.params["fold"] == "all":
             return np.full(len(qids), ALL_DIR, dtype=object)
         return trained.model_keys(qids, self.name)
+
+    def checkpoint_rows(self, qids: Sequence[str]) -> Iterator[tuple[str, np.ndarray]]:
+        """(checkpoint, positions of its rows) for each checkpoint the rows of ``qids`` need,
+        in a fixed order: each checkpoint scores its rows in one call."""
+        keys = self.model_keys(qids)
+        for key in sorted(set(keys)):
+            yield key, np.flatnonzero(keys == key)

@@ -39,6 +39,8 @@ from nrp.training.model import (
     _quiet,
     _swapped,
     frozen_layers,
+    in_length_order,
+    pad_pairs,
     top_output,
 )
 
@@ -122,15 +124,9 @@ class DenseFeatures:
         return sorted({*self.pair_query[at].tolist(), *self.pair_text[at].tolist()})
 
     def _inputs(self, texts: Sequence[int], device: Any) -> tuple[Any, Any]:
-        import torch
-
-        width = max(len(self.ids[t]) for t in texts)
-        ids = torch.full((len(texts), width), self.pad_id or 0, dtype=torch.long)
-        mask = torch.zeros((len(texts), width), dtype=torch.long)
-        for i, t in enumerate(texts):
-            ids[i, : len(self.ids[t])] = torch.tensor(self.ids[t], dtype=torch.long)
-            mask[i, : len(self.ids[t])] = 1
-        return ids.to(device), mask.to(device)
+        """Token ids and attention mask of ``texts``, right-padded (``pad_pairs``)."""
+        inputs = pad_pairs([{"input_ids": self.ids[t]} for t in texts], self.pad_id, device)
+        return inputs["input_ids"], inputs["attention_mask"]
 
     def compute(self, model: Any, indices: Sequence[int], batch: int) -> None:
         """The bottom states of the texts of the pairs ``indices`` (no dropout)."""
@@ -161,14 +157,10 @@ class DenseFeatures:
 
     def embeddings(self, model: Any, texts: Sequence[int]) -> Any:
         """``embed`` in length-sorted sub-batches, in the order of ``texts``."""
-        import torch
-
-        parts = length_sorted_batches([len(self.ids[t]) for t in texts], self.sub_batch(model))
-        outputs = [self.embed(model, [texts[j] for j in part]) for part in parts]
-        order = torch.as_tensor(np.concatenate(parts), device=outputs[0].device)
-        inverse = torch.empty_like(order)
-        inverse[order] = torch.arange(len(order), device=order.device)
-        return torch.cat(outputs)[inverse]
+        lengths = [len(self.ids[t]) for t in texts]
+        return in_length_order(
+            lengths, self.sub_batch(model), lambda part: self.embed(model, [texts[j] for j in part])
+        )
 
     def scores(self, model: Any, indices: Sequence[int]) -> Any:
         """``SCALE`` x cosine of each pair ``indices``, in that order; each distinct text is
@@ -235,6 +227,7 @@ class DenseTraining:
     interface); each checkpoint is a sentence-transformers folder the ``dense`` ranker reads."""
 
     ranker = "dense"
+    label = "sentence-transformers bi-encoder"
     score = f"{SCALE:g} x cosine of the mean-pooled, normalised query and text embeddings"
 
     def __init__(self, base: Path, device: str):

@@ -19,7 +19,7 @@ first pairs and refuses a model where they differ.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +191,19 @@ def top_scores(model: Any, states: Sequence[Any], frozen: int) -> Any:
     return top_output(model, states, frozen)[0].logits[:, 0]
 
 
+def in_length_order(lengths: Sequence[int], size: int, run: Callable[[Any], Any]) -> Any:
+    """``run`` over sub-batches of at most ``size`` items of similar length (positions into
+    ``lengths``), its outputs put back in the items' order: one tensor row per item."""
+    import torch
+
+    parts = length_sorted_batches(lengths, size)
+    outputs = [run(part) for part in parts]
+    order = torch.as_tensor(np.concatenate(parts), device=outputs[0].device)
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(len(order), device=order.device)
+    return torch.cat(outputs)[inverse]
+
+
 class Features:
     """What each training step reads for a pair: its encoding (full fine-tuning) or its bottom
     states, computed once for every pair that will train (``frozen`` > 0).
@@ -242,15 +255,12 @@ class Features:
         pairs run in sub-batches of similar length (``sub_batch``): a step holds one query's
         documents in random order, and padding them all to the longest would spend a third of
         the work on padding."""
-        import torch
-
         lengths = [len(self.rows[i]["input_ids"]) for i in indices]
-        parts = length_sorted_batches(lengths, self.sub_batch(model))
-        outputs = [self._scores(model, [indices[j] for j in part]) for part in parts]
-        order = torch.as_tensor(np.concatenate(parts), device=outputs[0].device)
-        inverse = torch.empty_like(order)
-        inverse[order] = torch.arange(len(order), device=order.device)
-        return torch.cat(outputs)[inverse]
+        return in_length_order(
+            lengths,
+            self.sub_batch(model),
+            lambda part: self._scores(model, [indices[j] for j in part]),
+        )
 
     @staticmethod
     def sub_batch(model: Any) -> int:
@@ -275,6 +285,7 @@ class CrossTraining:
     ``save(folder)``: the model last made fresh, as trained. ``fresh`` comes first."""
 
     ranker = "cross"
+    label = "cross-encoder"
     score = "one logit of a new head on [CLS] query [SEP] text [SEP]"
 
     def __init__(self, base: Path, device: str):

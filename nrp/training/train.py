@@ -48,7 +48,6 @@ from nrp.training.settings import TrainSettings
 Progress = Callable[[str], None]
 #: what each ``--ranker`` trains (``TrainSettings.ranker``)
 KINDS: dict[str, Any] = {"cross": CrossTraining, "dense": DenseTraining}
-KIND_TEXT = {"cross": "cross-encoder", "dense": "sentence-transformers bi-encoder"}
 #: pairs compared through both model paths before training (``Features.check``)
 CHECKED_PAIRS = 4
 
@@ -274,7 +273,7 @@ class TrainingRun:
             self.planned += history.planned
             kind.save(folder / plan.name)
             entries.append(self._entry(plan, history))
-        return self._record(entries, cut, features.frozen, max_input, kind.score)
+        return self._record(entries, cut, features.frozen, max_input, kind)
 
     def _entry(self, plan: FitPlan, history: FitHistory) -> dict[str, Any]:
         entry: dict[str, Any] = {
@@ -292,7 +291,12 @@ class TrainingRun:
         return entry
 
     def _record(
-        self, entries: list[dict[str, Any]], cut: int, frozen: int, max_input: int, score: str
+        self,
+        entries: list[dict[str, Any]],
+        cut: int,
+        frozen: int,
+        max_input: int,
+        kind: CrossTraining | DenseTraining,
     ) -> dict[str, Any]:
         import torch
         import transformers
@@ -302,7 +306,7 @@ class TrainingRun:
         return {
             "format": TRAINING_FORMAT,
             "ranker": settings.ranker,
-            "kind": f"{KIND_TEXT[settings.ranker]} checkpoints trained by nrp train",
+            "kind": f"{kind.label} checkpoints trained by nrp train",
             "dimension": data.dimension,
             "collection": {
                 "name": data.collection.name,
@@ -334,7 +338,7 @@ class TrainingRun:
                 **settings.hyper_parameters(),
                 "max_length": max_input,
                 "frozen_layers": frozen,
-                "score": score,
+                "score": kind.score,
             },
             "environment": {
                 "device": self.device,
