@@ -253,10 +253,9 @@ DO_SUPPORT = {"VBZ": "does not", "VBD": "did not", "VBP": "do not"}
 def _negate_verb(sentence: str) -> str | None:
     """The sentence with its first finite verb negated by do-support, or None."""
     try:
-        tagger = lemmatizer()
+        tokens = list(spacy_pipeline()(sentence))
     except ConfigError:  # no spaCy model here: auxiliaries only
         return None
-    tokens = list(tagger(sentence))
     if tokens and tokens[0].tag_ == "VB":  # an imperative: "Take it" -> "Do not take it"
         return f"Do not {sentence[:1].lower()}{sentence[1:]}"
     for token in tokens:
@@ -267,14 +266,15 @@ def _negate_verb(sentence: str) -> str | None:
 
 
 @cache
-def lemmatizer():  # type: ignore[no-untyped-def]
-    """The heuristics evaluator's spaCy pipeline with its tagger and lemmatizer only."""
+def spacy_pipeline():  # type: ignore[no-untyped-def]
+    """The heuristics evaluator's spaCy model with what the perturbations read (tags, lemmas,
+    named entities; the parser left out), loaded once per process."""
     import spacy
 
     from nrp.evaluators.heuristics import DEFAULT_MODEL, check_model
 
     check_model(DEFAULT_MODEL)
-    return spacy.load(DEFAULT_MODEL, exclude=["parser", "ner"])
+    return spacy.load(DEFAULT_MODEL, exclude=["parser"])
 
 
 @register("negate", "meaning", "the first auxiliary (else verb) of each sentence negated")
@@ -292,12 +292,15 @@ def swap_numbers(text: str, context: PerturbationContext) -> str | None:
     if not found:
         return None
     rng = context.rng("swap_numbers")
+    pools = {
+        kind: sorted({n for n in context.numbers if ("." in n) == kind}) for kind in (False, True)
+    }
 
     def other(number: str) -> str:
         decimal = "." in number
-        pool = [n for n in context.numbers if ("." in n) == decimal and n != number]
+        pool = [n for n in pools[decimal] if n != number]
         if pool:
-            return rng.choice(sorted(set(pool)))
+            return rng.choice(pool)
         return str(int(number) * 10) if not decimal else f"{float(number) * 10:g}"
 
     return NUMBER.sub(lambda m: other(m.group(1)), text)
@@ -307,26 +310,10 @@ def swap_numbers(text: str, context: PerturbationContext) -> str | None:
 ENTITY_LABELS = ("PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "DATE", "PRODUCT", "EVENT", "LAW")
 
 
-def entity_tagger():  # type: ignore[no-untyped-def]
-    """The spaCy pipeline of the heuristics evaluator with its named-entity recogniser (the
-    parser and lemmatizer left out), loaded once per process."""
-    return _tagger()
-
-
-@cache
-def _tagger():  # type: ignore[no-untyped-def]
-    import spacy
-
-    from nrp.evaluators.heuristics import DEFAULT_MODEL, check_model
-
-    check_model(DEFAULT_MODEL)
-    return spacy.load(DEFAULT_MODEL, exclude=["parser", "lemmatizer"])
-
-
 def find_entities(texts: Sequence[str]) -> dict[str, list[str]]:
     """label -> the distinct named entities of ``texts`` (sorted), for ``ENTITY_LABELS``."""
     found: dict[str, set[str]] = {}
-    for doc in entity_tagger().pipe(list(texts), batch_size=64):
+    for doc in spacy_pipeline().pipe(list(texts), batch_size=64):
         for entity in doc.ents:
             if entity.label_ in ENTITY_LABELS:
                 found.setdefault(entity.label_, set()).add(entity.text)
@@ -335,7 +322,7 @@ def find_entities(texts: Sequence[str]) -> dict[str, list[str]]:
 
 @register("swap_entities", "meaning", "named entities replaced by others of the same label")
 def swap_entities(text: str, context: PerturbationContext) -> str | None:
-    doc = entity_tagger()(text)
+    doc = spacy_pipeline()(text)
     rng = context.rng("swap_entities")
     out, end, changed = [], 0, False
     for entity in doc.ents:
@@ -422,7 +409,3 @@ def keyword_stuffing(text: str, context: PerturbationContext) -> str | None:
     if not words:
         return None
     return " ".join([text.strip(), *(" ".join(words) for _ in range(3))])
-
-
-def kinds() -> Mapping[str, str]:
-    return {name: p.kind for name, p in PERTURBATIONS.items()}
