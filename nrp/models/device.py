@@ -129,10 +129,13 @@ def run_length_sorted(
     if n == 0:
         return np.zeros((0,), dtype=np.float32)
     batches = length_sorted_batches([key(item) for item in items], batch_size)
-    parts: list[np.ndarray] = []
-    for index in progress(batches, total=len(batches), desc=desc, verbose=verbose):
-        parts.append(_to_numpy(fn([items[i] for i in index])))
-    stacked = np.concatenate(parts, axis=0)
+    # Results stay where ``fn`` made them until every batch is queued: on a GPU the host builds
+    # the next batch while the device computes this one, and waits once at the end.
+    parts = [
+        fn([items[i] for i in index])
+        for index in progress(batches, total=len(batches), desc=desc, verbose=verbose)
+    ]
+    stacked = np.concatenate([_to_numpy(part) for part in parts], axis=0)
     if stacked.shape[0] != n:
         raise RuntimeError(f"batch function returned {stacked.shape[0]} rows for {n} items")
     out = np.empty_like(stacked)

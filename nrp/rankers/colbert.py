@@ -111,18 +111,16 @@ def load_checkpoint(
     return checkpoint
 
 
-def maxsim(query: torch.Tensor, docs: Sequence[torch.Tensor]) -> torch.Tensor:
-    """MaxSim of ``query`` (batch, q_tokens, dim) against ``docs``, one (d_tokens_i, dim) tensor
-    of kept (non-masked) token embeddings per query row: sum over query tokens of the maximum
-    dot product with any document token. Computed in float32 whatever the model's dtype."""
+def maxsim_padded(query: torch.Tensor, docs: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+    """MaxSim of ``query`` (batch, q_tokens, dim) against padded documents (batch, d_tokens,
+    dim) whose kept tokens are marked by ``kept`` (batch, d_tokens, 1): sum over query tokens
+    of the maximum dot product with any kept document token, in float32 whatever the model's
+    dtype."""
     import torch
 
-    lengths = torch.tensor([len(d) for d in docs], device=query.device)
-    padded = torch.nn.utils.rnn.pad_sequence([d.float() for d in docs], batch_first=True)
-    padded = padded.to(query.device)
-    sims = torch.einsum("bqd,bld->bql", query.float(), padded)
-    keep = torch.arange(padded.shape[1], device=query.device)[None, :] < lengths[:, None]
-    sims = sims.masked_fill(~keep[:, None, :], float("-inf"))
+    docs = docs.to(query.device)
+    sims = torch.einsum("bqd,bld->bql", query.float(), docs.float())
+    sims = sims.masked_fill(~kept.to(query.device).bool().squeeze(-1)[:, None, :], float("-inf"))
     return sims.max(dim=2).values.sum(dim=1)
 
 
@@ -179,6 +177,17 @@ class ColBERTRanker(Ranker):
         with _quiet(), torch.inference_mode():
             return checkpoint.docFromText(list(texts), keep_dims=False)
 
+    def encode_docs_padded(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(n, tokens, dim) normalized document embeddings, zero at removed tokens, and the
+        (n, tokens, 1) mask of kept tokens: ``encode_docs`` without the per-document split,
+        which copied every batch to the CPU and back (on a GPU most of ColBERT's time)."""
+        import torch
+
+        checkpoint = self.checkpoint
+        with _quiet(), torch.inference_mode():
+            ids, mask = checkpoint.doc_tokenizer.tensorize(list(texts))
+            return checkpoint.doc(ids, mask, keep_dims="return_mask")
+
     def _score_rows(self, frame: pd.DataFrame) -> np.ndarray:
         import torch
 
@@ -187,11 +196,11 @@ class ColBERTRanker(Ranker):
         q_emb = self.encode_queries(unique_q.tolist())
         items = list(zip(frame["text"].fillna("").astype(str), q_index.tolist(), strict=True))
 
-        def batch(rows: list[tuple[str, int]]) -> np.ndarray:
-            docs = self.encode_docs([text for text, _ in rows])
+        def batch(rows: list[tuple[str, int]]) -> torch.Tensor:
+            docs, kept = self.encode_docs_padded([text for text, _ in rows])
             index = torch.tensor([qi for _, qi in rows], device=q_emb.device)
             with torch.inference_mode():
-                return maxsim(q_emb[index], docs).cpu().numpy()
+                return maxsim_padded(q_emb[index], docs, kept)
 
         return run_length_sorted(
             items,

@@ -435,3 +435,33 @@ def test_score_cache_serves_a_second_run_without_loading_the_model(t5, tmp_path)
         first.sort_values(["qid", "docno"]).reset_index(drop=True),
         second.sort_values(["qid", "docno"]).reset_index(drop=True),
     )
+
+
+def test_batched_sentencepiece_ids_equal_the_tokenizers_own(t5, shared_data):
+    """The fast path (one ``sp_model.encode`` call) gives the slow T5 tokenizer's ids for every
+    MEDIQA 2019 test answer, and texts holding an added token (``</s>``) take the tokenizer's
+    own path, which maps it to its special id."""
+    import xml.etree.ElementTree as ET
+
+    from nrp.rankers.t5 import T5RelevanceModel
+
+    tree = ET.parse(shared_data("mediqa-2019", "MEDIQA2019-Task3-QA-TestSet-wLabels.xml"))
+    answers = [(node.text or "") for node in tree.iter("AnswerText")]
+    tricky = ["", "  two  spaces\tand\nnewline", "▁under", "a </s> inside", "<pad>x", "Zürich é"]
+    model = T5RelevanceModel(
+        str(t5["mono"]),
+        None,
+        batch=4,
+        device="cpu",
+        dtype="fp32",
+        verbose=False,
+        max_length=0,
+        label="monot5",
+    )
+    model.load()
+    texts = answers + tricky
+    assert len(answers) == 1107
+    own = model._tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+    assert model._encode(texts) == own
+    eos = model._tokenizer.eos_token_id
+    assert eos in model._encode(["a </s> inside"])[0]
