@@ -1,0 +1,105 @@
+"""Inter-annotator agreement: how far people agree with each other before a judge is held to them.
+
+A judge's correlation with human labels is bounded by how well the humans agree among
+themselves, so a review that collects several labels per item reports that ceiling too.
+
+- ``krippendorff_alpha(units, level)``: Krippendorff's alpha over units (items) each labelled by
+  any number of coders (missing labels allowed; a unit with fewer than two labels is not
+  pairable and left out). ``level``: ``nominal`` (labels only equal or not: TRUE / FALSE /
+  NOT GIVEN), ``ordinal`` (ranks of the values: a grade scale 0-2) or ``interval`` (squared
+  differences). alpha = 1 - D_o / D_e from the coincidence matrix (Krippendorff 2011,
+  "Computing Krippendorff's Alpha-Reliability"): o_ck sums, over units, the c-k pairs of the
+  unit divided by m_u - 1; n_c = sum_k o_ck, n = sum_c n_c;
+  alpha = 1 - (n - 1) sum_ck o_ck d_ck / sum_ck n_c n_k d_ck, with d_ck the squared distance:
+  nominal 1 when c != k; interval (c - k)^2; ordinal (sum_{g between c and k} n_g
+  - (n_c + n_k) / 2)^2. NaN when there is no pairable value or no disagreement is possible.
+- ``pairwise_kendall_tau(labels)``: per pair of coders, Kendall's tau-b between their labels of
+  each query's items (the items both labelled), averaged over the queries where it is defined
+  (ranking reviews: every item of a query is labelled by its position).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Literal
+
+import numpy as np
+
+from nrp.errors import NrpError
+from nrp.statistics import kendall_tau_b
+
+Level = Literal["nominal", "ordinal", "interval"]
+LEVELS = ("nominal", "ordinal", "interval")
+
+
+def krippendorff_alpha(units: Sequence[Sequence[Hashable | None]], level: Level) -> float:
+    """Krippendorff's alpha of ``units``: one sequence of labels per unit (one per coder who
+    labelled it; None for a coder who did not). Ordinal and interval labels must be numbers."""
+    if level not in LEVELS:
+        raise NrpError(f"unknown level {level!r} (use one of {', '.join(LEVELS)})")
+    pairable = [[v for v in unit if v is not None] for unit in units]
+    pairable = [unit for unit in pairable if len(unit) >= 2]
+    values = sorted({v for unit in pairable for v in unit}, key=_order_key)
+    if len(values) < 2:
+        return math.nan
+    index = {v: i for i, v in enumerate(values)}
+    coincidence = np.zeros((len(values), len(values)))
+    for unit in pairable:
+        weight = 1.0 / (len(unit) - 1)
+        for a, b in itertools.permutations(range(len(unit)), 2):
+            coincidence[index[unit[a]], index[unit[b]]] += weight
+    totals = coincidence.sum(axis=1)
+    n = totals.sum()
+    distance = _distances(values, totals, level)
+    expected = float((np.outer(totals, totals) * distance).sum())
+    if expected == 0:
+        return math.nan
+    observed = float((coincidence * distance).sum())
+    return 1.0 - (n - 1) * observed / expected
+
+
+def _order_key(value: Hashable) -> tuple[int, float | str]:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (0, float(value))
+    return (1, str(value))
+
+
+def _distances(values: list[Hashable], totals: np.ndarray, level: Level) -> np.ndarray:
+    k = len(values)
+    if level == "nominal":
+        return 1.0 - np.eye(k)
+    numbers = [_order_key(v) for v in values]
+    if any(kind != 0 for kind, _ in numbers):
+        raise NrpError(f"{level} agreement needs numeric labels, got {values}")
+    if level == "interval":
+        x = np.array([float(v) for _, v in numbers])
+        return (x[:, None] - x[None, :]) ** 2
+    distance = np.zeros((k, k))
+    for c in range(k):
+        for d in range(k):
+            low, high = min(c, d), max(c, d)
+            between = totals[low : high + 1].sum() - (totals[c] + totals[d]) / 2
+            distance[c, d] = between**2
+    return distance
+
+
+def pairwise_kendall_tau(
+    labels: Mapping[str, Mapping[str, Mapping[str, float]]],
+) -> dict[tuple[str, str], float]:
+    """``labels``: coder -> query -> item -> label. For each pair of coders (in sorted order):
+    the mean over queries of tau-b between their labels of the items both gave (queries where
+    tau-b is undefined, fewer than two shared items or a constant side, are left out; NaN when
+    none is left)."""
+    out: dict[tuple[str, str], float] = {}
+    for first, second in itertools.combinations(sorted(labels), 2):
+        taus = []
+        for qid in sorted(set(labels[first]) & set(labels[second])):
+            a, b = labels[first][qid], labels[second][qid]
+            shared = sorted(set(a) & set(b))
+            tau = kendall_tau_b([a[i] for i in shared], [b[i] for i in shared])
+            if not math.isnan(tau):
+                taus.append(tau)
+        out[(first, second)] = float(np.mean(taus)) if taus else math.nan
+    return out
