@@ -106,3 +106,22 @@ class ReviewDesk:
                 row["done"] += int(done)
             rows.append(row)
         return rows
+
+    # -- files in and out ------------------------------------------------------------------
+    def export_human(self, out: str | Path) -> list[Path]:
+        """The human files of ``nrp meta`` and the agreement (``nrp.review.export``)."""
+        from nrp.review.export import write_review_human_files
+
+        return write_review_human_files(self.project, self.store.reviews(), out)
+
+    def export_label_studio(self, path: str | Path) -> Path:
+        from nrp.review.labelstudio import write_label_studio
+
+        return write_label_studio(self.project, self.store.reviews(), path)
+
+    def import_label_studio(self, path: str | Path) -> int:
+        """Reviews from a Label Studio export, each stored as its (item, reviewer)'s next
+        version; the number stored (a review already stored as it is counts 0)."""
+        from nrp.review.labelstudio import import_reviews, read_label_studio
+
+        return import_reviews(self.store, read_label_studio(self.project, path))
