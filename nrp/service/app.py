@@ -69,6 +69,7 @@ def create_app(config: ServiceConfig, start_worker: bool = True) -> FastAPI:
         title="nrp service", version=__version__, description=DESCRIPTION, lifespan=_lifespan
     )
     app.state.service = service
+    app.state.auth_config = config
     app.state.review_desks = open_desks(config.review_projects)
     app.add_exception_handler(RequestError, _request_error)  # type: ignore[arg-type]
     app.add_exception_handler(NrpError, _nrp_error)  # type: ignore[arg-type]

@@ -70,7 +70,7 @@ def require(scope: str) -> Any:
         # by ``authenticate``, as the middleware reads it
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
     ) -> str:
-        found = authenticate(request.app.state.service.config, request.headers.get("authorization"))
+        found = authenticate(request.app.state.auth_config, request.headers.get("authorization"))
         allowed = found == "admin" or (
             found == "read" if scope == "read" else scope == "review" and bool(reviewer_of(found))
         )

@@ -24,6 +24,7 @@ def create_review_app(project_files: Sequence[Path], tokens: Tokens) -> FastAPI:
     """The review app over ``project_files`` admitting ``tokens``."""
     config = ServiceConfig(auth=True, tokens=tokens)
     app = FastAPI(title="nrp review", version=__version__)
+    app.state.auth_config = config
     app.state.review_desks = review.open_desks(list(project_files))
     app.include_router(review.router)
     app.add_middleware(Authenticate, config=config)
