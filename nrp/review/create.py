@@ -149,7 +149,8 @@ def verify_items(
     for row in evaluations.to_dict("records"):
         answer_id = str(row["answer_id"])
         label = row[label_column]
-        label = None if label is None or (isinstance(label, float) and math.isnan(label)) else label
+        missing = label is None or (isinstance(label, float) and math.isnan(label))
+        label = None if missing or str(label).strip() == "" else str(label)
         confidence = row[confidence_column]
         confidence = None if confidence is None or math.isnan(float(confidence)) else confidence
         if label is not None and confidence is not None and float(confidence) >= threshold:

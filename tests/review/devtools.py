@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reports"))
-from headless import FLAGS, _Pipe, find_chromium  # noqa: E402
+from headless import FLAGS, _Pipe, find_chromium
 
 __all__ = ["Browser", "Page", "find_chromium"]
 
