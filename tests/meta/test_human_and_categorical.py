@@ -60,10 +60,10 @@ def test_a_tie_in_a_ranking_is_a_nested_list(tmp_path):
     grades = read_human(path).set_index("answer_id")["ranking"]
     assert grades.to_dict() == {"a": 3.0, "b": 1.0, "c": 1.0, "d": 0.0}
     bad = write(tmp_path / "e.jsonl", '{"qid": "q1", "ranking": ["a", []]}\n')
-    with pytest.raises(InputError, match="e.jsonl:1: ranking entry 2 is an empty tie"):
+    with pytest.raises(InputError, match=r"e\.jsonl:1: ranking entry 2 is an empty tie"):
         read_human(bad)
     twice = write(tmp_path / "w.jsonl", '{"qid": "q1", "ranking": ["a", ["b", "a"]]}\n')
-    with pytest.raises(InputError, match="w.jsonl:1: item 'a' is ranked twice"):
+    with pytest.raises(InputError, match=r"w\.jsonl:1: item 'a' is ranked twice"):
         read_human(twice)
 
 

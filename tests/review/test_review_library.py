@@ -318,7 +318,7 @@ def test_a_bad_label_studio_file_is_one_line(tmp_path):
         read_label_studio(project, bad)
     bad.write_text(json.dumps([{"id": 6, "data": {"nrp_item": "grade:a1"}, "annotations": [
         {"completed_by": {"email": "eve@x.org"}, "result": []}]}]))  # fmt: skip
-    with pytest.raises(InputError, match="task 6: completed_by .* is not a reviewer"):
+    with pytest.raises(InputError, match=r"task 6: completed_by .* is not a reviewer"):
         read_label_studio(project, bad)
     store = ReviewStore(tmp_path / "s.sqlite")
     assert import_reviews(store, []) == 0
