@@ -90,10 +90,9 @@ class ReviewStore:
                 done = db.execute(
                     "SELECT item_id, reviewer, version FROM saves WHERE save_id = ?", (save_id,)
                 ).fetchone()
-                if done is not None:
+                if done is not None:  # a retry: the version the first one got
                     db.execute("ROLLBACK")
-                    stored = self._get(db, done[0], done[1])
-                    return Review(done[0], done[1], stored.value if stored else value, done[2])
+                    return Review(done[0], done[1], value, done[2])
                 current = self._get(db, item_id, reviewer)
                 if (current.version if current else 0) != base_version:
                     db.execute("ROLLBACK")
