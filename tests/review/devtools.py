@@ -134,6 +134,7 @@ class Page:
             self.call("Input.setInterceptDrags", {"enabled": False})
 
     def screenshot(self, path: Path) -> Path:
+        self.call("Page.bringToFront")  # a tab in the background is not painted
         shot = self.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(shot["data"]))
@@ -187,6 +188,8 @@ class Browser:
             page.call(method)
         metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
         page.call("Emulation.setDeviceMetricsOverride", metrics)
+        # every tab behaves as the focused one (two reviewers type at the same time)
+        page.call("Emulation.setFocusEmulationEnabled", {"enabled": True})
         return page
 
     def close(self) -> None:

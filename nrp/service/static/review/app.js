@@ -185,7 +185,6 @@ async function showItem(project, itemId) {
     state.next ? el("a", { href: itemHash(project, state.next), id: "next" }, "next ›") : null);
   const head = el("div", { class: "panel" }, el("div", { class: "label" }, `${item.kind} · query ${item.qid}`),
     el("div", { class: "question", id: "question" }, item.question));
-  setStatus(data.version ? `saved (version ${data.version})` : "", data.version ? "saved" : "");
   if (item.kind === "rank") rankScreen(item, data.value, state, nav, head);
   else if (item.kind === "grade") gradeScreen(item, data.value, data.scales, state, nav, head);
   else verifyScreen(item, data.value, state, nav, head);
