@@ -58,7 +58,8 @@ log = logging.getLogger("nrp.service")
 DESCRIPTION = (
     "Normalized Rank Position scoring of generated answers over HTTP: "
     "collections, jobs, synchronous scores and leaderboards. Send "
-    "`Authorization: Bearer TOKEN` (scope read or admin) to every /v1 route and /metrics."
+    "`Authorization: Bearer TOKEN` (scope read or admin; review/NAME for the review app) to "
+    "every /v1 route and /metrics."
 )
 
 

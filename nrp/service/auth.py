@@ -26,7 +26,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from nrp.service.config import ServiceConfig
 
 # module level: the dependency signatures' annotations are strings FastAPI resolves here
-BEARER = HTTPBearer(auto_error=False, description="API token (scope admin or read)")
+BEARER = HTTPBearer(auto_error=False, description="API token (scope admin, read or review/NAME)")
 # routes every caller may reach: probes and the API's own description
 PUBLIC_PATHS = frozenset(
     {"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
