@@ -36,9 +36,10 @@ def write_tokens(path: Path, admin: bool = False) -> Path:
 class ReviewServer:
     """The review app alone (``nrp review``), started and killed like a user would."""
 
-    def __init__(self, project: Path, log: Path):
+    def __init__(self, project: Path, log: Path, tokens_file: bool = True):
         self.project, self.log = project, log
-        self.tokens = write_tokens(project.with_name("review-tokens.txt"))
+        # without a tokens file, nrp review makes a token per reviewer and prints login links
+        self.tokens = write_tokens(project.with_name("review-tokens.txt")) if tokens_file else None
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
@@ -49,7 +50,9 @@ class ReviewServer:
             filter(None, [str(Path(nrp.__file__).parents[1]), env.get("PYTHONPATH")])
         )
         command = [sys.executable, "-m", "nrp", "review", str(self.project), "--port",
-                   str(self.port), "--tokens-file", str(self.tokens)]  # fmt: skip
+                   str(self.port)]  # fmt: skip
+        if self.tokens is not None:
+            command += ["--tokens-file", str(self.tokens)]
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + timeout

@@ -17,7 +17,7 @@ import pytest
 from conftest import STUDY_REVIEWS, study_project
 
 from nrp import api
-from nrp.errors import InputError
+from nrp.errors import ConfigError, InputError
 from nrp.meta.annotators import krippendorff_alpha, pairwise_kendall_tau
 from nrp.meta.human import read_table
 from nrp.meta.report import meta_from_files
@@ -372,6 +372,10 @@ def test_a_project_from_the_demo_collection(demo, tmp_path):
     verify = next(i for i in project.items if i.kind == "verify")
     assert verify.shown["judge_label"] == "TRUE" and verify.shown["confidence"] == 0.2
     assert verify.shown["reference"].startswith("Taking vitamin C regularly does not prevent")
+    with pytest.raises(ConfigError, match="review kinds must be among rank, grade, verify"):
+        api.create_review_project("demo", ["rank", "judge"], collection, ["a"], answers=answers)
+    with pytest.raises(ConfigError, match="verify review needs the judge's evaluations"):
+        api.create_review_project("demo", ["verify"], collection, ["a"], answers=answers)
     path = project.write(tmp_path / "demo.json")
     assert ReviewProject.load(path).to_json() == project.to_json()
 
@@ -382,7 +386,10 @@ def test_cli_errors_are_one_line(tmp_path):
     for args, message in [
         ([str(tmp_path / "none.json"), "--progress"], "none.json: no such review project file"),
         ([str(broken), "--progress"], "broken.json:2: not valid JSON"),
-    ]:
+        ([str(tmp_path / "p.json"), "--create", "rank", "--collection", "x", "--indexes",
+          str(tmp_path)], "unknown collection 'x'"),
+        ([str(tmp_path / "p.json"), "--create", "rank"], "--create needs --collection"),
+    ]:  # fmt: skip
         done = subprocess.run(
             [sys.executable, "-m", "nrp", "review", *args], capture_output=True, text=True
         )

@@ -149,3 +149,22 @@ def test_a_stale_save_gets_409_with_the_saved_value(tmp_path):
             assert tab1.put(path, json=bad).status_code == 422
     finally:
         server.stop()
+
+
+def test_nrp_review_alone_prints_a_login_link_per_reviewer(tmp_path):
+    project = study_project(("alice", "bob"), 1).write(tmp_path / "study.json")
+    server = ReviewServer(project, tmp_path / "review.log", tokens_file=False).start()
+    try:
+        links = dict(
+            line.split(": ", 1)
+            for line in (tmp_path / "review.log").read_text().splitlines()
+            if "/review/#token=" in line
+        )
+        assert sorted(links) == ["alice", "bob"]
+        assert links["alice"].startswith(f"{server.url}/review/#token=")
+        token = links["alice"].split("#token=", 1)[1]
+        me = httpx.get(f"{server.url}/v1/review/me", headers={"Authorization": f"Bearer {token}"})
+        assert me.json()["reviewer"] == "alice"
+        assert token != links["bob"].split("#token=", 1)[1]
+    finally:
+        server.stop()
