@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from importlib import resources
 
 import pandas as pd
@@ -17,6 +15,7 @@ import pytest
 from conftest import STUDY_REVIEWS, study_project
 
 from nrp import api
+from nrp.cli import main
 from nrp.errors import ConfigError, InputError
 from nrp.meta.annotators import krippendorff_alpha, pairwise_kendall_tau
 from nrp.meta.human import read_table
@@ -380,7 +379,7 @@ def test_a_project_from_the_demo_collection(demo, tmp_path):
     assert ReviewProject.load(path).to_json() == project.to_json()
 
 
-def test_cli_errors_are_one_line(tmp_path):
+def test_cli_errors_are_one_line(tmp_path, capsys):
     broken = tmp_path / "broken.json"
     broken.write_text('{"format": "nrp-review-project/1", "name": "x",\n "items": [}')
     for args, message in [
@@ -390,8 +389,6 @@ def test_cli_errors_are_one_line(tmp_path):
           str(tmp_path)], "unknown collection 'x'"),
         ([str(tmp_path / "p.json"), "--create", "rank"], "--create needs --collection"),
     ]:  # fmt: skip
-        done = subprocess.run(
-            [sys.executable, "-m", "nrp", "review", *args], capture_output=True, text=True
-        )
-        assert done.returncode == 2
-        assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+        assert main(["review", *args]) == 2
+        stderr = capsys.readouterr().err
+        assert message in stderr and len(stderr.strip().splitlines()) == 1

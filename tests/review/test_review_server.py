@@ -1,5 +1,5 @@
-"""The review app on a real server on loopback: who may read what, and no acknowledged save
-lost when the server is killed with ``kill -9``."""
+"""The review app on a real server on loopback: who may read what, no acknowledged save lost
+when the server is killed with ``kill -9``, a stale save refused with the saved value."""
 
 from __future__ import annotations
 
@@ -121,34 +121,29 @@ def test_no_acknowledged_save_is_lost_when_the_server_is_killed(tmp_path):
                 now = client.get(f"/v1/review/projects/study/items/{item}").json()
                 assert now["version"] >= last
         assert len(acknowledged) >= 40
+        stale_saves_get_409_with_the_saved_value(server)
     finally:
         server.stop()
 
 
-def test_a_stale_save_gets_409_with_the_saved_value(tmp_path):
-    project = study_project(("alice",), 1).write(tmp_path / "study.json")
-    server = ReviewServer(project, tmp_path / "review.log").start()
-    try:
-        with server.client("alice") as tab1, server.client("alice") as tab2:
-            path = "/v1/review/projects/study/items/grade:a1"
-            first = {"value": {"labels": {"relevance": "2"}}, "version": 0, "save_id": "t1-1"}
-            assert tab1.put(path, json=first).json() == {"version": 1, "value": first["value"]}
-            second = {"value": {"labels": {"relevance": "1"}}, "version": 1, "save_id": "t1-2"}
-            assert tab1.put(path, json=second).json()["version"] == 2
-            late = {"value": {"labels": {"relevance": "0"}}, "version": 1, "save_id": "t2-1"}
-            answer = tab2.put(path, json=late)
-            assert answer.status_code == 409
-            assert answer.json()["current"] == {
-                "value": {"labels": {"relevance": "1"}},
-                "version": 2,
-            }
-            # the first save again (a retry): answered as the first time, stored once
-            assert tab1.put(path, json=first).json()["version"] == 1
-            assert tab1.get(path).json()["version"] == 2
-            bad = {"value": {"labels": {"relevance": "7"}}, "version": 2, "save_id": "t1-3"}
-            assert tab1.put(path, json=bad).status_code == 422
-    finally:
-        server.stop()
+def stale_saves_get_409_with_the_saved_value(server: ReviewServer) -> None:
+    """Two tabs of one reviewer: the second saves on the version it read, after the first
+    saved twice: 409 with the value and version stored. A retried save is answered as the
+    first time and stored once; a label off the scale is a 422."""
+    with server.client("alice") as tab1, server.client("alice") as tab2:
+        path = "/v1/review/projects/study/items/grade:a1"
+        first = {"value": {"labels": {"relevance": "2"}}, "version": 0, "save_id": "t1-1"}
+        assert tab1.put(path, json=first).json() == {"version": 1, "value": first["value"]}
+        second = {"value": {"labels": {"relevance": "1"}}, "version": 1, "save_id": "t1-2"}
+        assert tab1.put(path, json=second).json()["version"] == 2
+        late = {"value": {"labels": {"relevance": "0"}}, "version": 1, "save_id": "t2-1"}
+        answer = tab2.put(path, json=late)
+        assert answer.status_code == 409
+        assert answer.json()["current"] == {"value": {"labels": {"relevance": "1"}}, "version": 2}
+        assert tab1.put(path, json=first).json()["version"] == 1
+        assert tab1.get(path).json()["version"] == 2
+        bad = {"value": {"labels": {"relevance": "7"}}, "version": 2, "save_id": "t1-3"}
+        assert tab1.put(path, json=bad).status_code == 422
 
 
 def test_nrp_review_alone_prints_a_login_link_per_reviewer(tmp_path):
