@@ -232,6 +232,15 @@ def test_corrected_labels_give_the_judge_accuracy_and_review_curve(tmp_path):
     assert (curve["n_review"], curve["n_wrong"], curve["n_wrong_caught"]) == (2, 1, 1)
     assert curve["share_review"] == 0.5 and curve["share_wrong_caught"] == 1.0
     assert curve["accuracy_kept"] == 1.0
+    # the same from the command line, with the files the report reads (nrp report --meta)
+    command = ["meta", str(evaluations), str(out / "corrected.csv"), "--categorical",
+               "--label-column", "judge.label", "--human", "label", "--confidence-column",
+               "judge.confidence", "--thresholds", "0.5",
+               "--out", str(tmp_path / "meta")]  # fmt: skip
+    assert main(command) == 0
+    written = json.loads((tmp_path / "meta" / "categorical.json").read_text())
+    assert written["summary"]["accuracy"] == 0.75
+    assert (tmp_path / "meta" / "review.png").is_file()
 
 
 # -- Label Studio ----------------------------------------------------------------------------
