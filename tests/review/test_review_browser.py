@@ -2,8 +2,9 @@
 
 alice signs in with her token, ranks q1 by dragging a card (and ties two with ``=``), ranks q2
 with the keyboard, grades three answers (keys and a click), confirms one judge label and
-corrects another, reloads, and finds everything kept. bob works in a second tab at the same
-time, with the keyboard only. The export then gives ``nrp meta`` the numbers computed by hand
+corrects another, reloads, and finds everything kept; a change from a stale second tab of hers
+is refused and that tab shows the saved ranking. bob works in another tab at the same time,
+with the keyboard only. The export then gives ``nrp meta`` the numbers computed by hand
 in ``test_two_reviewers_rank_grade_and_verify``. Screenshots of every screen go to
 ``$NRP_SCREENSHOTS`` (default: the test's tmp folder).
 """
@@ -146,7 +147,25 @@ def test_two_reviewers_rank_grade_and_verify(tmp_path):
             alice.wait_for("document.querySelector('#progress')")
             assert alice.eval("document.querySelectorAll('#items .done').length") == 7
             alice.screenshot(shots / "06-progress.png")
-            assert alice.errors() == [] and bob.errors() == []
+
+            # -- alice in a second tab, on a ranking she then changes in the first: the second
+            # tab's change is refused (409) and it shows the saved ranking instead
+            second = browser.page()
+            second.goto(f"{server.url}/review/#token={TOKENS['alice']}")
+            second.wait_for("document.querySelector('#items')")
+            open_item(second, "rank:q2")
+            assert second.eval(RANKING) == "c2 > c1 > c3"
+            open_item(alice, "rank:q2")
+            saved_after(alice, lambda: alice.key("d"))  # c2 below c1
+            assert alice.eval(RANKING) == "c1 > c2 > c3"
+            second.key("d")
+            second.wait_for("document.querySelector('#status').textContent.startsWith('saved "
+                            "elsewhere')")  # fmt: skip
+            assert second.eval(RANKING) == "c1 > c2 > c3"
+            second.screenshot(shots / "07-conflict.png")
+            saved_after(alice, lambda: alice.key("u"))  # back to c2 > c1 > c3
+            assert alice.eval(RANKING) == "c2 > c1 > c3"
+            assert alice.errors() == [] and bob.errors() == [] and second.errors() == []
     finally:
         server.stop()
 
