@@ -63,6 +63,10 @@ def _names(value: str | None) -> list[str]:
 
 
 def create(args: argparse.Namespace) -> int:
+    if args.project.exists():
+        # its reviews (beside it) name its items: a new project under the same name would
+        # leave them pointing at other items
+        raise NrpError(f"{args.project}: exists; remove it or choose another file name")
     collection = api.Collection.load(args.collection or "", args.indexes)
     answers = None
     if args.answers is not None:

@@ -397,6 +397,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
         ([str(tmp_path / "p.json"), "--create", "rank", "--collection", "x", "--indexes",
           str(tmp_path)], "unknown collection 'x'"),
         ([str(tmp_path / "p.json"), "--create", "rank"], "--create needs --collection"),
+        ([str(broken), "--create", "rank", "--collection", "x"], "broken.json: exists; remove it"),
     ]:  # fmt: skip
         assert main(["review", *args]) == 2
         stderr = capsys.readouterr().err
