@@ -97,6 +97,7 @@ _EXPORTS: dict[str, str] = {
     # meta-evaluation
     "meta_from_files": "nrp.meta.report",
     "write_meta": "nrp.meta.report",
+    "annotator_agreement": "nrp.meta.annotators",
     # human review (projects, saved reviews, the human files of nrp meta, Label Studio)
     "ReviewProject": "nrp.review.project",
     "review_store_path": "nrp.review.project",

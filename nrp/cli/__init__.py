@@ -15,6 +15,7 @@ from pathlib import Path
 from nrp import __version__
 from nrp.cli import (
     agreement,
+    annotators,
     check,
     evaluate,
     generate,
@@ -51,6 +52,7 @@ _COMMANDS = (
     listing.add_evaluators_parser,
     evaluate.add_parser,
     meta.add_parser,
+    annotators.add_parser,
     probe.add_parser,
     serve.add_parser,
     review.add_parser,

@@ -16,6 +16,8 @@ themselves, so a review that collects several labels per item reports that ceili
 - ``pairwise_kendall_tau(labels)``: per pair of coders, Kendall's tau-b between their labels of
   each query's items (the items both labelled), averaged over the queries where it is defined
   (ranking reviews: every item of a query is labelled by its position).
+- ``annotator_agreement(paths)``: both over human files as ``nrp meta`` reads them, one coder
+  per file (``nrp annotators A B ...``).
 """
 
 from __future__ import annotations
@@ -23,12 +25,16 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Literal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 
 from nrp.errors import NrpError
 from nrp.statistics import kendall_tau_b
+from nrp.tables import FrameView, format_number, text_table
 
 Level = Literal["nominal", "ordinal", "interval"]
 LEVELS = ("nominal", "ordinal", "interval")
@@ -103,3 +109,83 @@ def pairwise_kendall_tau(
                 taus.append(tau)
         out[(first, second)] = float(np.mean(taus)) if taus else math.nan
     return out
+
+
+@dataclass
+class AnnotatorAgreement(FrameView):
+    """Agreement between the coders of several human files (one coder per file).
+
+    ``table``: one row per dimension: dimension, kind (graded or ranking), coders, units
+    (items labelled by two coders or more), alpha (at ``level``), level, and for rankings
+    tau_pairwise_mean (the mean over coder pairs of ``pairwise_kendall_tau``); ``pairs``: per
+    ranking dimension and coder pair, the pair's tau."""
+
+    table: pd.DataFrame
+    pairs: pd.DataFrame
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.table.copy()
+
+    def format(self) -> str:
+        rows = [
+            [str(r.dimension), str(r.kind), str(r.coders), str(r.units),
+             f"{format_number(r.alpha, 3)} ({r.level})", format_number(r.tau_pairwise_mean, 3)]
+            for r in self.table.itertuples()
+        ]  # fmt: skip
+        return text_table(
+            ["dimension", "kind", "coders", "units", "Krippendorff's alpha", "pairwise tau"], rows
+        )
+
+
+def annotator_agreement(
+    paths: Sequence[str | Path],
+    id_column: str = "answer_id",
+    level: Level = "ordinal",
+    categorical: bool = False,
+) -> AnnotatorAgreement:
+    """Agreement between human files (``nrp.meta.human.read_human``: graded labels or
+    rankings), each one coder's, over the dimensions they share; an item is (qid, id) when the
+    files have a qid. ``categorical``: text labels, nominal alpha."""
+    from nrp.meta.human import item_keys, read_human
+
+    if len(paths) < 2:
+        raise NrpError("agreement needs two human files or more (one per coder)")
+    frames = [read_human(p, id_column, categorical=categorical) for p in paths]
+    names = [Path(p).stem for p in paths]
+    if len(set(names)) != len(names):
+        names = [str(p) for p in paths]
+    shared = [d for d in frames[0].attrs["dimensions"] if all(d in f for f in frames[1:])]
+    if not shared:
+        raise NrpError("the human files share no label column")
+    level = "nominal" if categorical else level
+    rows, pair_rows = [], []
+    for dimension in shared:
+        units: dict[tuple, list[Any]] = {}
+        by_query: dict[str, dict[str, dict[str, float]]] = {}
+        for name, frame in zip(names, frames, strict=True):
+            keys = item_keys(frame, id_column)
+            for record in frame.to_dict("records"):
+                value = record[dimension]
+                if value is None or (isinstance(value, float) and math.isnan(value)):
+                    continue
+                units.setdefault(tuple(record[k] for k in keys), []).append(value)
+                qid = str(record.get("qid", ""))
+                by_query.setdefault(name, {}).setdefault(qid, {})[record[id_column]] = value
+        ranking = all(f.attrs.get("kind") == "ranking" for f in frames)
+        taus = pairwise_kendall_tau(by_query) if ranking else {}
+        for (a, b), tau in taus.items():
+            pair_rows.append({"dimension": dimension, "coder_a": a, "coder_b": b, "tau": tau})
+        finite = [t for t in taus.values() if not math.isnan(t)]
+        rows.append(
+            {
+                "dimension": dimension,
+                "kind": "ranking" if ranking else "graded",
+                "coders": len(frames),
+                "units": sum(len(u) >= 2 for u in units.values()),
+                "alpha": krippendorff_alpha(list(units.values()), level),
+                "level": level,
+                "tau_pairwise_mean": float(np.mean(finite)) if finite else math.nan,
+            }
+        )
+    pairs = pd.DataFrame(pair_rows, columns=["dimension", "coder_a", "coder_b", "tau"])
+    return AnnotatorAgreement(pd.DataFrame(rows), pairs)

@@ -402,3 +402,33 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
         assert main(["review", *args]) == 2
         stderr = capsys.readouterr().err
         assert message in stderr and len(stderr.strip().splitlines()) == 1
+
+
+def test_nrp_annotators_gives_the_agreement_of_the_exported_files(study, tmp_path, capsys):
+    """The per-reviewer files give the numbers of ``agreement.json`` (worked out in
+    ``test_agreement_of_the_worked_example``): grades alpha 7/9 (ordinal), verdicts 0.4
+    (nominal), rankings tau (5/sqrt(30) + 1/3) / 2 (d9, a judged document, is ranked by both)."""
+    out = tmp_path / "out"
+    study.export_human(out)
+    grades = api.annotator_agreement([out / "grades.alice.csv", out / "grades.bob.csv"])
+    row = grades.to_frame().iloc[0]
+    assert (row["dimension"], row["units"], row["level"]) == ("relevance", 3, "ordinal")
+    assert row["alpha"] == pytest.approx(7 / 9)
+    interval = api.annotator_agreement(
+        [out / "grades.alice.csv", out / "grades.bob.csv"], level="interval"
+    )
+    # interval distances 1, 1, 4 for 0-1, 1-2, 0-2: observed 2 x 1 = 2, expected
+    # 2 (2x1x1 + 1x3x1 + 2x3x4) = 58: alpha = 1 - 5 x 2 / 58 = 24/29
+    assert interval.to_frame()["alpha"].iloc[0] == pytest.approx(24 / 29)
+    verdicts = api.annotator_agreement(
+        [out / "verify.alice.csv", out / "verify.bob.csv"], categorical=True
+    )
+    assert verdicts.to_frame()["alpha"].iloc[0] == pytest.approx(0.4)
+    files = [str(out / "rankings.alice.jsonl"), str(out / "rankings.bob.jsonl")]
+    assert main(["annotators", *files, "--out", str(tmp_path / "a.csv")]) == 0
+    printed = capsys.readouterr().out
+    assert "ranking" in printed and "0.623" in printed
+    table = pd.read_csv(tmp_path / "a.csv")
+    assert table["tau_pairwise_mean"].iloc[0] == pytest.approx((5 / 30**0.5 + 1 / 3) / 2)
+    assert main(["annotators", files[0]]) == 2
+    assert "two human files or more" in capsys.readouterr().err
