@@ -7,6 +7,7 @@ import sqlite3
 import threading
 
 import httpx
+import pytest
 from conftest import study_project
 from review_server import ADMIN_TOKEN, READ_TOKEN, TOKENS, ReviewServer, Server, write_config
 from review_server import write_tokens as write_review_tokens
@@ -163,3 +164,22 @@ def test_nrp_review_alone_prints_a_login_link_per_reviewer(tmp_path):
         assert token != links["bob"].split("#token=", 1)[1]
     finally:
         server.stop()
+
+
+def test_review_projects_must_be_files_inside_a_data_root(tmp_path):
+    from nrp.errors import ConfigError
+    from nrp.service.config import load_config
+
+    data = tmp_path / "data"
+    data.mkdir()
+    inside = study_project().write(data / "study.json")
+    outside = study_project().write(tmp_path / "elsewhere.json")
+    base = {"data_roots": [data], "auth": False}
+    config = load_config(None, {**base, "review_projects": [inside]}, environ={})
+    assert config.review_projects == (inside.resolve(),)
+    with pytest.raises(
+        ConfigError, match=r"review project .*elsewhere.json is not inside a data root"
+    ):
+        load_config(None, {**base, "review_projects": [outside]}, environ={})
+    with pytest.raises(ConfigError, match=r"review project .*none.json is not a file"):
+        load_config(None, {**base, "review_projects": [data / "none.json"]}, environ={})
