@@ -42,6 +42,19 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     make.add_argument(
         "--threshold", type=float, default=0.5, help="verify: confidence under which (0.5)"
     )
+    make.add_argument(
+        "--label-column", default="judge.label", help="verify: the judge's label (judge.label)"
+    )
+    make.add_argument(
+        "--confidence-column",
+        default="judge.confidence",
+        help="verify: the label's confidence (judge.confidence)",
+    )
+    make.add_argument(
+        "--choices",
+        default="TRUE,FALSE,NOT GIVEN",
+        help="verify: the labels a reviewer chooses from (rubric: 1,2,3,4,5)",
+    )
     make.add_argument("--name", help="project name (default: the file's stem)")
     files = parser.add_argument_group("reviews in and out")
     files.add_argument("--export", type=Path, metavar="DIR", help="write nrp meta's human files")
@@ -75,7 +88,8 @@ def create(args: argparse.Namespace) -> int:
         args.name or args.project.stem.split(".")[0], _names(args.create), collection,
         _names(args.reviewers), args.reviews_per_item, answers=answers, documents=args.documents,
         evaluations=args.evaluations, dimensions=_names(args.dimensions) or None, k=args.k,
-        seed=args.seed, threshold=args.threshold,
+        seed=args.seed, threshold=args.threshold, label_column=args.label_column,
+        confidence_column=args.confidence_column, choices=_names(args.choices),
     )  # fmt: skip
     project.write(args.project)
     counts = {kind: sum(i.kind == kind for i in project.items) for kind in project.kinds}

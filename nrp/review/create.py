@@ -8,7 +8,10 @@
   declared scales (labels and meanings from the manifest, ``nrp.collection.labels``).
 - ``verify_items``: the answers whose judge label has a confidence under ``threshold`` (or no
   confidence, or no label: what ``judge.review`` flags), with the question, the reference and
-  the answer; the choices are TRUE / FALSE / NOT GIVEN, or a rubric's scores.
+  the answer; the choices are TRUE / FALSE / NOT GIVEN, or a rubric's scores (``choices``
+  1..5, ``label_column`` a ``judge.CRITERION`` column, ``confidence_column`` any column whose
+  low values call for a look, such as ``judge.agreement``). Numeric labels are compared as
+  the collection's labels are (4.0 is "4").
 
 ``create_review_project`` puts the chosen kinds into one project. The texts come from
 ``nrp.evaluators.items.build_items`` (the question, the collection's references or
@@ -27,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from nrp.collection.collection import Collection
+from nrp.collection.labels import normalize_label
 from nrp.errors import ConfigError, InputError
 from nrp.evaluators.items import build_items
 from nrp.meta.human import read_table
@@ -150,7 +154,7 @@ def verify_items(
         answer_id = str(row["answer_id"])
         label = row[label_column]
         missing = label is None or (isinstance(label, float) and math.isnan(label))
-        label = None if missing or str(label).strip() == "" else str(label)
+        label = None if missing or str(label).strip() == "" else normalize_label(label)
         confidence = row[confidence_column]
         confidence = None if confidence is None or math.isnan(float(confidence)) else confidence
         if label is not None and confidence is not None and float(confidence) >= threshold:
@@ -192,6 +196,7 @@ def create_review_project(
     threshold: float = 0.5,
     label_column: str = LABEL_COLUMN,
     confidence_column: str = CONFIDENCE_COLUMN,
+    choices: Sequence[str] = TFN_LABELS,
 ) -> ReviewProject:
     """A project with the items of each of ``kinds`` (rank, grade, verify)."""
     unknown = [kind for kind in kinds if kind not in KINDS]
@@ -219,7 +224,9 @@ def create_review_project(
                 "verify review needs the judge's evaluations (an `nrp evaluate` output)"
             )
         table = read_table(evaluations, text_columns=["answer_id", "qid"])
-        items += verify_items(built, table, threshold, label_column, confidence_column)
+        items += verify_items(
+            built, table, threshold, label_column, confidence_column, [str(c) for c in choices]
+        )
         origin.update(
             evaluations=str(Path(evaluations).resolve()),
             threshold=threshold,

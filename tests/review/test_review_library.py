@@ -208,6 +208,18 @@ def test_corrected_labels_give_the_judge_accuracy_and_review_curve(tmp_path):
     flagged = verify_items(items, read_table(evaluations), 0.5)
     assert [i.id for i in flagged] == ["verify:a1", "verify:a2"]
     assert flagged[0].shown["reference"] == "ref one" and flagged[0].shown["confidence"] == 0.3
+    # a rubric judge: its score (4.0 read as the label "4") and any column as the confidence
+    rubric = read_table(evaluations).assign(
+        **{"judge.correctness": [4.0, 2.0, 5.0, 1.0], "judge.agreement": [1.0, 0.5, 1.0, 0.4]}
+    )
+    scored = verify_items(
+        items, rubric, 0.6, "judge.correctness", "judge.agreement", ["1", "2", "3", "4", "5"]
+    )
+    assert [(i.id, i.shown["judge_label"]) for i in scored] == [
+        ("verify:a2", "2"),
+        ("verify:a4", "1"),
+    ]
+    assert scored[0].shown["choices"] == ["1", "2", "3", "4", "5"]
     project = ReviewProject(
         "judge", ("alice",), 1, tuple(flagged), origin={"evaluations": str(evaluations)}
     )

@@ -361,11 +361,12 @@ function verifyScreen(item, value, state, nav, head) {
     render();
   });
   const buttons = el("div", { class: "verdicts", id: "verdicts" });
+  const confirmable = item.judge_label !== null && item.choices.includes(item.judge_label);
   function choose(choice) { label = choice; render(); save({ label }); }
   function render() {
     buttons.replaceChildren(
-      el("button", { id: "confirm", class: item.judge_label && label === item.judge_label ? "chosen" : "primary",
-        disabled: item.judge_label ? null : "disabled", onclick: () => choose(item.judge_label) },
+      el("button", { id: "confirm", class: confirmable && label === item.judge_label ? "chosen" : "primary",
+        disabled: confirmable ? null : "disabled", onclick: () => choose(item.judge_label) },
         `Confirm ${item.judge_label || "(no label)"} (c)`),
       ...item.choices.map((choice, i) => el("button", {
         class: label === choice ? "chosen" : "", "data-choice": choice, onclick: () => choose(choice) },
@@ -378,7 +379,7 @@ function verifyScreen(item, value, state, nav, head) {
   screen = {
     kind: "verify",
     key(event) {
-      if (event.key === "c" && item.judge_label) choose(item.judge_label);
+      if (event.key === "c" && confirmable) choose(item.judge_label);
       else if (event.key === "Enter") { if (state.next) location.hash = itemHash(state.project, state.next); }
       else {
         const i = item.choices.findIndex((choice, j) => shortcut(choice, j) === event.key);
