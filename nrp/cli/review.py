@@ -114,7 +114,8 @@ def handle(args: argparse.Namespace) -> int:
         print(f"wrote {', '.join(str(p) for p in written)}")
         acted = True
     if args.export_label_studio:
-        print(f"wrote {desk.export_label_studio(args.export_label_studio)}")
+        written = desk.export_label_studio(args.export_label_studio)
+        print(f"wrote {', '.join(str(p) for p in written)}")
         acted = True
     if args.progress:
         for row in desk.progress():

@@ -114,7 +114,8 @@ class ReviewDesk:
 
         return write_review_human_files(self.project, self.store.reviews(), out)
 
-    def export_label_studio(self, path: str | Path) -> Path:
+    def export_label_studio(self, path: str | Path) -> list[Path]:
+        """Label Studio tasks (JSON) and the labeling configuration of each item kind."""
         from nrp.review.labelstudio import write_label_studio
 
         return write_label_studio(self.project, self.store.reviews(), path)

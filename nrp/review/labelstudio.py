@@ -21,6 +21,7 @@ back as the same groups).
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,10 @@ def to_label_studio(project: ReviewProject, reviews: list[Review]) -> list[dict[
     return tasks
 
 
+def _xml(text: str) -> str:
+    return html.escape(str(text), quote=True)
+
+
 def labeling_configs(project: ReviewProject) -> dict[str, str]:
     """Label Studio labeling configuration (XML) per item kind of the project."""
     configs = {}
@@ -112,8 +117,12 @@ def labeling_configs(project: ReviewProject) -> dict[str, str]:
         )
     if "grade" in project.kinds:
         choices = "".join(
-            f'<Header value="{d}"/><Choices name="{d}" toName="{TARGET}" choice="single">'
-            + "".join(f'<Choice value="{g["label"]}" hint="{g["meaning"]}"/>' for g in s["grades"])
+            f'<Header value="{_xml(d)}"/><Choices name="{_xml(d)}" toName="{TARGET}" '
+            'choice="single">'
+            + "".join(
+                f'<Choice value="{_xml(g["label"])}" hint="{_xml(g["meaning"])}"/>'
+                for g in s["grades"]
+            )
             + "</Choices>"
             for d, s in project.scales.items()
         )
@@ -129,19 +138,27 @@ def labeling_configs(project: ReviewProject) -> dict[str, str]:
             '<View><Header value="$question"/><Text name="reference" value="$reference"/>'
             f'<Text name="{TARGET}" value="${TARGET}"/>'
             f'<Choices name="{VERDICT}" toName="{TARGET}" choice="single">'
-            + "".join(f'<Choice value="{label}"/>' for label in labels)
+            + "".join(f'<Choice value="{_xml(label)}"/>' for label in labels)
             + "</Choices></View>"
         )
     return configs
 
 
-def write_label_studio(project: ReviewProject, reviews: list[Review], path: str | Path) -> Path:
+def write_label_studio(
+    project: ReviewProject, reviews: list[Review], path: str | Path
+) -> list[Path]:
+    """The tasks as ``path`` (JSON), and beside it ``STEM.KIND.xml``, the labeling
+    configuration of each item kind (to create the matching Label Studio project)."""
     from nrp.tables import write_text
 
     path = Path(path)
     tasks = to_label_studio(project, reviews)
     write_text(path, json.dumps(tasks, indent=1, ensure_ascii=False) + "\n")
-    return path
+    written = [path]
+    for kind, config in labeling_configs(project).items():
+        written.append(path.with_name(f"{path.stem}.{kind}.xml"))
+        write_text(written[-1], config + "\n")
+    return written
 
 
 def _reviewer(project: ReviewProject, completed_by: Any, where: str, path: Path) -> str:

@@ -113,9 +113,17 @@ class ReviewProject:
         return cached
 
     def reviewers_of(self, item_id: str) -> tuple[str, ...]:
-        """The reviewers an item is assigned to."""
-        position = next(i for i, item in enumerate(self.items) if item.id == item_id)
-        return self._assignment()[position]
+        """The reviewers an item is assigned to (none for an unknown item)."""
+        item = self._by_id.get(item_id)
+        return self._assignment()[self._positions[item.id]] if item else ()
+
+    @property
+    def _positions(self) -> dict[str, int]:
+        cached = self.__dict__.get("_position_index")
+        if cached is None:
+            cached = {item.id: i for i, item in enumerate(self.items)}
+            object.__setattr__(self, "_position_index", cached)
+        return cached
 
     def assigned(self, reviewer: str) -> list[ReviewItem]:
         """The items assigned to ``reviewer``, in project order."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import xml.dom.minidom
 from importlib import resources
 
 import pandas as pd
@@ -257,7 +258,12 @@ def test_corrected_labels_give_the_judge_accuracy_and_review_curve(tmp_path):
 
 # -- Label Studio ----------------------------------------------------------------------------
 def test_label_studio_round_trip_is_identity(study, tmp_path):
-    path = study.export_label_studio(tmp_path / "ls.json")
+    path, *configs = study.export_label_studio(tmp_path / "ls.json")
+    assert [c.name for c in configs] == ["ls.rank.xml", "ls.grade.xml", "ls.verify.xml"]
+    for config in configs:  # well-formed XML, naming the task data the export holds
+        assert xml.dom.minidom.parse(str(config)).documentElement.tagName == "View"
+    assert '<Ranker name="rank" toName="items"/>' in configs[0].read_text()
+    assert '<Choice value="1" hint="partly"/>' in configs[1].read_text()
     tasks = json.loads(path.read_text())
     assert [t["data"]["nrp_item"] for t in tasks] == [i.id for i in study.project.items]
     tied = tasks[0]["annotations"][0]  # alice's q1 ranking has a tie: buckets in order
