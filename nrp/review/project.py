@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -235,11 +235,6 @@ class ReviewProject:
             )
         except (KeyError, TypeError, ValueError) as err:
             raise InputError(path, None, f"missing or bad field {err}") from None
-
-    def with_reviewers(self, reviewers: Sequence[str], reviews_per_item: int) -> ReviewProject:
-        return ReviewProject(
-            self.name, tuple(reviewers), reviews_per_item, self.items, self.scales, self.origin
-        )
 
 
 def review_store_path(project_file: str | Path) -> Path:

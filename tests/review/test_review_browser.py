@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import study_project
 from devtools import Browser, find_chromium
+from review_project import study_project
 from review_server import TOKENS, ReviewServer
 
 from nrp.meta.report import meta_from_files

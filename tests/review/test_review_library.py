@@ -1,7 +1,7 @@
 """The review library: store, assignment, export to nrp meta's files, Label Studio, agreement.
 
 Every number is computed by hand in the test's docstring from the worked example of
-``conftest.STUDY_REVIEWS`` (two reviewers, alice and bob, each reviewing every item).
+``review_project.STUDY_REVIEWS`` (two reviewers, alice and bob, each reviewing every item).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from importlib import resources
 
 import pandas as pd
 import pytest
-from conftest import STUDY_REVIEWS, study_project
+from review_project import STUDY_REVIEWS, study_project
 
 from nrp import api
 from nrp.cli import main

@@ -8,7 +8,7 @@ import threading
 
 import httpx
 import pytest
-from conftest import study_project
+from review_project import study_project
 from review_server import ADMIN_TOKEN, READ_TOKEN, TOKENS, ReviewServer, Server, write_config
 from review_server import write_tokens as write_review_tokens
 
