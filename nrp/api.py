@@ -4,7 +4,7 @@ The CLI (``nrp.cli``) and the service (``nrp.service``) are shells over this mod
 no domain package directly (an import-linter contract checks it), so each step of the pipeline
 has one implementation that every shell calls. Names are grouped in the data-flow order of the
 package: collection -> rankers -> validation -> training -> positioning -> analysis ->
-evaluators -> meta -> generation -> experiments -> reports, and the executors they run on.
+evaluators -> meta -> review -> generation -> experiments -> reports, and the executors they run on.
 
 Names are resolved on first use, so ``import nrp.api`` (and the CLI's start) stays quick: the
 scoring stack (PyTerrier, torch) loads only when a name that needs it is used.
@@ -97,6 +97,18 @@ _EXPORTS: dict[str, str] = {
     # meta-evaluation
     "meta_from_files": "nrp.meta.report",
     "write_meta": "nrp.meta.report",
+    "annotator_agreement": "nrp.meta.annotators",
+    # human review (projects, saved reviews, the human files of nrp meta, Label Studio)
+    "ReviewProject": "nrp.review.project",
+    "review_store_path": "nrp.review.project",
+    "ReviewDesk": "nrp.review.desk",
+    "NotAssigned": "nrp.review.desk",
+    "StaleVersion": "nrp.review.store",
+    "create_review_project": "nrp.review.create",
+    "write_review_human_files": "nrp.review.export",
+    "write_label_studio": "nrp.review.labelstudio",
+    "read_label_studio": "nrp.review.labelstudio",
+    "import_reviews": "nrp.review.labelstudio",
     # generation
     "generate_answers": "nrp.generation.generate",
     "parse_llm": "nrp.generation.generate",

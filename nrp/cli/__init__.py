@@ -15,6 +15,7 @@ from pathlib import Path
 from nrp import __version__
 from nrp.cli import (
     agreement,
+    annotators,
     check,
     evaluate,
     generate,
@@ -24,6 +25,7 @@ from nrp.cli import (
     meta,
     probe,
     report,
+    review,
     run,
     score,
     serve,
@@ -50,8 +52,10 @@ _COMMANDS = (
     listing.add_evaluators_parser,
     evaluate.add_parser,
     meta.add_parser,
+    annotators.add_parser,
     probe.add_parser,
     serve.add_parser,
+    review.add_parser,
     report.add_parser,
     generate.add_parser,
     run.add_parser,

@@ -33,9 +33,19 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="folder model folders in specs may lie in (repeat; default: the data roots)",
     )
+    parser.add_argument(
+        "--review-project",
+        dest="review_projects",
+        action="append",
+        type=Path,
+        metavar="FILE",
+        help="review project file in a data root, served to its reviewers (repeat; nrp review)",
+    )
     parser.add_argument("--store", metavar="URL", help="sqlite:///PATH or postgresql://...")
     parser.add_argument(
-        "--tokens-file", type=Path, help="API tokens, one 'SCOPE TOKEN' line each (admin|read)"
+        "--tokens-file",
+        type=Path,
+        help="API tokens, one 'SCOPE TOKEN' line each (admin|read|review/NAME)",
     )
     parser.add_argument(
         "--no-auth", action="store_true", help="serve without tokens (loopback hosts only)"
@@ -87,7 +97,7 @@ def handle(args: argparse.Namespace) -> int:
         "max_body_bytes": args.max_body_bytes,
         "cors_origins": args.cors_origins, "batch_max_size": args.batch_max_size,
         "batch_max_wait_ms": args.batch_max_wait_ms, "executor": args.executor,
-        "ray_address": args.ray_address,
+        "ray_address": args.ray_address, "review_projects": args.review_projects,
     }  # fmt: skip
     serve(load_config(args.config, overrides))
     return 0

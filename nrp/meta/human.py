@@ -17,8 +17,10 @@ Human judgments (``read_human``) come in two shapes:
   first]}``. A ranking of n items becomes graded labels n-1 (best), n-2, ..., 0 (worst) in a
   dimension named ``ranking``, with the line's qid as the query. Only the order within a query
   means anything: the per-query correlations are the meaningful ones (pooled and system-level
-  numbers compare positions across queries of different lengths). An id twice in a ranking or
-  in two rankings is an error.
+  numbers compare positions across queries of different lengths). A tie is a nested list, a
+  group of items judged equal (``[a, [b, c], d]``): every item's label is the number of items
+  ranked strictly below it (a 3, b and c 1, d 0), which is n-1, ..., 0 when there is no tie.
+  An id twice in a ranking or in two rankings is an error.
 
 Every problem is one ``InputError`` line naming the file, the line (the header is line 1 of a
 delimited file; JSON Lines count from 1) and the problem; files are read by
@@ -235,18 +237,24 @@ def _read_rankings(path: Path, id_column: str) -> pd.DataFrame:
         ranking = row.get("ranking")
         if not isinstance(ranking, list) or not ranking:
             raise InputError(path, number, "ranking must be a non-empty list of item ids")
-        n = len(ranking)
+        groups = [entry if isinstance(entry, list) else [entry] for entry in ranking]
+        n = sum(len(group) for group in groups)
         seen = {}
-        for position, item in enumerate(ranking):
-            if item is None or isinstance(item, list | dict) or str(item).strip() == "":
-                raise InputError(path, number, f"ranking entry {position + 1} is not an item id")
-            item = str(item)
-            if item in seen:
-                raise InputError(path, number, f"item {item!r} is ranked twice in this ranking")
-            seen[item] = number
-            records.append(
-                {id_column: item, "qid": qid, RANKING_DIMENSION: float(n - 1 - position)}
-            )
+        below = n
+        for position, group in enumerate(groups):
+            if not group:
+                raise InputError(path, number, f"ranking entry {position + 1} is an empty tie")
+            below -= len(group)
+            for item in group:
+                if item is None or isinstance(item, list | dict) or str(item).strip() == "":
+                    raise InputError(
+                        path, number, f"ranking entry {position + 1} is not an item id"
+                    )
+                item = str(item)
+                if item in seen:
+                    raise InputError(path, number, f"item {item!r} is ranked twice in this ranking")
+                seen[item] = number
+                records.append({id_column: item, "qid": qid, RANKING_DIMENSION: float(below)})
     frame = pd.DataFrame.from_records(records)
     frame.attrs.update(path=str(path), dimensions=[RANKING_DIMENSION], kind="ranking")
     return frame

@@ -15,6 +15,8 @@ Routes (all under ``/v1`` but the operational ones; scopes in brackets):
   scores; stores nothing.
 - ``GET /v1/leaderboard?collection=NAME`` [read]: ``summarize`` over the NRP rows of the
   collection's finished jobs (an answer scored by several jobs counts once, from the latest).
+- The review app (``nrp.service.routes.review``): ``GET /review/`` (the page), ``/v1/review/...``
+  [review/NAME, a reviewer's token; admin reads progress], over the ``review_projects`` files.
 - ``GET /healthz`` (the process answers), ``GET /readyz`` (store reachable and worker ready),
   both without a token for probes; ``GET /metrics`` [read]: Prometheus text.
 
@@ -48,6 +50,7 @@ from nrp.service.disclosure import internal_error, redact_paths
 from nrp.service.inputs import RequestError
 from nrp.service.middleware import Authenticate, BodyLimit, Observe
 from nrp.service.routes import ROUTERS
+from nrp.service.routes.review import open_desks
 from nrp.service.state import Service
 
 log = logging.getLogger("nrp.service")
@@ -55,7 +58,8 @@ log = logging.getLogger("nrp.service")
 DESCRIPTION = (
     "Normalized Rank Position scoring of generated answers over HTTP: "
     "collections, jobs, synchronous scores and leaderboards. Send "
-    "`Authorization: Bearer TOKEN` (scope read or admin) to every /v1 route and /metrics."
+    "`Authorization: Bearer TOKEN` (scope read or admin; review/NAME for the review app) to "
+    "every /v1 route and /metrics."
 )
 
 
@@ -66,6 +70,8 @@ def create_app(config: ServiceConfig, start_worker: bool = True) -> FastAPI:
         title="nrp service", version=__version__, description=DESCRIPTION, lifespan=_lifespan
     )
     app.state.service = service
+    app.state.auth_config = config
+    app.state.review_desks = open_desks(config.review_projects)
     app.add_exception_handler(RequestError, _request_error)  # type: ignore[arg-type]
     app.add_exception_handler(NrpError, _nrp_error)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _internal_error)
@@ -80,7 +86,7 @@ def create_app(config: ServiceConfig, start_worker: bool = True) -> FastAPI:
         app.add_middleware(
             CORSMiddleware,
             allow_origins=list(config.cors_origins),
-            allow_methods=["GET", "POST", "DELETE"],
+            allow_methods=["GET", "POST", "PUT", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "X-Request-ID"],
         )
     return app

@@ -2,10 +2,13 @@
 ``authenticate``, the one check of a token, which the ``Authenticate`` middleware
 (``nrp.service.middleware``) also runs before a request's body is read.
 
-A token's scope is ``read`` (every GET, ``POST /v1/score``) or ``admin`` (everything, including
-jobs and ingest); tokens come from the server's tokens file (``nrp.service.config.Tokens``). With
-``auth`` off (``nrp serve --no-auth``, local use only) every request is admin. ``BEARER`` is the
-OpenAPI security scheme the document names.
+A token's scope is ``read`` (every GET, ``POST /v1/score``), ``admin`` (everything, including
+jobs and ingest) or ``review/NAME`` (a reviewer: the review app's routes ``REVIEW`` and nothing
+else, not even the routes a read token reaches; which projects is the review routes' check);
+tokens come from the server's tokens file (``nrp.service.config.Tokens``). With ``auth`` off
+(``nrp serve --no-auth``, local use only) every request is admin. ``BEARER`` is the OpenAPI
+security scheme the document names. The review app's page and its assets (``/review/...``)
+are public: they hold no data, and the page asks for a token.
 
 Why twice: FastAPI reads and parses a body before it runs a route's dependencies, so without
 the middleware a request with no token but a malformed body would learn a 422 about its body
@@ -23,11 +26,23 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from nrp.service.config import ServiceConfig
 
 # module level: the dependency signatures' annotations are strings FastAPI resolves here
-BEARER = HTTPBearer(auto_error=False, description="API token (scope admin or read)")
+BEARER = HTTPBearer(auto_error=False, description="API token (scope admin, read or review/NAME)")
 # routes every caller may reach: probes and the API's own description
 PUBLIC_PATHS = frozenset(
     {"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
 )
+# the review app's page and static assets (no data in them)
+PUBLIC_PREFIXES = ("/review/",)
+REVIEWER_PREFIX = "review/"
+
+
+def is_public(path: str) -> bool:
+    return path in PUBLIC_PATHS or path == "/review" or path.startswith(PUBLIC_PREFIXES)
+
+
+def reviewer_of(scope: str) -> str | None:
+    """The reviewer's name of a ``review/NAME`` scope; None for other scopes."""
+    return scope.removeprefix(REVIEWER_PREFIX) if scope.startswith(REVIEWER_PREFIX) else None
 
 
 def authenticate(config: ServiceConfig, authorization: str | None) -> str:
@@ -46,8 +61,8 @@ def authenticate(config: ServiceConfig, authorization: str | None) -> str:
 
 
 def require(scope: str) -> Any:
-    """A dependency that admits a request whose token has ``scope`` (admin has both) and gives
-    the token's scope."""
+    """A dependency that admits a request whose token has ``scope`` (``read``: read or admin;
+    ``admin``: admin; ``review``: a reviewer or admin) and gives the token's scope."""
 
     def check(
         request: Request,
@@ -55,9 +70,13 @@ def require(scope: str) -> Any:
         # by ``authenticate``, as the middleware reads it
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
     ) -> str:
-        found = authenticate(request.app.state.service.config, request.headers.get("authorization"))
-        if scope == "admin" and found != "admin":
-            raise HTTPException(403, "this token's scope (read) does not allow this request")
+        found = authenticate(request.app.state.auth_config, request.headers.get("authorization"))
+        allowed = found == "admin" or (
+            found == "read" if scope == "read" else scope == "review" and bool(reviewer_of(found))
+        )
+        if not allowed:
+            kind = "review" if reviewer_of(found) else found
+            raise HTTPException(403, f"this token's scope ({kind}) does not allow this request")
         return found
 
     return Depends(check)
@@ -65,3 +84,4 @@ def require(scope: str) -> Any:
 
 READ = require("read")
 ADMIN = require("admin")
+REVIEW = require("review")

@@ -16,7 +16,9 @@ Choices, and why:
   warns when it starts. Two scopes: ``admin`` (ingest, submit and cancel jobs) and ``read``
   (everything that only reads: collections, jobs, results, leaderboard, metrics, and ``POST
   /v1/score``, which computes from cached scores and stores nothing). A token may be written as
-  ``sha256:HEX`` (the SHA-256 of the token) so that the tokens file need not hold secrets.
+  ``sha256:HEX`` (the SHA-256 of the token) so that the tokens file need not hold secrets. A
+  third scope, ``review/NAME``, is a reviewer's: it reaches only the review app's routes, and
+  only the review projects that list NAME as a reviewer (``review_projects``).
 - **Data roots.** Paths in requests (manifests, answer files, model folders in ranker specs) are
   relative to one of the configured data roots and must stay inside it after symbolic links are
   resolved; without data roots no request can name a server file at all.
@@ -55,6 +57,7 @@ import hashlib
 import hmac
 import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -64,11 +67,13 @@ from nrp import api
 from nrp.errors import ConfigError, InputError
 
 SCOPES = ("admin", "read")
+#: a reviewer's scope: ``review/NAME``, NAME as the review projects name their reviewers
+REVIEW_SCOPE = re.compile(r"^review/[A-Za-z0-9_.-]{1,64}$")
 DEFAULT_STORE_FILE = "service.sqlite"
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_POOL_MAX_ENTRIES = 16
 DEFAULT_POOL_MAX_BYTES = 4 * 1024**3
-PATH_LIST_SETTINGS = ("data_roots", "model_roots")
+PATH_LIST_SETTINGS = ("data_roots", "model_roots", "review_projects")
 
 
 @dataclass(frozen=True)
@@ -100,8 +105,10 @@ class Tokens:
         hashed: dict[str, str] = {}
         for scope, token in entries:
             scope, token = scope.strip(), token.strip()
-            if scope not in SCOPES:
-                raise ConfigError(f"{where}: unknown scope {scope!r} (use {' or '.join(SCOPES)})")
+            if scope not in SCOPES and not REVIEW_SCOPE.match(scope):
+                raise ConfigError(
+                    f"{where}: unknown scope {scope!r} (use {', '.join(SCOPES)} or review/NAME)"
+                )
             if not token:
                 raise ConfigError(f"{where}: empty token for scope {scope!r}")
             if token.startswith("sha256:"):
@@ -154,6 +161,7 @@ class ServiceConfig:
     indexes: Path = Path("indexes")
     data_roots: tuple[Path, ...] = ()
     model_roots: tuple[Path, ...] = ()  # () -> the data roots
+    review_projects: tuple[Path, ...] = ()  # review project files (in a data root) it serves
     models: dict[str, str] = field(default_factory=dict)  # name -> model folder or hub id
     store: str = ""  # "" -> sqlite at INDEXES/service.sqlite
     auth: bool = True
@@ -254,6 +262,7 @@ class ServiceConfig:
             indexes=Path(self.indexes).expanduser().resolve(),
             data_roots=_folders(self.data_roots, "data root"),
             model_roots=_folders(self.model_roots, "model root"),
+            review_projects=self._review_projects(),
             models=_named_models(self.models),
             read_rankers=tuple(p.strip() for p in self.read_rankers if p.strip()),
             tokens=tokens,
@@ -261,6 +270,19 @@ class ServiceConfig:
             executor=executor,
             ray_address=self.ray_address.strip(),
         )
+
+    def _review_projects(self) -> tuple[Path, ...]:
+        """The review project files resolved, each a file inside a data root."""
+        files = []
+        roots = _folders(self.data_roots, "data root")
+        for path in self.review_projects:
+            resolved = Path(path).expanduser().resolve()
+            if not resolved.is_file():
+                raise ConfigError(f"review project {path} is not a file")
+            if not api.inside_roots(resolved, roots):
+                raise ConfigError(f"review project {path} is not inside a data root")
+            files.append(resolved)
+        return tuple(files)
 
     def _check_public_no_auth(self) -> None:
         """``auth: false`` on a host other than loopback only with ``allow_public_no_auth``."""

@@ -18,7 +18,7 @@ from fastapi import HTTPException
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from nrp.service.auth import PUBLIC_PATHS, authenticate
+from nrp.service.auth import authenticate, is_public
 from nrp.service.config import ServiceConfig
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ class Authenticate:
         self.config = config
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or not self.config.auth:
+        if scope["type"] != "http" or is_public(scope["path"]) or not self.config.auth:
             await self.app(scope, receive, send)
             return
         header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")

@@ -53,6 +53,20 @@ def test_rankings_become_grades(tmp_path):
     assert grades.loc["b2", "qid"] == "q2"
 
 
+def test_a_tie_in_a_ranking_is_a_nested_list(tmp_path):
+    """[a, [b, c], d]: each item's label is the number of items ranked strictly below it:
+    a 3, b and c 1, d 0 (no tie: n-1, ..., 0 as before)."""
+    path = write(tmp_path / "t.jsonl", '{"qid": "q1", "ranking": ["a", ["b", "c"], "d"]}\n')
+    grades = read_human(path).set_index("answer_id")["ranking"]
+    assert grades.to_dict() == {"a": 3.0, "b": 1.0, "c": 1.0, "d": 0.0}
+    bad = write(tmp_path / "e.jsonl", '{"qid": "q1", "ranking": ["a", []]}\n')
+    with pytest.raises(InputError, match=r"e\.jsonl:1: ranking entry 2 is an empty tie"):
+        read_human(bad)
+    twice = write(tmp_path / "w.jsonl", '{"qid": "q1", "ranking": ["a", ["b", "a"]]}\n')
+    with pytest.raises(InputError, match=r"w\.jsonl:1: item 'a' is ranked twice"):
+        read_human(twice)
+
+
 @pytest.mark.parametrize(
     ("name", "text", "message"),
     [
