@@ -46,6 +46,7 @@ bench: setup
 	$(BIN)/python scripts/bench_ray.py
 	$(BIN)/python scripts/bench_train.py
 	$(BIN)/python scripts/bench_train.py --ranker dense
+	$(BIN)/python scripts/bench_gpu.py --batches 64,128,256
 
 lint: setup
 	$(BIN)/lint-imports

@@ -323,16 +323,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # every input is cut at 512 tokens and would say so
 
-    if args.texts:
-        lines = Path(args.texts).read_text(encoding="utf-8").splitlines()
-        pairs, source = [json.loads(line) for line in lines if line.strip()], args.texts
-    else:
-        pairs, source = mediqa_pairs()
-    if args.save_texts:
-        Path(args.save_texts).write_text("".join(json.dumps(p) + "\n" for p in pairs))
-        print(f"{len(pairs)} pairs of {source} written to {args.save_texts}")
-        return 0
-
     import torch
 
     models = [m for m in args.models.split(",") if m]
@@ -342,6 +332,17 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
     if args.device == "cpu":
         device = "cpu (a trial of the code: not GPU figures)"
+    pairs, source = [], "nothing (no GPU)"
+    if gpu or args.save_texts:
+        if args.texts:
+            lines = Path(args.texts).read_text(encoding="utf-8").splitlines()
+            pairs, source = [json.loads(line) for line in lines if line.strip()], args.texts
+        else:
+            pairs, source = mediqa_pairs()
+    if args.save_texts:
+        Path(args.save_texts).write_text("".join(json.dumps(p) + "\n" for p in pairs))
+        print(f"{len(pairs)} pairs of {source} written to {args.save_texts}")
+        return 0
     print(f"GPU benchmark on {device}; inputs: {len(pairs)} pairs of {source}; random weights")
     print(f"goal: monot5 fp16/bf16 >= {GOAL_PAIRS} pairs/s; forward share >= {GOAL_FORWARD_SHARE}")
     print(
