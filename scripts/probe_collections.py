@@ -8,9 +8,10 @@ answer itself (so the original ties with its copy, and a twin that is damaged fa
 The judge runs on a smaller sample (``--judge-queries``): the offline SmolLM2-135M takes about
 a second per prompt on a CPU.
 
-Evaluators: BLEU, ROUGE, BERTScore (against the collection's reference answers: LiveQA has
-them, MEDIQA none, so those columns are empty there), the spaCy heuristics, NRP with tfidf,
-bm25 and dense, and the judge in G-Eval rubric and TRUE/FALSE/NOT GIVEN modes. Tables and
+Evaluators: BLEU, ROUGE, BERTScore (against LiveQA's reference answers; MEDIQA has none, so
+against its pseudo-references, the query's top-graded judged documents, which are among the
+answers probed: for those the original is its own reference), the spaCy heuristics, NRP with
+tfidf, bm25 and dense, and the judge in G-Eval rubric and TRUE/FALSE/NOT GIVEN modes. Tables and
 figures go to ``--out/NAME/`` (what ``nrp probe`` writes) and a compact table is printed.
 
     .venv/bin/python scripts/probe_collections.py --out probe-out
