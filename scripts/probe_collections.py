@@ -41,6 +41,8 @@ CHEAP = "bleu,rouge,bertscore,heuristics,nrp:rankers=tfidf,label=tfidf," + (
     "nrp:rankers=bm25,label=bm25,nrp:rankers=dense,label=dense"
 )
 JUDGES = "judge:mode=rubric,label=geval,judge:mode=tfn,label=tfn"
+# the judge's perturbations: one or two of each kind (the judge reads every text it scores)
+JUDGE_PERTURBATIONS = "negate,swap_numbers,first_sentence,echo_question,off_topic,copy_best"
 
 
 def judged_answers(collection: Collection, n_queries: int, seed: int) -> pd.DataFrame:
@@ -80,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--judge-queries", type=int, default=8, help="for the judge (0: none)")
     parser.add_argument("--evaluators", default=CHEAP)
     parser.add_argument("--judges", default=JUDGES)
+    parser.add_argument("--judge-perturbations", default=JUDGE_PERTURBATIONS)
+    parser.add_argument(
+        "--judge-answers", type=int, default=0, help="at most this many answers for the judge"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--indexes", default=str(ROOT / "indexes"))
     parser.add_argument("--out", default="probe-out")
@@ -89,13 +95,23 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.collections.split(","):
         ingest(str(ROOT / "manifests" / f"{name}.yaml"), indexes_dir=args.indexes)
         collection = Collection.load(name, args.indexes)
-        runs = [(args.evaluators, args.queries, "")]
+        runs = [(args.evaluators, args.queries, "", None, 0)]
         if args.judge_queries > 0 and args.judges:
-            runs.append((args.judges, args.judge_queries, "-judge"))
-        for evaluators, n_queries, suffix in runs:
+            runs.append(
+                (
+                    args.judges,
+                    args.judge_queries,
+                    "-judge",
+                    args.judge_perturbations,
+                    args.judge_answers,
+                )
+            )
+        for evaluators, n_queries, suffix, perturbations, at_most in runs:
             answers = judged_answers(collection, n_queries, args.seed)
+            if at_most:
+                answers = answers.head(at_most)
             start = time.perf_counter()
-            result = probe(collection, answers, evaluators, seed=args.seed)
+            result = probe(collection, answers, evaluators, perturbations, seed=args.seed)
             took = time.perf_counter() - start
             out = Path(args.out) / f"{name}{suffix}"
             result.to_csv(out)
