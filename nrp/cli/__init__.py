@@ -28,6 +28,7 @@ from nrp.cli import (
     score,
     serve,
     summary,
+    synth,
     train,
     validate,
 )
@@ -54,6 +55,7 @@ _COMMANDS = (
     serve.add_parser,
     report.add_parser,
     generate.add_parser,
+    synth.add_parser,
     run.add_parser,
     train.add_parser,
 )
