@@ -11,7 +11,8 @@ Design choices, and why:
 - **A bad document is counted, not fatal.** A knowledge base dumped from a CMS has empty pages
   and files in legacy encodings; one of them must not stop a run over thousands. An empty text,
   a file that is not UTF-8 and a page that cannot be parsed are skipped and counted
-  (``DocumentReport``), and the counts go into the run's report. What makes the whole input
+  (``DocumentReport``), and the counts go into the run's report; so is a second identical copy
+  of a row (ingest merges those too). What makes the whole input
   unusable (no such path, a table that is not UTF-8, a table without the named columns) is a
   one-line error naming the file and line, as in ingest.
 - **Passages follow the text's own boundaries**: paragraphs (line breaks), then sentences, packed
@@ -106,7 +107,7 @@ def read_documents(
 
 
 def _table(path: Path, columns: TableColumns, report: DocumentReport) -> Iterator[SourceDocument]:
-    seen: dict[str, int] = {}
+    seen: dict[str, tuple[int, str]] = {}
     for line, row in iter_records(path):
         needed = [c for c in (columns.docno, columns.text, columns.title) if c]
         missing = [c for c in needed if c not in row]
@@ -118,12 +119,19 @@ def _table(path: Path, columns: TableColumns, report: DocumentReport) -> Iterato
         docno = str(row[columns.docno] if row[columns.docno] is not None else "").strip()
         if not docno:
             raise InputError(path, line, f"document id (column {quote(columns.docno)}) is empty")
-        if docno in seen:
-            raise InputError(
-                path, line, f"document id {quote(docno)} appears twice: first at line {seen[docno]}"
-            )
-        seen[docno] = line
         text = _paragraphs(str(row[columns.text] or ""))
+        if docno in seen:
+            first, first_text = seen[docno]
+            if first_text != text:
+                raise InputError(
+                    path,
+                    line,
+                    f"document id {quote(docno)} appears twice with different texts: first at "
+                    f"line {first}",
+                )
+            report.skip("identical duplicate document")  # as ingest merges them
+            continue
+        seen[docno] = (line, text)
         if not text:
             report.skip("empty document")
             continue
@@ -225,19 +233,15 @@ def document_passages(
     documents: list[SourceDocument],
     max_chars: int,
     min_chars: int,
-    per_document: int,
     report: DocumentReport,
 ) -> list[Passage]:
-    """Every document's passages (the first ``per_document`` of each; 0: all); a document
-    with none is counted as too short."""
+    """Every document's passages; a document with none is counted as too short."""
     passages = []
     for document in documents:
         texts = split_passages(document.text, max_chars, min_chars)
         if not texts:
             report.skip(f"shorter than {min_chars} characters")
             continue
-        if per_document > 0:
-            texts = texts[:per_document]
         for index, text in enumerate(texts, start=1):
             passages.append(
                 Passage(f"{document.docno}#p{index}", document.docno, index, text, document.title)

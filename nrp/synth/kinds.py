@@ -15,8 +15,11 @@ name and SHA-256 are those of ``nrp generate`` (``nrp.generation``):
 Every prompt asks for one pair as ``Question: ...`` / ``Answer: ...``. ``parse_pair`` reads the
 first such pair; the labels may be in Vietnamese (``Câu hỏi``, ``Trả lời``, ``Câu trả lời``,
 ``Đáp án``), short (``Q``, ``A``), bold (``**Question:**``); the question runs to the answer's
-label, the answer to the next question label or the end. Nothing is guessed: a reply without
-both labels and non-empty texts is unreadable (counted, never an error).
+label, the answer to the next question label or the end. A reply with a question label and
+no answer label ("Question: Is it X? Yes, it is.", small models' habit) is read as a question
+ending at its first question mark and the answer after it. Nothing else is guessed: a reply
+without such a pair, or with an empty question or answer, is unreadable (counted, never an
+error).
 """
 
 from __future__ import annotations
@@ -130,12 +133,18 @@ def parse_pair(text: str) -> Pair | None:
     if question_label is None:
         return None
     answer_label = ANSWER_LABEL.search(text, question_label.end())
-    if answer_label is None:
-        return None
-    next_question = QUESTION_LABEL.search(text, answer_label.end())
-    end = next_question.start() if next_question else len(text)
-    question = _clean(text[question_label.end() : answer_label.start()])
-    answer = _clean(text[answer_label.end() : end])
+    if answer_label is None:  # "Question: X? Y": the question ends at its question mark
+        next_question = QUESTION_LABEL.search(text, question_label.end())
+        rest = text[question_label.end() : next_question.start() if next_question else None]
+        mark = re.search(r"[?？]", rest)
+        if mark is None:
+            return None
+        question, answer = _clean(rest[: mark.end()]), _clean(rest[mark.end() :])
+    else:
+        next_question = QUESTION_LABEL.search(text, answer_label.end())
+        end = next_question.start() if next_question else len(text)
+        question = _clean(text[question_label.end() : answer_label.start()])
+        answer = _clean(text[answer_label.end() : end])
     if not question or not answer:
         return None
     return Pair(question, answer)

@@ -92,10 +92,10 @@ class SynthSettings:
     """How a test set is made (CLI options of ``nrp synth``).
 
     ``kinds``: question kinds; ``passage_chars`` / ``min_passage_chars``: passage size;
-    ``passages_per_document``: the first N passages of each document (0: all);
-    ``limit_documents``: the first N documents (0: all); ``kinds_per_passage``: each passage
-    gets this many of the single-passage kinds, rotating over them with the passage's number
-    (0: all; a cost knob: the kinds stay balanced over the set); ``samples``: pairs per
+    ``passages_per_document``: questions are asked about the first N passages of each
+    document (0: all; ``multi`` shows the passage after as well); ``limit_documents``: the
+    first N documents (0: all); ``kinds_per_passage``: each of those passages gets this many
+    kinds, rotating over them (0: all; see ``make_units``); ``samples``: pairs per
     (passage, kind); ``options``: the writer's decoding (``n`` ignored, seeds per pair);
     ``judge``: judge parameters laid over ``JUDGE_DEFAULTS`` (``decoding=choice``,
     ``backend=local``); without ``backend``/``model``/``base_url`` the judge uses the writer's
@@ -165,32 +165,57 @@ class SynthResult:
 
 # -- units -------------------------------------------------------------------------------------
 def make_units(
-    passages: list[Passage], kinds: tuple[str, ...], kinds_per_passage: int
+    passages: list[Passage], kinds: tuple[str, ...], kinds_per_passage: int, per_document: int
 ) -> list[Unit]:
-    """The prompts of a run, kind by kind in ``kinds`` order, passages in reading order."""
+    """The prompts of a run, kind by kind in ``kinds`` order, passages in reading order.
+
+    The first ``per_document`` passages of each document (0: all) are the anchors: a
+    single-passage kind is asked about an anchor, ``multi`` about an anchor and the passage
+    after it in its document (none after it: no ``multi`` there). With ``kinds_per_passage``
+    k > 0, anchor n (counted over the whole input) gets k of the kinds, rotating:
+    ``kinds[(n - 1 + r) % len(kinds)]`` for r = 0, 1, ...; one that cannot apply (``multi``
+    on a document's last passage) gives way to the next. A cost knob: one prompt per anchor
+    with the kinds balanced over the set."""
     numbers = {p.docno: n for n, p in enumerate(passages, start=1)}
-    single = [k for k in kinds if KINDS[k].passages == 1]
+    following = {
+        first.docno: second
+        for first, second in itertools.pairwise(passages)
+        if first.source == second.source
+    }
+    seen: dict[str, int] = {}
+    anchors = []
+    for passage in passages:
+        seen[passage.source] = seen.get(passage.source, 0) + 1
+        if per_document == 0 or seen[passage.source] <= per_document:
+            anchors.append(passage)
+
+    def applies(kind: str, passage: Passage) -> bool:
+        return KINDS[kind].passages == 1 or passage.docno in following
+
     chosen: dict[str, set[str]] = {}
-    for n, passage in enumerate(passages, start=1):
-        if kinds_per_passage and kinds_per_passage < len(single):
-            picked = {single[(n - 1 + r) % len(single)] for r in range(kinds_per_passage)}
-        else:
-            picked = set(single)
-        chosen[passage.docno] = picked
+    for n, anchor in enumerate(anchors, start=1):
+        possible = [kinds[(n - 1 + r) % len(kinds)] for r in range(len(kinds))]
+        possible = [k for k in possible if applies(k, anchor)]
+        take = kinds_per_passage if 0 < kinds_per_passage < len(possible) else len(possible)
+        chosen[anchor.docno] = set(possible[:take])
     units = []
     for kind in kinds:
-        if KINDS[kind].passages == 1:
-            units += [
-                Unit(f"P{numbers[p.docno]:04d}", kind, (p,))
-                for p in passages
-                if kind in chosen[p.docno]
-            ]
-        else:
-            for first, second in itertools.pairwise(passages):
-                if first.source == second.source:
-                    uid = f"P{numbers[first.docno]:04d}+P{numbers[second.docno]:04d}"
-                    units.append(Unit(uid, kind, (first, second)))
+        for anchor in anchors:
+            if kind not in chosen[anchor.docno]:
+                continue
+            uid = f"P{numbers[anchor.docno]:04d}"
+            if KINDS[kind].passages == 1:
+                units.append(Unit(uid, kind, (anchor,)))
+            else:
+                second = following[anchor.docno]
+                units.append(Unit(f"{uid}+P{numbers[second.docno]:04d}", kind, (anchor, second)))
     return units
+
+
+def used_passages(passages: list[Passage], units: list[Unit]) -> list[Passage]:
+    """The passages the prompts show, in reading order (the collection's documents)."""
+    used = {p.docno for unit in units for p in unit.passages}
+    return [p for p in passages if p.docno in used]
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -216,10 +241,9 @@ def synthesize(
     if run.limit_documents:
         documents = documents[: run.limit_documents]
         doc_report.read = len(documents)
-    passages = document_passages(
-        documents, run.passage_chars, run.min_passage_chars, run.passages_per_document, doc_report
-    )
-    units = make_units(passages, run.kinds, run.kinds_per_passage)
+    passages = document_passages(documents, run.passage_chars, run.min_passage_chars, doc_report)
+    units = make_units(passages, run.kinds, run.kinds_per_passage, run.passages_per_document)
+    passages = used_passages(passages, units)
     backend = run.backend or spec.build()
     calls = Counter()
     work = out / WORK_DIR

@@ -17,6 +17,7 @@ from scripted_llm import EXPECTED, ScriptedLLM, Served, write_documents
 
 from nrp.cli import main
 from nrp.collection.collection import Collection
+from nrp.errors import InputError
 from nrp.generation.generate import derive_seed
 from nrp.synth.documents import read_documents, sentences, split_passages
 from nrp.synth.filters import (
@@ -29,7 +30,7 @@ from nrp.synth.filters import (
     verbatim_overlap,
 )
 from nrp.synth.kinds import KINDS, answer_fits, parse_pair, template_file
-from nrp.synth.synth import _support, make_units, synthesize
+from nrp.synth.synth import _support, make_units, synthesize, used_passages
 
 #: the test documents cut as the tests cut them: the English document's two paragraphs are two
 #: passages (together they are over 260 characters), the Vietnamese one is one
@@ -62,19 +63,26 @@ def test_split_passages_packs_sentences_and_joins_a_short_tail():
 
 
 def test_units_rotate_kinds_and_pair_consecutive_passages(tmp_path):
-    from nrp.synth.documents import DocumentReport, document_passages
+    from nrp.synth.documents import document_passages
 
     docs, report = read_documents(write_documents(tmp_path / "docs"))
-    passages = document_passages(docs, 260, 100, 0, report)
+    passages = document_passages(docs, 260, 100, report)
     assert [p.docno for p in passages] == ["pho#p1", "river#p1", "river#p2"]
-    units = make_units(passages, ("factual", "yesno", "multi"), 1)
-    assert [(u.kind, u.uid) for u in units] == [
+    every = make_units(passages, ("factual", "multi"), 0, 0)
+    assert [(u.kind, u.uid) for u in every] == [
         ("factual", "P0001"),
+        ("factual", "P0002"),
         ("factual", "P0003"),
-        ("yesno", "P0002"),
         ("multi", "P0002+P0003"),
     ]
-    assert isinstance(report, DocumentReport)
+    # one kind per anchor (the first passage of each document), rotating: anchor 1 gets
+    # kinds[0] (multi, impossible on pho's only passage: factual), anchor 2 kinds[1] (factual)
+    one = make_units(passages, ("multi", "factual", "yesno"), 1, 1)
+    assert [(u.kind, u.uid) for u in one] == [("factual", "P0001"), ("factual", "P0002")]
+    one = make_units(passages, ("yesno", "multi", "factual"), 1, 1)
+    assert [(u.kind, u.uid) for u in one] == [("yesno", "P0001"), ("multi", "P0002+P0003")]
+    assert [p.docno for p in used_passages(passages, one)] == ["pho#p1", "river#p1", "river#p2"]
+    assert [p.docno for p in used_passages(passages, every[:1])] == ["pho#p1"]
 
 
 # -- reading pairs -----------------------------------------------------------------------------
@@ -89,7 +97,18 @@ def test_parse_pair_forms():
         "spans two lines",
         "quoted",
     )
-    for unreadable in ("", "Q: Q: nothing else", "Answer: no question", "Question: \nAnswer: x"):
+    assert parse_pair('Question: "Is it far?" Yes, 3 km.\nQuestion: next?') == (
+        "Is it far?",
+        "Yes, 3 km.",
+    )
+    unreadable_replies = (
+        "",
+        "Q: Q: nothing else",
+        "Question: Is it far?",
+        "Answer: no question",
+        "Question: \nAnswer: x",
+    )
+    for unreadable in unreadable_replies:
         assert parse_pair(unreadable) is None
 
 
@@ -288,7 +307,11 @@ def test_an_interrupted_run_continues(tmp_path):
 def test_table_input_counts_empty_documents(tmp_path):
     table = tmp_path / "articles.csv"
     pd.DataFrame(
-        {"url": ["u1", "u2", "u3"], "content": ["Một. Hai.", "", "Ba."], "title": ["T1", "", ""]}
+        {
+            "url": ["u1", "u2", "u3", "u1"],
+            "content": ["Một. Hai.", "", "Ba.", "Một.  Hai."],
+            "title": ["T1", "", "", "T1"],
+        }
     ).to_csv(table, index=False)
     from nrp.synth.documents import TableColumns
 
@@ -297,7 +320,13 @@ def test_table_input_counts_empty_documents(tmp_path):
         ("u1", "Một. Hai.", "T1"),
         ("u3", "Ba.", None),
     ]
-    assert (report.read, dict(report.skipped)) == (2, {"empty document": 1})
+    assert (report.read, dict(report.skipped)) == (
+        2,
+        {"empty document": 1, "identical duplicate document": 1},
+    )
+    table.write_text("url,content\nu1,Một.\nu1,Hai.\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"articles.csv:3: document id 'u1' appears twice with"):
+        read_documents(table, TableColumns("url", "content"))
 
 
 # -- the command, over HTTP --------------------------------------------------------------------
