@@ -28,8 +28,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from nrp.errors import NrpError
 from nrp.synth.documents import Passage
 
@@ -119,7 +117,7 @@ def _manifest(name: str, report: Mapping[str, Any]) -> str:
 
 
 def write_outputs(
-    out: Path, items: pd.DataFrame, passages: list[Passage], report: dict[str, Any]
+    out: Path, records: list[dict[str, Any]], passages: list[Passage], report: dict[str, Any]
 ) -> Path | None:
     """Items and report always; the collection when at least one item was kept (its path),
     else None."""
@@ -128,7 +126,6 @@ def write_outputs(
     from nrp.tables import write_text
 
     out.mkdir(parents=True, exist_ok=True)
-    records = items.to_dict("records") if len(items) else []
     _jsonl(out / ITEMS_FILE, [{k: r.get(k) for k in ITEM_COLUMNS} for r in records])
     write_text(out / REPORT_JSON, json.dumps(report, ensure_ascii=False, indent=2) + "\n")
     write_text(out / REPORT_TEXT, format_report(report) + "\n")

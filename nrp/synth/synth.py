@@ -249,10 +249,10 @@ def synthesize(
     work = out / WORK_DIR
     candidates = _generate(spec, backend, units, run, work, calls)
     _filter(candidates, run, backend, work, calls)
-    items = pd.DataFrame(candidates)
-    report = build_report(docs, spec.label, run, doc_report, passages, units, items, calls)
-    collection = write_outputs(out, items, passages, report)
+    report = build_report(docs, spec.label, run, doc_report, passages, units, candidates, calls)
+    collection = write_outputs(out, candidates, passages, report)
     report["collection"] = str(collection) if collection else None
+    items = pd.DataFrame([{k: v for k, v in c.items() if k != "_text"} for c in candidates])
     return SynthResult(items, report, out, collection)
 
 
@@ -468,11 +468,10 @@ def build_report(
     doc_report: DocumentReport,
     passages: list[Passage],
     units: list[Unit],
-    items: pd.DataFrame,
+    records: list[dict[str, Any]],
     calls: Counter,
 ) -> dict[str, Any]:
     """Counts per stage (overall and per kind), reasons, examples, settings and LLM calls."""
-    records = items.to_dict("records") if len(items) else []
     remaining = len(records)
     stages = []
     for stage in STAGES:

@@ -275,6 +275,9 @@ def test_run_with_a_scripted_llm_and_resume(tmp_path):
     assert sorted(collection.docs["docno"]) == ["pho#p1", "river#p1", "river#p2"]
     lines = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
     assert [x["item_id"] for x in lines] == list(EXPECTED)
+    empty = lines[2]  # factual-P0003-0: the empty reply, kept with its provenance
+    assert (empty["question"], empty["raw"], empty["reason"]) == (None, "", "empty reply")
+    assert empty["prompt"] == "factual-v1" and empty["checksum"] == "scripted-v1"
     assert "near_duplicate" in (out / "report.md").read_text()
 
     # a finished run re-run: no LLM call, the same items
