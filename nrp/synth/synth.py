@@ -37,6 +37,7 @@ and reason), with its provenance (model, checksum, prompt template and its SHA-2
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
@@ -292,17 +293,35 @@ def _generate(
         by_id = {row["answer_id"]: row for row in answers.to_dict("records")}
         for unit in kind_units:
             for sample in range(run.samples):
-                candidates.append(_candidate(unit, sample, spec.label, by_id, answers.attrs))
+                candidates.append(
+                    _candidate(unit, sample, spec.label, by_id, answers.attrs, run.options.seed)
+                )
     return candidates
 
 
 def _candidate(
-    unit: Unit, sample: int, label: str, by_id: Mapping[str, Any], attrs: Mapping[str, Any]
+    unit: Unit,
+    sample: int,
+    label: str,
+    by_id: Mapping[str, Any],
+    attrs: Mapping[str, Any],
+    base_seed: int,
 ) -> dict[str, Any]:
-    template = template_file(unit.kind).stem
-    answer_id = f"{label}/{template}:chat/{unit.uid}/{sample}"  # generate_answers' answer id
+    """The candidate of one (unit, sample), with its provenance: from its answer record, or,
+    for an empty reply (which ``generate_answers`` leaves out), from the run's model, the
+    template file and the seed ``generate_answers`` derived."""
+    from nrp.generation.generate import derive_seed
+
+    path = template_file(unit.kind)
+    prompt = f"{path.stem}:chat"
+    answer_id = f"{label}/{prompt}/{unit.uid}/{sample}"  # generate_answers' answer id
     record = by_id.get(answer_id)
     params = json.loads(record["params"]) if record is not None else {}
+    if record is None:
+        params = {
+            "template": path.stem,
+            "template_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        }
     candidate: dict[str, Any] = {
         "item_id": f"{unit.kind}-{unit.uid}-{sample}",
         "kind": unit.kind,
@@ -315,9 +334,11 @@ def _candidate(
         "llm": label,
         "model": record["model"] if record is not None else attrs.get("model"),
         "checksum": record["checksum"] if record is not None else attrs.get("checksum"),
-        "prompt": params.get("template", template),
-        "prompt_sha256": params.get("template_sha256"),
-        "seed": int(record["seed"]) if record is not None else None,
+        "prompt": params["template"],
+        "prompt_sha256": params["template_sha256"],
+        "seed": int(record["seed"])
+        if record is not None
+        else derive_seed(base_seed, unit.uid, prompt, sample),
         "kept": False,
         "stage": None,
         "reason": None,

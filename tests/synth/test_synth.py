@@ -278,6 +278,8 @@ def test_run_with_a_scripted_llm_and_resume(tmp_path):
     empty = lines[2]  # factual-P0003-0: the empty reply, kept with its provenance
     assert (empty["question"], empty["raw"], empty["reason"]) == (None, "", "empty reply")
     assert empty["prompt"] == "factual-v1" and empty["checksum"] == "scripted-v1"
+    assert empty["seed"] == derive_seed(0, "P0003", "factual-v1:chat", 0)
+    assert empty["prompt_sha256"] == row["prompt_sha256"]
     assert "near_duplicate" in (out / "report.md").read_text()
 
     # a finished run re-run: no LLM call, the same items
