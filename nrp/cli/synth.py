@@ -61,6 +61,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         default=0,
         help="single-passage kinds per passage, rotating over the kinds (0: all)",
     )
+    parser.add_argument(
+        "--templates",
+        type=Path,
+        default=None,
+        help="folder of your own prompts KIND-vN.txt (e.g. in the documents' language) "
+        "replacing the packaged ones",
+    )
     parser.add_argument("--samples", type=int, default=1, help="pairs per passage and kind (1)")
     parser.add_argument("--max-new-tokens", type=int, default=160)
     parser.add_argument("--temperature", type=float, default=0.7, help="0: greedy")
@@ -104,6 +111,7 @@ def handle(args: argparse.Namespace) -> int:
         min_passage_chars=args.min_passage_chars, passages_per_document=args.passages_per_doc,
         limit_documents=args.limit_docs, kinds_per_passage=args.kinds_per_passage,
         samples=args.samples, options=options, judge=args.judge,
+        templates=str(args.templates or ""),
         support_threshold=args.support_threshold, max_overlap=args.max_overlap,
         dedup_threshold=args.dedup_threshold,
         columns=api.TableColumns(args.id_column, args.text_column, args.title_column),

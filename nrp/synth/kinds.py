@@ -12,14 +12,16 @@ name and SHA-256 are those of ``nrp generate`` (``nrp.generation``):
 - ``instruction``: a request (list, explain, summarise, compare) the passage fulfils;
 - ``multi``: a question that needs two consecutive passages of one document.
 
-Every prompt asks for one pair as ``Question: ...`` / ``Answer: ...``. ``parse_pair`` reads the
+A folder of one's own templates (``KIND-vN.txt``, same format; e.g. prompts written in the
+knowledge base's language) replaces the packaged ones (``templates=DIR``). Every packaged prompt
+asks for one pair as ``Question: ...`` / ``Answer: ...``. ``parse_pair`` reads the
 first such pair; the labels may be in Vietnamese (``Câu hỏi``, ``Trả lời``, ``Câu trả lời``,
 ``Đáp án``), short (``Q``, ``A``), bold (``**Question:**``); the question runs to the answer's
 label, the answer to the next question label or the end. A reply with a question label and
 no answer label ("Question: Is it X? Yes, it is.", small models' habit) is read as a question
 ending at its first question mark and the answer after it. Nothing else is guessed: a reply
-without such a pair, or with an empty question or answer, is unreadable (counted, never an
-error).
+without such a pair, or with a question or answer without a letter or digit (empty, or the
+prompt's own "Question: ..." copied), is unreadable (counted, never an error).
 """
 
 from __future__ import annotations
@@ -78,24 +80,28 @@ def parse_kinds(value: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
-def template_file(name: str) -> Path:
-    """The newest packaged template ``NAME-vN.txt`` (``factual`` -> ``factual-v1.txt``)."""
+def template_file(name: str, folder: str | Path | None = None) -> Path:
+    """The newest template ``NAME-vN.txt`` (``factual`` -> ``factual-v1.txt``) in ``folder``
+    (a user's own prompts, e.g. written in the knowledge base's language), else packaged."""
+    where = Path(folder) if folder else TEMPLATE_DIR
+    if not where.is_dir():
+        raise ConfigError(f"{where}: prompt template folder not found")
     best: tuple[int, Path] | None = None
-    for path in TEMPLATE_DIR.glob(f"{name}-v*.txt"):
+    for path in where.glob(f"{name}-v*.txt"):
         match = _VERSIONED.match(path.stem)
         if match and match.group("name") == name:
             version = int(match.group("version"))
             if best is None or version > best[0]:
                 best = (version, path)
     if best is None:
-        raise ConfigError(f"no prompt template for {name!r} in {TEMPLATE_DIR}")
+        raise ConfigError(f"{where}: no prompt template {name}-vN.txt for kind {name!r}")
     return best[1]
 
 
-def prompt_spec(kind: str) -> str:
+def prompt_spec(kind: str, folder: str | Path | None = None) -> str:
     """The prompt strategy spec of a kind for ``nrp.generation``: its template file, sent
     through the model's chat template (the generation prompts' ``:chat``)."""
-    return f"{template_file(kind)}:chat"
+    return f"{template_file(kind, folder)}:chat"
 
 
 def passages_block(texts: list[str]) -> str:
@@ -145,8 +151,8 @@ def parse_pair(text: str) -> Pair | None:
         end = next_question.start() if next_question else len(text)
         question = _clean(text[question_label.end() : answer_label.start()])
         answer = _clean(text[answer_label.end() : end])
-    if not question or not answer:
-        return None
+    if not re.search(r"\w", question) or not re.search(r"\w", answer):
+        return None  # empty, or the template's own "Question: ..." copied
     return Pair(question, answer)
 
 

@@ -98,6 +98,7 @@ class SynthSettings:
     first N documents (0: all); ``kinds_per_passage``: each of those passages gets this many
     kinds, rotating over them (0: all; see ``make_units``); ``samples``: pairs per
     (passage, kind); ``options``: the writer's decoding (``n`` ignored, seeds per pair);
+    ``templates``: a folder of one's own ``KIND-vN.txt`` prompts replacing the packaged ones;
     ``judge``: judge parameters laid over ``JUDGE_DEFAULTS`` (``decoding=choice``,
     ``backend=local``); without ``backend``/``model``/``base_url`` the judge uses the writer's
     LLM; ``support_threshold``: the least judge confidence kept; ``max_overlap``,
@@ -113,6 +114,7 @@ class SynthSettings:
     kinds_per_passage: int = 0
     samples: int = 1
     options: GenerationOptions = SYNTH_OPTIONS
+    templates: str = ""
     judge: str = ""
     support_threshold: float = 0.5
     max_overlap: float = 0.8
@@ -123,6 +125,8 @@ class SynthSettings:
 
     def check(self) -> SynthSettings:
         kinds = parse_kinds(self.kinds)
+        for kind in kinds:  # every kind has its prompt before any work
+            template_file(kind, self.templates or None)
         if self.passage_chars < 50:
             raise ConfigError(f"passage_chars must be at least 50, got {self.passage_chars}")
         if not 0 <= self.min_passage_chars <= self.passage_chars:
@@ -280,7 +284,7 @@ def _generate(
         answers = generate_answers(
             topics,
             spec,
-            [prompt_spec(kind)],
+            [prompt_spec(kind, run.templates)],
             run.samples,
             run.options,
             work / f"generated-{kind}.jsonl",
@@ -293,9 +297,7 @@ def _generate(
         by_id = {row["answer_id"]: row for row in answers.to_dict("records")}
         for unit in kind_units:
             for sample in range(run.samples):
-                candidates.append(
-                    _candidate(unit, sample, spec.label, by_id, answers.attrs, run.options.seed)
-                )
+                candidates.append(_candidate(unit, sample, spec.label, by_id, answers.attrs, run))
     return candidates
 
 
@@ -305,14 +307,14 @@ def _candidate(
     label: str,
     by_id: Mapping[str, Any],
     attrs: Mapping[str, Any],
-    base_seed: int,
+    run: SynthSettings,
 ) -> dict[str, Any]:
     """The candidate of one (unit, sample), with its provenance: from its answer record, or,
     for an empty reply (which ``generate_answers`` leaves out), from the run's model, the
     template file and the seed ``generate_answers`` derived."""
     from nrp.generation.generate import derive_seed
 
-    path = template_file(unit.kind)
+    path = template_file(unit.kind, run.templates)
     prompt = f"{path.stem}:chat"
     answer_id = f"{label}/{prompt}/{unit.uid}/{sample}"  # generate_answers' answer id
     record = by_id.get(answer_id)
@@ -338,7 +340,7 @@ def _candidate(
         "prompt_sha256": params["template_sha256"],
         "seed": int(record["seed"])
         if record is not None
-        else derive_seed(base_seed, unit.uid, prompt, sample),
+        else derive_seed(run.options.seed, unit.uid, prompt, sample),
         "kept": False,
         "stage": None,
         "reason": None,
@@ -539,6 +541,7 @@ def build_report(
             "limit_documents": run.limit_documents,
             "kinds_per_passage": run.kinds_per_passage,
             "samples": run.samples,
+            "templates": run.templates or "packaged",
             "decoding": {k: options[k] for k in ("max_new_tokens", "temperature", "top_p", "seed")},
             "judge": run.judge,
             "support_threshold": run.support_threshold,

@@ -107,6 +107,7 @@ def test_parse_pair_forms():
         "Question: Is it far?",
         "Answer: no question",
         "Question: \nAnswer: x",
+        "Question: ...\nAnswer: ...",
     )
     for unreadable in unreadable_replies:
         assert parse_pair(unreadable) is None
