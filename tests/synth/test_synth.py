@@ -412,6 +412,29 @@ def test_bad_command_input_is_one_line_exit_2(tmp_path, capsys):
     assert not Path(out).exists()
 
 
+def test_own_templates_replace_the_packaged_ones(tmp_path, capsys):
+    from nrp.generation.prompts import load_prompt
+    from nrp.synth.kinds import KIND_NAMES, prompt_spec
+
+    examples = Path(__file__).resolve().parents[2] / "docs" / "examples" / "synth-vi"
+    for kind in KIND_NAMES:
+        strategy = load_prompt(prompt_spec(kind, examples))
+        assert strategy.label == f"{kind}-v1:chat"
+        assert "Câu hỏi: ..." in strategy.render("PASSAGE") and "PASSAGE" in strategy.render(
+            "PASSAGE"
+        )
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "factual-v1.txt").write_text("[[prompt]]\nAsk: {{query}}\n")
+    (tmp_path / "mine" / "factual-v2.txt").write_text("[[prompt]]\nQuestion please: {{query}}\n")
+    assert template_file("factual", tmp_path / "mine").name == "factual-v2.txt"
+    docs = write_documents(tmp_path / "docs")
+    err = _one_line_error(
+        capsys, ["synth", str(docs), "--llm", "local", "--out", str(tmp_path / "qa"),
+                 "--templates", str(tmp_path / "mine")]
+    )  # fmt: skip
+    assert "no prompt template yesno-vN.txt for kind 'yesno'" in err
+
+
 def test_no_pair_kept_writes_the_report_and_no_collection(tmp_path, capsys):
     docs = tmp_path / "docs"
     docs.mkdir()
