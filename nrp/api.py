@@ -124,6 +124,12 @@ _EXPORTS: dict[str, str] = {
     "PERTURBATIONS": "nrp.probes.perturbations",
     "perturb": "nrp.probes.perturbations",
     "PerturbationContext": "nrp.probes.perturbations",
+    # synthetic test sets (Q&A written by an LLM from documents)
+    "synthesize": "nrp.synth.synth",
+    "SynthSettings": "nrp.synth.synth",
+    "format_report": "nrp.synth.synth",
+    "TableColumns": "nrp.synth.documents",
+    "KIND_NAMES": "nrp.synth.kinds",
     "build_report": "nrp.reports.build",
     "ReportSettings": "nrp.reports.build",
     # executors

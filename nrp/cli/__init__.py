@@ -30,6 +30,7 @@ from nrp.cli import (
     score,
     serve,
     summary,
+    synth,
     train,
     validate,
 )
@@ -58,6 +59,7 @@ _COMMANDS = (
     review.add_parser,
     report.add_parser,
     generate.add_parser,
+    synth.add_parser,
     run.add_parser,
     train.add_parser,
 )
