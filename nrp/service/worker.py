@@ -22,7 +22,10 @@ the loop that batches work and keeps the store's books:
    cache rows), so another executor can run it elsewhere.
 After each batch the pool drops the least recently used rankers and evaluators beyond its
 limits (``pool_max_entries``, ``pool_max_bytes``; ``ModelPool.account``) and the worker reports
-what it holds (the ``nrp_worker_pool_*`` metrics). A failure it did not expect reaches the
+what it holds (the ``nrp_worker_pool_*`` metrics). After a batch of synchronous requests only
+new entries are measured: measuring a hot entry again (a walk of tens of milliseconds) waits
+until no request has come for ``ACCOUNT_QUIET_S``, or at most ``ACCOUNT_DEFER_S``, so that
+someone waiting for a score does not wait for it. A failure it did not expect reaches the
 caller as an error id only (``nrp.service.disclosure``), its detail in the log.
 
 3. **Finalisation**: a job whose units are all done is scored with the library's own
@@ -74,6 +77,8 @@ from nrp.service.pool import ModelPool, PoolLimits
 from nrp.service.store import Store
 
 log = logging.getLogger("nrp.service.worker")
+ACCOUNT_QUIET_S = 1.0  # no score request for this long: measure the pool's used entries again
+ACCOUNT_DEFER_S = 30.0  # under steady requests, measure them after this long anyway
 
 
 # -- the loop ------------------------------------------------------------------------------------
@@ -111,6 +116,8 @@ class Worker:
         self.last_requeue = 0.0
         self.executor: api.Executor | None = None  # made on the first job batch (None: local)
         self.executor_made = False
+        self.last_score = 0.0  # when the last batch of score requests was served
+        self.last_measure = time.monotonic()  # when the pool's used entries were last measured
 
     # -- messages --------------------------------------------------------------------------
     def _send(self, kind: str, payload: dict[str, Any]) -> None:
@@ -182,11 +189,11 @@ class Worker:
                 break
             if requests:
                 self._serve(requests)
-                self._account()
+                self._account(measure_used=self._measure_due(quiet=False))
                 continue
             try:
                 did = self._job_batch() or self._finalize()
-                if did:
+                if did or (self.pool.stale and self._measure_due(quiet=True)):
                     self._account()
                 if expired_only and time.monotonic() - self.last_requeue > 30:
                     self.last_requeue = time.monotonic()
@@ -201,11 +208,22 @@ class Worker:
                 did = False
             self.busy = did
 
-    def _account(self) -> None:
-        """Keep the pool within its limits (``ModelPool.account``) and tell the server what it
-        holds (the ``nrp_worker_pool_*`` metrics)."""
+    def _measure_due(self, quiet: bool) -> bool:
+        """Whether the pool's used entries may be measured now: no score request for
+        ``ACCOUNT_QUIET_S`` (``quiet``), or not measured for ``ACCOUNT_DEFER_S``."""
+        now = time.monotonic()
+        if quiet and now - self.last_score >= ACCOUNT_QUIET_S:
+            return True
+        return now - self.last_measure >= ACCOUNT_DEFER_S
+
+    def _account(self, measure_used: bool = True) -> None:
+        """Keep the pool within its limits (``ModelPool.account``; ``measure_used``: measure
+        the used entries due, not only new ones) and tell the server what it holds (the
+        ``nrp_worker_pool_*`` metrics)."""
+        if measure_used:
+            self.last_measure = time.monotonic()
         try:
-            usage = self.pool.account()
+            usage = self.pool.account(measure_used)
         except Exception as err:  # an estimate that fails must not stop the worker
             log.error("pool accounting failed", extra={"fields": {"trace": trace(err)}})
             return
@@ -231,6 +249,7 @@ class Worker:
 
     # -- synchronous requests --------------------------------------------------------------
     def _serve(self, requests: list[_ScoreRequest]) -> None:
+        self.last_score = time.monotonic()
         started = time.perf_counter()
         try:
             replies = self._score(requests)
