@@ -17,7 +17,7 @@ its only say.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -34,10 +34,22 @@ def _rounds(frame: pd.DataFrame, by: Sequence[str] = ("answer_id",)) -> list[pd.
     """Rows split so that no answer id (by default) repeats within a part: answers of several
     jobs or requests may share an id, and one positioning call (and an executor run, which maps
     each answer id to its text hash) needs distinct ids. Rows keep their order."""
-    if not len(frame):
-        return []
-    occurrence = frame.groupby(list(by), sort=False).cumcount()
-    return [frame[occurrence == n] for n in range(int(occurrence.max()) + 1)]
+    keys = list(zip(*(frame[column].tolist() for column in by), strict=True))
+    return [frame.iloc[numbers] for numbers in _distinct_rounds(keys)]
+
+
+def _distinct_rounds(keys: Sequence[Hashable]) -> list[list[int]]:
+    """Numbers of ``keys`` split into rounds in which no key repeats: the n-th occurrence of a
+    key goes to round n, in order (``_rounds`` over a frame, or a list of answers)."""
+    rounds: list[list[int]] = []
+    seen: dict[Hashable, int] = {}
+    for number, key in enumerate(keys):
+        occurrence = seen.get(key, 0)
+        seen[key] = occurrence + 1
+        if occurrence == len(rounds):
+            rounds.append([])
+        rounds[occurrence].append(number)
+    return rounds
 
 
 # -- job units -----------------------------------------------------------------------------------
@@ -185,21 +197,21 @@ def _positions_now(
     for key, group in groups.items():
         name, spec, frozen, full = key
         answers = [a for p in group for a in ranked[p["id"]]]
-        frame = pd.DataFrame(
-            {
-                "answer_id": [str(a["answer_id"]) for a in answers],
-                "qid": [str(a["qid"]) for a in answers],
-                "text": [a["text"] for a in answers],
-                "key": [k for p in group for k in keys[p["id"]]],
-            }
-        )
+        answer_keys = [k for p in group for k in keys[p["id"]]]
         positioner = pool.positioner(
             pool.collection(name), spec, api.PositionOptions(frozen, full, chunk_size)
         )
-        parts = [
-            positioner.position_now(part).set_axis(part["key"].to_numpy())
-            for part in _rounds(frame, by=("qid", "answer_id"))
-        ]
+        parts = []
+        for numbers in _distinct_rounds([(str(a["qid"]), str(a["answer_id"])) for a in answers]):
+            part = pd.DataFrame(
+                {
+                    "answer_id": [str(answers[n]["answer_id"]) for n in numbers],
+                    "qid": [str(answers[n]["qid"]) for n in numbers],
+                    "text": [answers[n]["text"] for n in numbers],
+                }
+            )
+            found = positioner.position_now(part)
+            parts.append(found.set_axis([answer_keys[n] for n in numbers]))
         positions[key] = parts[0] if len(parts) == 1 else pd.concat(parts)
     return positions
 

@@ -59,9 +59,11 @@ REQUESTS = [
         [answer("x", "t3", "insulin dose daily")],
         BM25,
         weights={"relevance": 3, "readability": 1},
-    ),  # fmt: skip
+    ),
     request(4, [answer("n", "empty", "x y", ranked=False), answer("a", "t4", "migraine")], BM25),
     request(5, [answer("n", "empty", "nothing", ranked=False)], BM25),
+    # the same (qid, answer id) as request 0's first answer: positioned in a second round
+    request(6, [answer("a", "t0", "rest and fever doctor"), answer("c", "t0", "fever")], BM25),
 ]
 
 
@@ -73,8 +75,9 @@ def test_batched_replies_equal_each_request_alone_and_score_answers(pool):
     assert batched == alone
     assert batched["r5"]["rows"] == []
     assert [row[0] for row in batched["r1"]["rows"]] == ["a", "a", "a", "b", "b", "b"]
+    assert batched["r6"]["rows"][0][7] != batched["r0"]["rows"][0][7]  # other text, other score
     collection = pool.collection("synth")
-    for payload in REQUESTS[:5]:
+    for payload in REQUESTS[:5] + REQUESTS[6:]:
         ranked = pd.DataFrame([a for a in payload["answers"] if a["ranked"]])
         expected = score_answers(
             collection,
