@@ -116,6 +116,7 @@ class ModelPool:
         self.builds: dict[str, _Build] = {}
         self.entries: OrderedDict[tuple, _Entry] = OrderedDict()
         self.evictions = 0
+        self.changes = 0  # entries added or dropped and collections reloaded, since start
 
     # -- collections -------------------------------------------------------------------------
     def collection(self, name: str) -> Any:
@@ -128,6 +129,7 @@ class ModelPool:
         if known is None or known.stamp != stamp:
             collection = api.Collection.load(name, self.indexes)
             self.builds[name] = _Build(stamp, collection)
+            self.changes += 1
             # a rebuilt collection: everything bound to the old build goes
             for key in [k for k in self.entries if k[0] == "ranker" and k[1] == name]:
                 del self.entries[key]
@@ -181,6 +183,7 @@ class ModelPool:
 
     def _add(self, key: tuple, value: Any) -> _Entry:
         entry = self.entries[key] = _Entry(value)
+        self.changes += 1
         while len(self.entries) > self.limits.max_entries:
             self._evict()
         return entry
@@ -188,6 +191,7 @@ class ModelPool:
     def _evict(self) -> None:
         key, _ = self.entries.popitem(last=False)
         self.evictions += 1
+        self.changes += 1
         log.info("pool entry dropped", extra={"fields": {"kind": key[0], "spec": key[-1]}})
 
     def account(self, measure_used: bool = True) -> PoolUsage:
