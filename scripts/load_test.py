@@ -27,6 +27,12 @@ answers again in one call (the library's rate when it gets them all at once). Th
 service's answers/s over the in-process answers/s of one request per call. Goals, printed beside
 the figures: p99 under 20 ms for one answer per request with a lexical ranker at 8 clients, and a
 ratio of at least 0.5 with 16 answers per request. ``--out FILE`` writes every figure as JSON.
+
+Rates depend on the CPU the processes get; on a machine shared with other work they move from
+run to run. CPU time does not: with its own server the script also reports the CPU milliseconds
+per request of the server and worker processes (Linux), of the clients, and of the in-process
+run, and the CPU ratio (in-process CPU over service CPU per answer), which is the rate ratio
+the service would reach with the CPU to itself, clients aside.
 """
 
 from __future__ import annotations
@@ -128,6 +134,11 @@ class OwnServer:
         self.stop()
         raise SystemExit("server not ready in 300 s")
 
+    def pids(self) -> tuple[int, ...]:
+        """The server process and its worker's."""
+        worker = httpx.get(f"{self.url}/readyz", timeout=5).json().get("worker_pid")
+        return (self.process.pid, *([int(worker)] if worker else []))
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -173,11 +184,27 @@ def _texts(collection: str, indexes: Path | None, queries: int, seed: int) -> di
 
 @dataclass(frozen=True)
 class Target:
-    """The server under test and the collection its requests name."""
+    """The server under test, the collection its requests name, and the ids of its processes
+    (server and worker, when this script started it: their CPU time is read)."""
 
     url: str
     token: str
     collection: str
+    pids: tuple[int, ...] = ()
+
+
+def _cpu_seconds(pids: tuple[int, ...]) -> float | None:
+    """User + system CPU seconds the processes used so far (Linux /proc; None elsewhere)."""
+    if not pids:
+        return None
+    total = 0.0
+    try:
+        for pid in pids:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
 
 
 @dataclass(frozen=True)
@@ -268,8 +295,10 @@ class _Clients:
         self.tickets = itertools.count()  # next() is atomic: the shared request budget
         self.deadline = 0.0
 
-    def run(self) -> float:
-        """All clients until the deadline or the request limit; the seconds it took."""
+    def run(self) -> tuple[float, float | None, float]:
+        """All clients until the deadline or the request limit: the seconds it took, the CPU
+        seconds of the server's processes and of this process (the clients) meanwhile."""
+        server_cpu, client_cpu = _cpu_seconds(self.target.pids), time.process_time()
         self.deadline = time.monotonic() + self.load.duration
         threads = [
             threading.Thread(target=self._client, args=(n,), name=f"client-{n}")
@@ -280,7 +309,10 @@ class _Clients:
             thread.start()
         for thread in threads:
             thread.join()
-        return time.perf_counter() - started
+        elapsed = time.perf_counter() - started
+        server_after = _cpu_seconds(self.target.pids)
+        server = None if server_cpu is None or server_after is None else server_after - server_cpu
+        return elapsed, server, time.process_time() - client_cpu
 
     def _client(self, number: int) -> None:
         """Client ``number``: requests back to back on one connection."""
@@ -351,13 +383,13 @@ class InProcess:
         """Answers/s of ``requests`` scored one request per call (for at most ``seconds``),
         and of the same answers in one call."""
         done: list[list[dict]] = []
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         for answers in requests:
             self.score(answers)
             done.append(answers)
             if time.perf_counter() - started > seconds:
                 break
-        per_request = time.perf_counter() - started
+        per_request, cpu = time.perf_counter() - started, time.process_time() - cpu
         every = [a for answers in done for a in answers]
         started = time.perf_counter()
         if every:
@@ -368,6 +400,7 @@ class InProcess:
             "answers": len(every),
             "answers_per_s": round(len(every) / per_request, 1) if done else None,
             "one_call_answers_per_s": round(len(every) / one_call, 1) if every else None,
+            "cpu_ms_per_answer": round(cpu * 1000 / len(every), 3) if every else None,
         }
 
 
@@ -377,25 +410,33 @@ def _phase(
     """One phase: the clients against the server, then the same requests in process."""
     _warm_up(target, ranker, texts)
     clients = _Clients(target, ranker, texts, load)
-    elapsed = clients.run()
+    elapsed, server_cpu, client_cpu = clients.run()
     in_process = InProcess(indexes, target.collection, ranker)
     in_process.score([{"answer_id": f"w{n}", "qid": q, "text": texts[q][0]}
                       for n, q in enumerate(sorted(texts))])  # fmt: skip
     rates = in_process.rates(clients.requests(), load.duration)
-    return _report(ranker, load, clients, elapsed, rates, in_process.lexical)
+    cpu = {"server": server_cpu, "clients": client_cpu}
+    return _report(ranker, load, clients, (elapsed, cpu), rates, in_process.lexical)
 
 
 def _report(
     ranker: str,
     load: Load,
     clients: _Clients,
-    elapsed: float,
+    times: tuple[float, dict[str, float | None]],
     in_process: dict[str, Any],
     lexical: bool,
 ) -> dict[str, Any]:
-    """Throughput, latency percentiles (ms, client side), the in-process rates and the ratio,
-    with the goals that apply to this phase."""
+    """Throughput, latency percentiles (ms, client side), CPU per request, the in-process
+    rates and the ratios, with the goals that apply to this phase."""
+    elapsed, cpu = times
     latencies = [x for client in clients.latencies for x in client]
+    sent = max(sum(clients.sent), 1)
+    per_request = {k: None if v is None else round(v * 1000 / sent, 3) for k, v in cpu.items()}
+    server_per_answer = (
+        None if cpu["server"] is None else cpu["server"] * 1000 / sent / load.answers
+    )
+    inner_cpu = in_process["cpu_ms_per_answer"]
     ms = np.array(latencies) * 1000
     pct = (lambda q: round(float(np.percentile(ms, q)), 2)) if len(ms) else (lambda q: None)
     answers_per_s = len(latencies) * load.answers / elapsed
@@ -415,6 +456,10 @@ def _report(
         "max_ms": round(float(ms.max()), 2) if len(ms) else None,
         "in_process": in_process,
         "ratio": round(answers_per_s / reference, 3) if reference else None,
+        "cpu_ms_per_request": per_request,  # server and worker together; the clients
+        "cpu_ratio": round(inner_cpu / server_per_answer, 3)
+        if inner_cpu and server_per_answer
+        else None,
         "goal_p99_ms": GOAL_P99_MS if lexical and load.answers == 1 else None,
         "goal_ratio": GOAL_RATIO if load.answers == GOAL_RATIO_ANSWERS else None,
     }
@@ -445,6 +490,13 @@ def _print(collection: str, result: dict[str, Any]) -> None:
         f"({inner['requests']} requests); {inner['one_call_answers_per_s']} answers/s in one call"
     )
     print(f"  ratio        {r['ratio']}{_goal(r['ratio'], r['goal_ratio'], False)}")
+    cpu = r["cpu_ms_per_request"]
+    if cpu["server"] is not None:
+        per_request = inner["cpu_ms_per_answer"] * r["answers_per_request"]
+        print(
+            f"  cpu ms/req   server+worker {cpu['server']}, clients {cpu['clients']}; "
+            f"in process {round(per_request, 3)}; cpu ratio {r['cpu_ratio']}"
+        )
 
 
 def main() -> int:
@@ -493,11 +545,13 @@ def main() -> int:
             if not args.token or not args.collection:
                 parser.error("--url needs --token and --collection")
             url, token, collection, indexes = args.url, args.token, args.collection, args.indexes
+            pids: tuple[int, ...] = ()
         else:
             manifest = args.manifest or _default_manifest()
             print(f"ingesting {manifest} and starting nrp serve ...", file=sys.stderr)
             server = OwnServer(manifest, None, workdir, args.batch_wait_ms, args.torch_threads)
             url, token, collection = server.url, server.token, server.collection
+            pids = server.pids()
             indexes = workdir / "indexes"
         texts = _texts(collection, indexes, args.queries, args.seed)
         assert indexes is not None  # _texts stops without it
@@ -506,7 +560,8 @@ def main() -> int:
             print(f"{ranker}, {size} answer(s)/request: warm-up, then {args.clients} clients x "
                   f"{args.duration} s, then in process ...", file=sys.stderr)  # fmt: skip
             load = Load(args.clients, args.duration, args.max_requests, size, args.seed)
-            result = _phase(Target(url, token, collection), ranker, texts, load, indexes)
+            target = Target(url, token, collection, pids)
+            result = _phase(target, ranker, texts, load, indexes)
             _print(collection, result)
             results.append(result)
     finally:
