@@ -90,6 +90,7 @@ class OwnServer:
     def __init__(
         self, manifest: Path, name: str | None, workdir: Path, batch_wait_ms: float, threads: int
     ):
+        import nrp
         from nrp import ingest
 
         self.workdir = workdir
@@ -113,6 +114,10 @@ class OwnServer:
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "NRP_TOKENS": f"read:{self.token}", "HF_HUB_OFFLINE": "1"}
         env["TRANSFORMERS_OFFLINE"] = "1"
+        # the server runs the nrp this script imports (the in-process run's), whatever the
+        # working folder: ``python -m`` would put the working folder first
+        here = str(Path(nrp.__file__).parents[1])
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
         self.log = open(workdir / "server.log", "wb")  # noqa: SIM115 - closed in stop()
         command = [sys.executable, "-m", "nrp", "serve", "--config", str(config)]
         self.process = subprocess.Popen(
@@ -120,6 +125,7 @@ class OwnServer:
             stdout=self.log,
             stderr=subprocess.STDOUT,
             env=env,
+            cwd=workdir,
         )
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
