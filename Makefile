@@ -47,6 +47,7 @@ bench: setup
 	$(BIN)/python scripts/bench_train.py
 	$(BIN)/python scripts/bench_train.py --ranker dense
 	$(BIN)/python scripts/bench_gpu.py --batches 64,128,256
+	$(BIN)/python scripts/load_test.py --ranker bm25
 
 lint: setup
 	$(BIN)/lint-imports
@@ -61,7 +62,8 @@ format: setup
 openapi: setup
 	$(BIN)/python scripts/openapi.py
 
-# Load test of POST /v1/score on loopback (starts its own server; bounded: stops by itself).
+# Load test of POST /v1/score on loopback (starts its own server; bounded: stops by itself):
+# latency and rates of 8 keep-alive clients beside the in-process rate of the same requests.
 loadtest: setup
 	$(BIN)/python scripts/load_test.py
 

@@ -17,7 +17,7 @@ its only say.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -34,10 +34,22 @@ def _rounds(frame: pd.DataFrame, by: Sequence[str] = ("answer_id",)) -> list[pd.
     """Rows split so that no answer id (by default) repeats within a part: answers of several
     jobs or requests may share an id, and one positioning call (and an executor run, which maps
     each answer id to its text hash) needs distinct ids. Rows keep their order."""
-    if not len(frame):
-        return []
-    occurrence = frame.groupby(list(by), sort=False).cumcount()
-    return [frame[occurrence == n] for n in range(int(occurrence.max()) + 1)]
+    keys = list(zip(*(frame[column].tolist() for column in by), strict=True))
+    return [frame.iloc[numbers] for numbers in _distinct_rounds(keys)]
+
+
+def _distinct_rounds(keys: Sequence[Hashable]) -> list[list[int]]:
+    """Numbers of ``keys`` split into rounds in which no key repeats: the n-th occurrence of a
+    key goes to round n, in order (``_rounds`` over a frame, or a list of answers)."""
+    rounds: list[list[int]] = []
+    seen: dict[Hashable, int] = {}
+    for number, key in enumerate(keys):
+        occurrence = seen.get(key, 0)
+        seen[key] = occurrence + 1
+        if occurrence == len(rounds):
+            rounds.append([])
+        rounds[occurrence].append(number)
+    return rounds
 
 
 # -- job units -----------------------------------------------------------------------------------
@@ -102,58 +114,105 @@ def score_requests(
 ) -> dict[str, dict[str, Any]]:
     """The reply to each request (by id): ``RESULT_COLUMNS`` rows of its ranked answers. The
     answers of all requests that share a ranker and options are positioned together (one call
-    per round of distinct (qid, answer id)); ``chunk_size``: the positioners' option, so these
-    share the job units' positioners."""
-    positions = _positions_now(pool, requests, chunk_size)
-    replies = {}
+    per round of distinct (qid, answer id)), and the rows of all requests that share rankers,
+    options, tie rule and weights come from one ``result_frame`` call; ``chunk_size``: the
+    positioners' option, so these share the job units' positioners.
+
+    Within a batch every ranked answer has a key of its own (its number in the batch): answer
+    ids repeat across requests, and ``result_frame`` finds an answer's positions by id, so it
+    gets the keys and each row its answer id back. Every row is computed from its own answer's
+    positions alone, so a request's rows do not depend on the requests batched with it."""
+    ranked = {p["id"]: [a for a in p["answers"] if a["ranked"]] for p in requests}
+    keys, start = {}, 0
     for p in requests:
-        ranked = [a for a in p["answers"] if a["ranked"]]
-        rows: list[list[Any]] = []
-        if ranked:
-            found = {
-                dimension: (spec, positions[(p["id"], spec)])
-                for dimension, spec in p["rankers"].items()
+        keys[p["id"]] = [str(n) for n in range(start, start + len(ranked[p["id"]]))]
+        start += len(ranked[p["id"]])
+    positions = _positions_now(pool, requests, ranked, keys, chunk_size)
+    columns = list(api.RESULT_COLUMNS)
+    replies = {p["id"]: {"ok": True, "columns": columns, "rows": []} for p in requests}
+    for group in _row_groups(requests, ranked).values():
+        first = group[0]
+        found = {
+            dimension: (spec, positions[_position_key(first, spec)])
+            for dimension, spec in first["rankers"].items()
+        }
+        weight_of = api.normalised_weights(first.get("weights"), list(first["rankers"]))
+        tie_mode = api.check_tie_mode(first["ties"])
+        answers = [a for p in group for a in ranked[p["id"]]]
+        base = pd.DataFrame(
+            {
+                "answer_id": [k for p in group for k in keys[p["id"]]],
+                **{c: [a[c] for a in answers] for c in ("llm", "prompt", "qid", "sample")},
             }
-            weight_of = api.normalised_weights(p.get("weights"), list(p["rankers"]))
-            tie_mode = api.check_tie_mode(p["ties"])
-            frame = api.result_frame(pd.DataFrame(ranked), found, tie_mode, weight_of)
-            rows = [[json_value(v) for v in r] for r in frame.itertuples(index=False, name=None)]
-        replies[p["id"]] = {"ok": True, "columns": list(api.RESULT_COLUMNS), "rows": rows}
+        )
+        frame = api.result_frame(base, found, tie_mode, weight_of)
+        rows = [[json_value(v) for v in r] for r in frame.itertuples(index=False, name=None)]
+        per_answer = len(rows) // len(answers)  # one row per dimension and the combined row
+        at = 0
+        for p in group:
+            mine = rows[at : at + per_answer * len(ranked[p["id"]])]
+            at += len(mine)
+            for number, answer in enumerate(ranked[p["id"]]):
+                for row in mine[number * per_answer : (number + 1) * per_answer]:
+                    row[0] = answer["answer_id"]
+            replies[p["id"]]["rows"] = mine
     return replies
 
 
-def _positions_now(
-    pool: ModelPool, requests: list[Payload], chunk_size: int
-) -> dict[tuple[str, str], pd.DataFrame]:
-    """(request id, ranker spec) -> positions of the request's ranked answers, indexed by
-    answer id; one ``position_now`` call per (collection, ranker, options) and round."""
-    groups: dict[tuple[str, str, bool, bool], list[pd.DataFrame]] = {}
+def _position_key(p: Payload, spec: str) -> tuple[str, str, bool, bool]:
+    """What positions are shared by: collection, ranker spec and positioning options."""
+    return (p["collection"], spec, bool(p["frozen_stats"]), bool(p["full_rerank"]))
+
+
+def _row_groups(
+    requests: list[Payload], ranked: dict[str, list[dict[str, Any]]]
+) -> dict[str, list[Payload]]:
+    """Requests with ranked answers grouped by what their rows depend on besides positions:
+    collection, options, rankers per dimension, tie rule and weights."""
+    groups: dict[str, list[Payload]] = {}
     for p in requests:
-        ranked = [a for a in p["answers"] if a["ranked"]]
-        if not ranked:
+        if not ranked[p["id"]]:
             continue
-        frame = pd.DataFrame(
-            {
-                "answer_id": [str(a["answer_id"]) for a in ranked],
-                "qid": [str(a["qid"]) for a in ranked],
-                "text": [a["text"] for a in ranked],
-                "request": p["id"],
-            }
+        settings = [p["collection"], p["frozen_stats"], p["full_rerank"], p["ties"]]
+        key = json.dumps([*settings, list(p["rankers"].items()), p.get("weights")])
+        groups.setdefault(key, []).append(p)
+    return groups
+
+
+def _positions_now(
+    pool: ModelPool,
+    requests: list[Payload],
+    ranked: dict[str, list[dict[str, Any]]],
+    keys: dict[str, list[str]],
+    chunk_size: int,
+) -> dict[tuple[str, str, bool, bool], pd.DataFrame]:
+    """(collection, ranker spec, options) -> positions of the ranked answers of the requests
+    that use it, indexed by their keys; one ``position_now`` call per round."""
+    groups: dict[tuple[str, str, bool, bool], list[Payload]] = {}
+    for p in requests:
+        if ranked[p["id"]]:
+            for spec in dict.fromkeys(p["rankers"].values()):
+                groups.setdefault(_position_key(p, spec), []).append(p)
+    positions: dict[tuple[str, str, bool, bool], pd.DataFrame] = {}
+    for key, group in groups.items():
+        name, spec, frozen, full = key
+        answers = [a for p in group for a in ranked[p["id"]]]
+        answer_keys = [k for p in group for k in keys[p["id"]]]
+        positioner = pool.positioner(
+            pool.collection(name), spec, api.PositionOptions(frozen, full, chunk_size)
         )
-        for spec in dict.fromkeys(p["rankers"].values()):
-            key = (p["collection"], spec, bool(p["frozen_stats"]), bool(p["full_rerank"]))
-            groups.setdefault(key, []).append(frame)
-    positions: dict[tuple[str, str], pd.DataFrame] = {}
-    for (name, spec, frozen, full), frames in groups.items():
-        collection = pool.collection(name)
-        options = api.PositionOptions(frozen, full, chunk_size)
-        positioner = pool.positioner(collection, spec, options)
-        for part in _rounds(pd.concat(frames, ignore_index=True), by=("qid", "answer_id")):
-            found = positioner.position_now(part).assign(request=part["request"].to_numpy())
-            for request_id, rows in found.groupby("request", sort=False):
-                key = (str(request_id), spec)
-                rows = rows.drop(columns="request").set_index("answer_id")
-                positions[key] = pd.concat([positions[key], rows]) if key in positions else rows
+        parts = []
+        for numbers in _distinct_rounds([(str(a["qid"]), str(a["answer_id"])) for a in answers]):
+            part = pd.DataFrame(
+                {
+                    "answer_id": [str(answers[n]["answer_id"]) for n in numbers],
+                    "qid": [str(answers[n]["qid"]) for n in numbers],
+                    "text": [answers[n]["text"] for n in numbers],
+                }
+            )
+            found = positioner.position_now(part)
+            parts.append(found.set_axis([answer_keys[n] for n in numbers]))
+        positions[key] = parts[0] if len(parts) == 1 else pd.concat(parts)
     return positions
 
 

@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
@@ -280,13 +281,15 @@ class Collections:
         self.views: dict[str, CollectionView] = {}
 
     def get(self, name: str) -> CollectionView:
-        check_collection_name(name, self.indexes)
         store = self.indexes / name / api.STORE_FILE
-        stamp = store.stat().st_mtime_ns
         with self.lock:
             view = self.views.get(name)
-            if view is not None and view.stamp == stamp:
-                return view
+        if view is not None:  # a name checked before: one stat says whether it is current
+            with contextlib.suppress(OSError):
+                if store.stat().st_mtime_ns == view.stamp:
+                    return view
+        check_collection_name(name, self.indexes)
+        stamp = store.stat().st_mtime_ns
         collection = api.Collection(self.indexes / name)
         candidates = collection.candidates()
         qid_column = candidates["qid"].astype(str)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -62,7 +62,7 @@ class RequestPlanner:
         if rankers:
             api.normalised_weights(body.weights, list(rankers))  # checks them
             weights = body.weights
-            check_answer_ids(answers, view)
+            check_answer_ids(answers["answer_id"], answers["qid"], view)
         elif body.weights:
             raise inputs.RequestError(422, "weights combine rankers' NRP: give rankers too")
         params = {
@@ -160,8 +160,7 @@ class RequestPlanner:
         rankers = self.rankers(body.rankers, view, scope)
         api.normalised_weights(body.weights, list(rankers))
         rows, skipped = score_answers_of(body, view)
-        frame = {"answer_id": [r["answer_id"] for r in rows], "qid": [r["qid"] for r in rows]}
-        check_answer_ids(pd.DataFrame(frame), view)
+        check_answer_ids([r["answer_id"] for r in rows], [r["qid"] for r in rows], view)
         payload = {
             "id": uuid.uuid4().hex,
             "collection": view.name,
@@ -244,9 +243,11 @@ def score_answers_of(
     return rows, skipped
 
 
-def check_answer_ids(answers: pd.DataFrame, view: inputs.CollectionView) -> None:
+def check_answer_ids(
+    answer_ids: Iterable[Any], qids: Iterable[Any], view: inputs.CollectionView
+) -> None:
     """An answer id must differ from the docnos of its query's D_q (it names the injected row)."""
-    for answer_id, qid in zip(answers["answer_id"], answers["qid"], strict=True):
+    for answer_id, qid in zip(answer_ids, qids, strict=True):
         if str(answer_id) in view.docnos.get(str(qid), ()):
             raise inputs.RequestError(
                 422,

@@ -12,7 +12,11 @@ Why bounded: a read token may ask for any ranker spec, and each distinct spec (`
 hundred of them fill the worker's memory. So the pool is an LRU of entries (a ranker bound to
 a collection with its positioners, or an evaluator): at most ``max_entries`` of them, and after
 every batch (``account``) at most ``max_bytes`` of estimated memory (``nrp.service.footprint``),
-least recently used first out. A loaded model counts once however many entries share it (the
+least recently used first out. An entry is measured when built; a hot entry is measured
+again now and then as it grows (``_Entry``), which walks its objects (tens of milliseconds for a
+lexical ranker's D_q data): after a batch of synchronous requests the worker measures new
+entries only (``account(measure_used=False)``) and leaves the others to a quiet moment, so no
+one waits for the walk. A loaded model counts once however many entries share it (the
 dense rankers of one model folder share its weights), and goes when the last entry that uses
 it goes. During a batch the entries it uses stay, even over the bound.
 """
@@ -93,6 +97,7 @@ class _Entry:
         self.positioners: dict[Any, Any] = {}
         self.footprint = Footprint()
         self.stale = True
+        self.measured = False
         self.uses = 1
 
     def used(self) -> None:
@@ -111,6 +116,7 @@ class ModelPool:
         self.builds: dict[str, _Build] = {}
         self.entries: OrderedDict[tuple, _Entry] = OrderedDict()
         self.evictions = 0
+        self.changes = 0  # entries added or dropped and collections reloaded, since start
 
     # -- collections -------------------------------------------------------------------------
     def collection(self, name: str) -> Any:
@@ -123,6 +129,7 @@ class ModelPool:
         if known is None or known.stamp != stamp:
             collection = api.Collection.load(name, self.indexes)
             self.builds[name] = _Build(stamp, collection)
+            self.changes += 1
             # a rebuilt collection: everything bound to the old build goes
             for key in [k for k in self.entries if k[0] == "ranker" and k[1] == name]:
                 del self.entries[key]
@@ -176,6 +183,7 @@ class ModelPool:
 
     def _add(self, key: tuple, value: Any) -> _Entry:
         entry = self.entries[key] = _Entry(value)
+        self.changes += 1
         while len(self.entries) > self.limits.max_entries:
             self._evict()
         return entry
@@ -183,19 +191,26 @@ class ModelPool:
     def _evict(self) -> None:
         key, _ = self.entries.popitem(last=False)
         self.evictions += 1
+        self.changes += 1
         log.info("pool entry dropped", extra={"fields": {"kind": key[0], "spec": key[-1]}})
 
-    def account(self) -> PoolUsage:
-        """Measure the entries used since the last call, then drop the least recently used
-        until the estimated bytes are within ``max_bytes``; what the pool holds then."""
+    def account(self, measure_used: bool = True) -> PoolUsage:
+        """Measure the entries due to be measured (``measure_used=False``: only those never
+        measured), then drop the least recently used until the estimated bytes are within
+        ``max_bytes``; what the pool holds then."""
         shared = self._shared_objects()
         for entry in self.entries.values():
-            if entry.stale:
+            if entry.stale and (measure_used or not entry.measured):
                 entry.footprint = footprint([entry.value, *entry.positioners.values()], shared)
-                entry.stale = False
+                entry.stale, entry.measured = False, True
         while self.entries and self.usage().bytes > self.limits.max_bytes:
             self._evict()
         return self.usage()
+
+    @property
+    def stale(self) -> bool:
+        """Whether an entry is due to be measured (``account`` has work to do)."""
+        return any(entry.stale for entry in self.entries.values())
 
     def usage(self) -> PoolUsage:
         """The pool's held entries and bytes by the last measurement (``account``)."""

@@ -22,7 +22,13 @@ the loop that batches work and keeps the store's books:
    cache rows), so another executor can run it elsewhere.
 After each batch the pool drops the least recently used rankers and evaluators beyond its
 limits (``pool_max_entries``, ``pool_max_bytes``; ``ModelPool.account``) and the worker reports
-what it holds (the ``nrp_worker_pool_*`` metrics). A failure it did not expect reaches the
+what it holds (the ``nrp_worker_pool_*`` metrics). After a batch of synchronous requests only
+new entries are measured: measuring a hot entry again (a walk of tens of milliseconds) waits
+until no request has come for ``QUIET_S``, or at most ``ACCOUNT_DEFER_S``, so that
+someone waiting for a score does not wait for it. For the same reason the worker moves what
+the pool holds (models, collections, D_q data) out of the garbage collector's sight
+(``gc.freeze``) when the pool has changed and at quiet moments: a full collection that walks a
+loaded pool takes hundreds of milliseconds. A failure it did not expect reaches the
 caller as an error id only (``nrp.service.disclosure``), its detail in the log.
 
 3. **Finalisation**: a job whose units are all done is scored with the library's own
@@ -52,6 +58,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import logging
 import os
 import queue
@@ -74,6 +81,8 @@ from nrp.service.pool import ModelPool, PoolLimits
 from nrp.service.store import Store
 
 log = logging.getLogger("nrp.service.worker")
+QUIET_S = 1.0  # no score request for this long: measure used pool entries, freeze objects
+ACCOUNT_DEFER_S = 30.0  # under steady requests, measure them after this long anyway
 
 
 # -- the loop ------------------------------------------------------------------------------------
@@ -111,6 +120,10 @@ class Worker:
         self.last_requeue = 0.0
         self.executor: api.Executor | None = None  # made on the first job batch (None: local)
         self.executor_made = False
+        self.last_score = 0.0  # when the last batch of score requests was served
+        self.last_measure = time.monotonic()  # when the pool's used entries were last measured
+        self.frozen_at = -1  # the pool's changes when objects were last frozen (``_freeze``)
+        self.served_since_freeze = False
 
     # -- messages --------------------------------------------------------------------------
     def _send(self, kind: str, payload: dict[str, Any]) -> None:
@@ -165,6 +178,7 @@ class Worker:
             log.info("re-queued units left running", extra={"fields": {"units": requeued}})
         self._preload()
         self._account()
+        self._freeze()
         self._send("ready", {"pid": os.getpid(), "worker": self.name, "requeued": requeued})
         log.info("worker ready", extra={"fields": {"worker": self.name}})
         try:
@@ -182,12 +196,17 @@ class Worker:
                 break
             if requests:
                 self._serve(requests)
-                self._account()
+                self._account(measure_used=self._measure_due(quiet=False))
+                if self.pool.changes != self.frozen_at:
+                    self._freeze()
                 continue
             try:
                 did = self._job_batch() or self._finalize()
-                if did:
+                if did or (self.pool.stale and self._measure_due(quiet=True)):
                     self._account()
+                changed = self.pool.changes != self.frozen_at
+                if changed or (self.served_since_freeze and self._quiet()):
+                    self._freeze()
                 if expired_only and time.monotonic() - self.last_requeue > 30:
                     self.last_requeue = time.monotonic()
                     self.store.requeue(expired_only=True)
@@ -201,11 +220,38 @@ class Worker:
                 did = False
             self.busy = did
 
-    def _account(self) -> None:
-        """Keep the pool within its limits (``ModelPool.account``) and tell the server what it
-        holds (the ``nrp_worker_pool_*`` metrics)."""
+    def _quiet(self) -> bool:
+        """No score request for ``QUIET_S``."""
+        return time.monotonic() - self.last_score >= QUIET_S
+
+    def _measure_due(self, quiet: bool) -> bool:
+        """Whether the pool's used entries may be measured now: a quiet moment (when
+        ``quiet``: the caller is not answering requests), or not measured for
+        ``ACCOUNT_DEFER_S``."""
+        if quiet and self._quiet():
+            return True
+        return time.monotonic() - self.last_measure >= ACCOUNT_DEFER_S
+
+    def _freeze(self) -> None:
+        """Collect garbage once, then move every object alive to the permanent generation
+        (``gc.freeze``), so that later full collections walk only what is new: the pool's
+        models, collections and D_q data would otherwise be walked again and again (hundreds of
+        milliseconds a time, which a score request would wait for). Unfreezing first lets
+        cycles of an evicted entry be collected."""
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+        self.frozen_at = self.pool.changes
+        self.served_since_freeze = False
+
+    def _account(self, measure_used: bool = True) -> None:
+        """Keep the pool within its limits (``ModelPool.account``; ``measure_used``: measure
+        the used entries due, not only new ones) and tell the server what it holds (the
+        ``nrp_worker_pool_*`` metrics)."""
+        if measure_used:
+            self.last_measure = time.monotonic()
         try:
-            usage = self.pool.account()
+            usage = self.pool.account(measure_used)
         except Exception as err:  # an estimate that fails must not stop the worker
             log.error("pool accounting failed", extra={"fields": {"trace": trace(err)}})
             return
@@ -231,6 +277,8 @@ class Worker:
 
     # -- synchronous requests --------------------------------------------------------------
     def _serve(self, requests: list[_ScoreRequest]) -> None:
+        self.last_score = time.monotonic()
+        self.served_since_freeze = True
         started = time.perf_counter()
         try:
             replies = self._score(requests)

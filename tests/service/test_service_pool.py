@@ -107,3 +107,22 @@ def test_a_bound_below_a_model_lets_the_model_go(indexes):
     assert model() is None  # nothing else held it: the weights are freed
     use(pool, "bm25:k1=0.9")
     assert [key[-1] for key in pool.entries] == ["bm25:k1=0.9"]
+
+
+def test_after_a_score_batch_only_new_entries_are_measured(indexes):
+    """``account(measure_used=False)`` (after synchronous requests) measures an entry built since
+    the last call and leaves a used one due for the next full ``account``."""
+    pool = ModelPool(indexes)
+    collection = pool.collection("synth")
+    use(pool, "bm25")  # built and measured
+    bm25 = pool.entries[next(iter(pool.entries))]
+    first = bm25.footprint
+    pool.positioner(collection, "bm25", OPTIONS).position_now(ANSWERS)  # 2nd use: due again
+    pool.positioner(collection, "tfidf", OPTIONS).position_now(ANSWERS)  # a new entry
+    assert pool.stale
+    pool.account(measure_used=False)
+    tfidf = pool.entries[next(reversed(pool.entries))]
+    assert tfidf.measured and not tfidf.stale and tfidf.footprint.data_bytes > 0
+    assert bm25.stale and bm25.footprint is first and pool.stale
+    pool.account()
+    assert not pool.stale and bm25.footprint is not first
