@@ -154,7 +154,7 @@ def analyse(text: str) -> list[str]:
             if token not in _TERM_MEMO:
                 _TERM_MEMO[token] = _pipeline_term(token)
         terms = list(map(_TERM_MEMO.__getitem__, tokens))
-    return [term for term in terms if term is not None]
+    return list(filter(None, terms))  # None: dropped (a term is never empty)
 
 
 def term_counts(text: str) -> Counter[str]:
