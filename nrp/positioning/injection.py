@@ -281,7 +281,10 @@ class AnswerInjector:
             "" if text is None or (isinstance(text, float) and np.isnan(text)) else str(text)
             for text in answers["text"].tolist()
         ]
-        return pd.DataFrame({"qid": qids, "query": queries, "docno": answer_ids, "text": texts})
+        # object columns: the rows are read back as Python strings, not converted twice
+        return pd.DataFrame(
+            {"qid": qids, "query": queries, "docno": answer_ids, "text": texts}, dtype=object
+        )
 
     # -- entry point -------------------------------------------------------------------------
     def position(self, answers: pd.DataFrame) -> pd.DataFrame:

@@ -92,13 +92,16 @@ def _check_answers(answers_df: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in ("answer_id", "qid", "text") if c not in answers_df.columns]
     if missing:
         raise NrpError(f"answers need columns answer_id, qid and text; missing {missing}")
-    answers = answers_df.reset_index(drop=True).copy()
+    # columns are replaced, never written into: no deep copy of the texts (a copy per column
+    # only where pandas needs one)
+    answers = answers_df.reset_index(drop=True)
     for column, default in (("llm", ""), ("prompt", ""), ("sample", 0)):
         if column not in answers.columns:
             answers[column] = default
     answers["answer_id"] = answers["answer_id"].astype(str)
     answers["qid"] = answers["qid"].astype(str)
-    answers["text"] = answers["text"].where(answers["text"].notna(), "").astype(str)
+    text = answers["text"]
+    answers["text"] = (text.where(text.notna(), "") if text.isna().any() else text).astype(str)
     repeated = answers["answer_id"][answers["answer_id"].duplicated()]
     if len(repeated):
         raise NrpError(
@@ -322,7 +325,7 @@ def _rankable(
         )
         log.warning(message)
         warnings.append(message)
-    return answers[~empty].reset_index(drop=True), skipped
+    return (answers[~empty].reset_index(drop=True) if empty.any() else answers), skipped
 
 
 def _jobs(
