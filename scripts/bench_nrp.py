@@ -34,6 +34,9 @@ marked ``*``: it measures the code path, not a real model's speed.
     .venv/bin/python scripts/bench_nrp.py
     .venv/bin/python scripts/bench_nrp.py --rankers dense --limit-queries 20
     .venv/bin/python scripts/bench_nrp.py --device cuda --answers answers/gpt4/zero-shot.csv
+    .venv/bin/python scripts/bench_nrp.py --rankers dense --no-cached --limit-queries 3 \
+        --skip-invalid --manifest manifests/clef-ehealth-2021.yaml \
+        --answers ../shared/data/clef-ehealth-2021/answers
 """
 
 from __future__ import annotations
@@ -89,8 +92,11 @@ def _prepare(payload: dict) -> None:
     if payload["answers"]:
         from nrp.answers import read_answers
 
-        answers = read_answers(payload["answers"], collection).answers
+        read = read_answers(payload["answers"], collection, skip_invalid=payload["skip_invalid"])
+        answers = read.answers
         source = f"{payload['answers']}: {len(answers)} answers"
+        if read.skipped:
+            source += f" ({len(read.skipped)} invalid ones skipped: empty text, unknown qid)"
     else:
         references = collection.references
         if references.empty:
@@ -265,6 +271,11 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--answers", type=Path, help="an answer file (default: the references)")
     parser.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST)
     parser.add_argument("--no-cached", action="store_true", help="skip the 'fast, D_q cached' runs")
+    parser.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="skip (and count) answers with empty text or an unknown qid, as nrp score does",
+    )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per run")
     args = parser.parse_args()
     if args.limit_queries < 0:
@@ -297,6 +308,7 @@ class _Run:
                 "device": args.device,
                 "limit_queries": args.limit_queries,
                 "answers": str(args.answers) if args.answers else "",
+                "skip_invalid": args.skip_invalid,
                 "answers_file": str(self.tmp / "answers.json"),
             },
         )

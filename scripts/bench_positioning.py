@@ -75,13 +75,20 @@ def build_answers(candidates, count: int, cut: int = 1500):
 
     texts = candidates["text"].fillna("").astype(str).str[:cut].tolist()
     qids = list(dict.fromkeys(candidates["qid"].astype(str)))
-    return pd.DataFrame(
-        {
-            "answer_id": [f"a{i}" for i in range(count)],
-            "qid": [qids[i % len(qids)] for i in range(count)],
-            "text": [texts[(i * 7 + 3) % len(texts)] for i in range(count)],
-        }
-    )
+    step = 10_000  # built in slices: converting all texts at once doubles the input's memory
+    parts = [
+        pd.DataFrame(
+            {
+                "answer_id": [f"a{i}" for i in range(start, min(start + step, count))],
+                "qid": [qids[i % len(qids)] for i in range(start, min(start + step, count))],
+                "text": [
+                    texts[(i * 7 + 3) % len(texts)] for i in range(start, min(start + step, count))
+                ],
+            }
+        )
+        for start in range(0, count, step)
+    ]
+    return pd.concat(parts, ignore_index=True)
 
 
 # -- the lexical limit ----------------------------------------------------------------------------
@@ -434,7 +441,8 @@ def _print_lexical(args: argparse.Namespace, indexes: str) -> None:
         f"  memory: a process positioning {args.answers:,} answers with {specs[0]} peaks at "
         f"{memory['peak_mib']:,.0f} MiB RSS (goal < {MEMORY_GOAL_MIB}: "
         f"{'met' if memory['peak_mib'] < MEMORY_GOAL_MIB else 'not met'}), "
-        f"{memory['answers_mib']:,.0f} MiB once the answers are built, before positioning.\n"
+        f"{memory['answers_mib']:,.0f} MiB (high-water mark) with the answers built, before "
+        "positioning.\n"
     )
 
 
@@ -473,8 +481,11 @@ def _print_scaling(args: argparse.Namespace, indexes: str, dq_collections: list)
         print(f"  {label}: {line}; log-log slope {slope(points):.2f}, "
               f"{slope(points[-2:]):.2f} over the last two (1 = linear)")  # fmt: skip
         (x1, y1), (x2, y2) = points[-2:]
-        unit = "answer" if label.startswith("answers") else "answer and document of D_q"
-        print(f"    marginal cost {(y2 - y1) / (x2 - x1) * 1e6:,.1f} us per {unit}")
+        if label.startswith("answers"):
+            print(f"    marginal cost {(y2 - y1) / (x2 - x1) * 1e6:,.1f} us per answer")
+        else:
+            per = (y2 - y1) / (x2 - x1) / SCALING_DQ_ANSWERS
+            print(f"    marginal cost {per * 1e9:,.0f} ns per (answer, document of D_q)")
     print(
         "  time = fixed cost + a per answer + b per answer and document of D_q (each answer\n"
         "  rescores its D_q: statistics over D_q plus the answer); slopes below 1 come from the\n"
