@@ -34,7 +34,7 @@ marked ``*``: it measures the code path, not a real model's speed.
     .venv/bin/python scripts/bench_nrp.py
     .venv/bin/python scripts/bench_nrp.py --rankers dense --limit-queries 20
     .venv/bin/python scripts/bench_nrp.py --device cuda --answers answers/gpt4/zero-shot.csv
-    .venv/bin/python scripts/bench_nrp.py --rankers dense --no-cached --limit-queries 3 \
+    .venv/bin/python scripts/bench_nrp.py --rankers dense --no-cached --limit-queries 1 \
         --skip-invalid --manifest manifests/clef-ehealth-2021.yaml \
         --answers ../shared/data/clef-ehealth-2021/answers
 """
