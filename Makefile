@@ -43,6 +43,12 @@ bench: setup
 	$(BIN)/python scripts/bench_ingest.py
 	$(BIN)/python scripts/bench_rankers.py
 	$(BIN)/python scripts/bench_nrp.py
+	$(BIN)/python scripts/bench_positioning.py
+	@# dense cold fast vs full re-rank on the CLEF eHealth answer set (150 of the first query's
+	@# 400 answers: the full re-rank embeds D_q again for every answer)
+	$(BIN)/python scripts/bench_nrp.py --rankers dense --no-cached --limit-queries 1 \
+		--limit-answers 150 --skip-invalid \
+		--manifest manifests/clef-ehealth-2021.yaml --answers ../shared/data/clef-ehealth-2021/answers
 	$(BIN)/python scripts/bench_ray.py
 	$(BIN)/python scripts/bench_train.py
 	$(BIN)/python scripts/bench_train.py --ranker dense

@@ -34,6 +34,10 @@ marked ``*``: it measures the code path, not a real model's speed.
     .venv/bin/python scripts/bench_nrp.py
     .venv/bin/python scripts/bench_nrp.py --rankers dense --limit-queries 20
     .venv/bin/python scripts/bench_nrp.py --device cuda --answers answers/gpt4/zero-shot.csv
+    .venv/bin/python scripts/bench_nrp.py --rankers dense --no-cached --limit-queries 1 \
+        --limit-answers 150 \
+        --skip-invalid --manifest manifests/clef-ehealth-2021.yaml \
+        --answers ../shared/data/clef-ehealth-2021/answers
 """
 
 from __future__ import annotations
@@ -89,8 +93,11 @@ def _prepare(payload: dict) -> None:
     if payload["answers"]:
         from nrp.answers import read_answers
 
-        answers = read_answers(payload["answers"], collection).answers
+        read = read_answers(payload["answers"], collection, skip_invalid=payload["skip_invalid"])
+        answers = read.answers
         source = f"{payload['answers']}: {len(answers)} answers"
+        if read.skipped:
+            source += f" ({len(read.skipped)} invalid ones skipped: empty text, unknown qid)"
     else:
         references = collection.references
         if references.empty:
@@ -108,6 +115,9 @@ def _prepare(payload: dict) -> None:
     if payload["limit_queries"]:
         keep = set(answers["qid"].drop_duplicates()[: payload["limit_queries"]])
         answers = answers[answers["qid"].isin(keep)]
+    if payload["limit_answers"]:  # an even sample, every LLM and prompt kept
+        step = max(1, len(answers) // payload["limit_answers"])
+        answers = answers.iloc[::step].head(payload["limit_answers"])
     records = answers.astype({"sample": int}).to_dict("records")
     Path(payload["answers_file"]).write_text(json.dumps(records))
 
@@ -261,12 +271,22 @@ def _parse_args() -> argparse.Namespace:
         help=f"comma-separated ranker specs (default: {DEFAULT_RANKERS})",
     )
     parser.add_argument("--limit-queries", type=int, default=0, help="first N queries only")
+    parser.add_argument(
+        "--limit-answers", type=int, default=0, help="N answers only, every k-th of those kept"
+    )
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--answers", type=Path, help="an answer file (default: the references)")
     parser.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST)
     parser.add_argument("--no-cached", action="store_true", help="skip the 'fast, D_q cached' runs")
+    parser.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="skip (and count) answers with empty text or an unknown qid, as nrp score does",
+    )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per run")
     args = parser.parse_args()
+    if args.limit_answers < 0:
+        parser.error("--limit-answers must be >= 0")
     if args.limit_queries < 0:
         parser.error("--limit-queries must be >= 0")
     return args
@@ -296,7 +316,9 @@ class _Run:
                 "rankers": args.rankers,
                 "device": args.device,
                 "limit_queries": args.limit_queries,
+                "limit_answers": args.limit_answers,
                 "answers": str(args.answers) if args.answers else "",
+                "skip_invalid": args.skip_invalid,
                 "answers_file": str(self.tmp / "answers.json"),
             },
         )

@@ -15,11 +15,13 @@ scored once, per kind of ranker:
   in one ``score_frame`` call across queries: one model row per answer.
 - **lexical, stats=query** (tfidf, bm25, dph; the default): an answer joins D_q's index, so N,
   avgdl, df and F change and every document of D_q must be rescored, exactly as the source
-  study's per-query index did. D_q is tokenised once per query (``LexicalRanker.build_index``);
-  per answer ``index.with_extra(answer).score(query)`` rescores D_q and the answer with array
-  arithmetic (``documents_rescored`` counts those rows; no tokenisation, no model). The floats
-  equal those of a fresh index of D_q plus the answer (same postings in the same order, same
-  integer statistics, same operations), so ties are exact.
+  study's per-query index did. D_q is tokenised once per query (``LexicalRanker.build_index``)
+  and its postings of the query's terms kept (``QueryPostings``); the answers of a batch, over
+  any number of queries, are tokenised once each and D_q plus each answer rescored in one
+  vectorised pass (``nrp.rankers.lexical_batch``; ``documents_rescored`` counts those rows; no
+  model, no per-answer frame). The floats equal those of ``index.with_extra(answer).score(query)``
+  and of a fresh index of D_q plus the answer (same postings, same integer statistics, same
+  operations in the same order), so ties are exact.
 - **lexical, frozen statistics** (``frozen_stats=True``; and always with ``stats=collection``):
   the statistics D_q was scored with are kept and the answer is scored against them without
   being added: its own tf and length, D_q's (or the collection's) N, avgdl, df and F; a term
@@ -66,10 +68,12 @@ from pyterrier.model import add_ranks
 from nrp.collection.collection import Collection
 from nrp.errors import NrpError
 from nrp.positioning.results_cache import POSITION_COLUMNS, PairCache
-from nrp.positioning.ties import position
+from nrp.positioning.ties import position, positions
+from nrp.rankers import text_pipeline
 from nrp.rankers.base import REQUIRED_COLUMNS, Ranker
 from nrp.rankers.cache import CachedRanker, ScoreCache
 from nrp.rankers.lexical import CorpusStatistics, LexicalIndex, LexicalRanker
+from nrp.rankers.lexical_batch import QueryPostings, score_with_each_extra
 from nrp.rankers.t5 import DuoT5Ranker, ordered_pairs, pairs_against, top_k_mask
 from nrp.validation import fusion_weights as _fusion_weights  # noqa: F401  (fuse: weights=fit)
 
@@ -206,6 +210,8 @@ class AnswerInjector:
         }
         self._doc_scores: dict[tuple[str, str], np.ndarray] = {}  # (scorer fp, qid) -> scores
         self._indexes: dict[str, LexicalIndex] = {}
+        self._postings: dict[str, QueryPostings] = {}
+        self._query_docnos: dict[str, tuple[str, frozenset[str]] | None] = {}
         self._statistics: dict[str, CorpusStatistics] = {}
         self._pairs: dict[tuple[str, str, str], float] = {}  # doc-doc duoT5 pairs
         self._pairs_ready: set[str] = set()
@@ -243,35 +249,41 @@ class AnswerInjector:
         found = self._dq.get(str(qid))
         return found if found is not None else pd.DataFrame(columns=list(REQUIRED_COLUMNS))
 
+    def _query_and_docnos(self, qid: str) -> tuple[str, frozenset[str]] | None:
+        """The query D_q was scored with and D_q's docnos (None: no D_q), read once per query."""
+        if qid not in self._query_docnos:
+            docs = self._dq.get(qid)
+            self._query_docnos[qid] = (
+                None
+                if docs is None or docs.empty
+                else (str(docs["query"].iloc[0]), frozenset(docs["docno"].astype(str)))
+            )
+        return self._query_docnos[qid]
+
     def _answer_frame(self, answers: pd.DataFrame) -> pd.DataFrame:
         """Answers as ranker rows: the topic's query (as D_q was scored with), docno =
         answer_id. Checks that every query has documents and no answer id is a docno of D_q."""
-        queries, texts = [], []
-        for qid, answer_id, text in zip(
-            answers["qid"].astype(str),
-            answers["answer_id"].astype(str),
-            answers["text"],
-            strict=True,
-        ):
-            docs = self._dq.get(qid)
-            if docs is None or docs.empty:
+        qids = answers["qid"].astype(str).tolist()
+        answer_ids = answers["answer_id"].astype(str).tolist()
+        queries = []
+        for qid, answer_id in zip(qids, answer_ids, strict=True):
+            found = self._query_and_docnos(qid)
+            if found is None:
                 raise NrpError(f"query {qid} has no judged documents with text: cannot rank")
-            if (docs["docno"].astype(str) == answer_id).any():
+            query, docnos = found
+            if answer_id in docnos:
                 raise NrpError(
                     f"answer id {answer_id!r} is also a document of query {qid}: answer ids "
                     "name the injected row and must differ from D_q's docnos"
                 )
-            queries.append(str(docs["query"].iloc[0]))
-            texts.append(
-                "" if text is None or (isinstance(text, float) and np.isnan(text)) else str(text)
-            )
+            queries.append(query)
+        texts = [
+            "" if text is None or (isinstance(text, float) and np.isnan(text)) else str(text)
+            for text in answers["text"].tolist()
+        ]
+        # object columns: the rows are read back as Python strings, not converted twice
         return pd.DataFrame(
-            {
-                "qid": answers["qid"].astype(str).to_numpy(),
-                "query": queries,
-                "docno": answers["answer_id"].astype(str).to_numpy(),
-                "text": texts,
-            }
+            {"qid": qids, "query": queries, "docno": answer_ids, "text": texts}, dtype=object
         )
 
     # -- entry point -------------------------------------------------------------------------
@@ -304,6 +316,47 @@ class AnswerInjector:
         above, ties = position(doc_scores, score, self.tolerance)
         self._keep(answer_id, qid, score, doc_scores)
         return (answer_id, qid, float(score), above, ties, above + ties, len(doc_scores))
+
+    def _rows_against(
+        self,
+        answer_ids: list[str],
+        qids: list[str],
+        scores: np.ndarray,
+        doc_scores: Mapping[str, np.ndarray],
+    ) -> list[tuple]:
+        """``_rows`` with D_q's scores per query (the same for every answer of a query)."""
+        own = [doc_scores[q] for q in qids]
+        owners = np.repeat(np.arange(len(qids)), [len(d) for d in own])
+        return self._rows(answer_ids, qids, np.asarray(scores), np.concatenate(own), owners)
+
+    def _rows(
+        self,
+        answer_ids: list[str],
+        qids: list[str],
+        scores: np.ndarray,
+        doc_scores: np.ndarray,
+        owners: np.ndarray,
+    ) -> list[tuple]:
+        """``_row`` of many answers at once: ``doc_scores`` concatenates each answer's D_q
+        scores (D_q's order), ``owners`` the answer (index) each belongs to."""
+        above, ties = positions(doc_scores, owners, scores, self.tolerance)
+        n_docs = np.bincount(owners, minlength=len(scores))
+        if self.rankings is not None:
+            ends = np.cumsum(n_docs)
+            for i, (answer_id, qid) in enumerate(zip(answer_ids, qids, strict=True)):
+                self._keep(answer_id, qid, scores[i], doc_scores[ends[i] - n_docs[i] : ends[i]])
+        return list(
+            zip(
+                answer_ids,
+                qids,
+                scores.tolist(),
+                above.tolist(),
+                ties.tolist(),
+                (above + ties).tolist(),
+                n_docs.tolist(),
+                strict=True,
+            )
+        )
 
     # -- D_q scores from the score cache -----------------------------------------------------
     def fingerprint_of(self, scorer: Ranker) -> str:
@@ -368,10 +421,7 @@ class AnswerInjector:
         qids = frame["qid"].tolist()
         doc_scores = self._scores_of_docs(qids, self.ranker)
         answer_scores = self._score_answers(frame, self.ranker)
-        return [
-            self._row(a, q, s, doc_scores[q])
-            for a, q, s in zip(frame["docno"], qids, answer_scores, strict=True)
-        ]
+        return self._rows_against(frame["docno"].tolist(), qids, answer_scores, doc_scores)
 
     # -- lexical -----------------------------------------------------------------------------
     def _lexical(self) -> LexicalRanker:
@@ -387,19 +437,27 @@ class AnswerInjector:
             )
         return self._indexes[qid]
 
+    def _query_postings(self, qid: str, query: str) -> QueryPostings:
+        """D_q's postings of the query's terms and its statistics, built once per query."""
+        if qid not in self._postings:
+            self._postings[qid] = QueryPostings.of(self._index(qid), query)
+        return self._postings[qid]
+
     def _lexical_recomputed(self, frame: pd.DataFrame) -> list[tuple]:
-        model = self._lexical().model
-        rows = []
-        for answer_id, qid, query, text in frame[["docno", "qid", "query", "text"]].itertuples(
-            index=False
-        ):
-            index = self._index(qid)
-            scores = index.with_extra(text).score(query, model)
-            n = index.num_base_docs
-            self.counts.documents_rescored += n
-            self.counts.answers_scored += 1
-            rows.append(self._row(answer_id, qid, scores[n], scores[:n]))
-        return rows
+        """Each answer with D_q rescored on statistics that count it, as
+        ``index.with_extra(answer).score(query)`` gives them, all answers of the batch in one
+        vectorised pass (``nrp.rankers.lexical_batch``)."""
+        qids = frame["qid"].tolist()
+        queries = [
+            self._query_postings(q, query)
+            for q, query in zip(qids, frame["query"].tolist(), strict=True)
+        ]
+        term_lists = [text_pipeline.analyse(text) for text in frame["text"].tolist()]
+        scored = score_with_each_extra(queries, term_lists, self._lexical().model)
+        self.counts.documents_rescored += int(scored.n_docs.sum())
+        self.counts.answers_scored += len(frame)
+        doc_scores, owners = scored.document_scores()
+        return self._rows(frame["docno"].tolist(), qids, scored.answer_scores(), doc_scores, owners)
 
     def frozen_statistics(self, qid: str) -> CorpusStatistics:
         """The statistics D_q of ``qid`` is scored with: D_q's own (stats=query), or the
@@ -446,10 +504,7 @@ class AnswerInjector:
             answer_scores[rows] = frozen.score(str(group["query"].iloc[0]), model)
         self.counts.answers_scored += len(frame)
         self.counts.score_calls += 1
-        return [
-            self._row(a, q, s, doc_scores[q])
-            for a, q, s in zip(frame["docno"], qids, answer_scores, strict=True)
-        ]
+        return self._rows_against(frame["docno"].tolist(), qids, answer_scores, doc_scores)
 
     def _frozen_reference(self, frame: pd.DataFrame) -> list[tuple]:
         """Reference for frozen statistics: per answer, a fresh index of D_q plus the answer

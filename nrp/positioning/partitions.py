@@ -343,8 +343,10 @@ class _Store:
         self.job, self.executor, self.progress = job, executor, progress
         self.scope = job.scope
         self.total = len(todo)
-        self.sha_of = dict(
-            zip(todo["answer_id"].astype(str), todo["text_sha"].astype(str), strict=True)
+        self.sha_of = (  # the results cache keys positions by the text's hash
+            dict(zip(todo["answer_id"].astype(str), todo["text_sha"].astype(str), strict=True))
+            if job.caches.results is not None
+            else {}
         )
         self.counts = InjectionCounts()
         self.done = 0

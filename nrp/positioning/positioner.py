@@ -7,10 +7,10 @@ worker keeps one per (collection, ranker, options) for its jobs and its synchron
 A positioner keeps its ``AnswerInjector`` (D_q's scores, lexical indexes, duoT5 pairs) across
 calls, so positioning in batches costs what one call would.
 
-- ``position(answers)``: positions of answers (answer_id, qid, text; text_sha optional), the
-  results cache first; the rest in batches of ``chunk_size`` answers here, or in per-query
-  partitions on an executor, each batch stored as soon as it is done. Answer ids must be
-  distinct within a call.
+- ``position(answers)``: positions of answers (answer_id, qid, text; text_sha optional, computed
+  when missing and a results cache is used), the results cache first; the rest in batches of
+  ``chunk_size`` answers here, or in per-query partitions on an executor, each batch stored as
+  soon as it is done. Answer ids must be distinct within a call.
 - ``position_now(answers)``: the same numbers computed here without the results cache (the
   service's synchronous path: a request's answers are not kept).
 """
@@ -64,8 +64,9 @@ class Positioner:
         and what this call computed (module docstring)."""
         job = self.job
         spec = job.ranker.spec()
-        answers = _with_text_sha(answers)
         results = job.caches.results
+        if results is not None:
+            answers = _with_text_sha(answers)
         stored = (
             results.lookup(job.scope, answers)
             if results is not None

@@ -92,13 +92,16 @@ def _check_answers(answers_df: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in ("answer_id", "qid", "text") if c not in answers_df.columns]
     if missing:
         raise NrpError(f"answers need columns answer_id, qid and text; missing {missing}")
-    answers = answers_df.reset_index(drop=True).copy()
+    # columns are replaced, never written into: no deep copy of the texts (a copy per column
+    # only where pandas needs one)
+    answers = answers_df.reset_index(drop=True)
     for column, default in (("llm", ""), ("prompt", ""), ("sample", 0)):
         if column not in answers.columns:
             answers[column] = default
     answers["answer_id"] = answers["answer_id"].astype(str)
     answers["qid"] = answers["qid"].astype(str)
-    answers["text"] = answers["text"].where(answers["text"].notna(), "").astype(str)
+    text = answers["text"]
+    answers["text"] = (text.where(text.notna(), "") if text.isna().any() else text).astype(str)
     repeated = answers["answer_id"][answers["answer_id"].duplicated()]
     if len(repeated):
         raise NrpError(
@@ -255,6 +258,8 @@ def score_answers(
     if trec is not None:
         check_injected_runs(trec, ranked, candidates)
         caches, executor = replace(caches, results=None), None
+    if caches.results is not None:  # the results cache keys positions by the text's hash
+        ranked["text_sha"] = [text_sha(t) for t in ranked["text"]]
     jobs = _jobs(collection, by_dimension, options, caches, candidates)
     run = _position_all(jobs, ranked, executor, progress, keep_rankings=trec is not None)
     if trec is not None:
@@ -296,7 +301,7 @@ def score_answers(
 def _rankable(
     answers: pd.DataFrame, collection: Collection, candidates: pd.DataFrame, warnings: list[str]
 ) -> tuple[pd.DataFrame, list[dict[str, str]]]:
-    """The answers that can be ranked (their query has a non-empty D_q), with their text_sha,
+    """The answers that can be ranked (their query has a non-empty D_q),
     and the skipped ones with the reason (a warning is logged and added to ``warnings``). A qid
     the collection does not know is an error: the answers were generated for another one."""
     sizes = candidates.groupby(candidates["qid"].astype(str)).size()
@@ -320,9 +325,7 @@ def _rankable(
         )
         log.warning(message)
         warnings.append(message)
-    ranked = answers[~empty].reset_index(drop=True)
-    ranked["text_sha"] = [text_sha(t) for t in ranked["text"]]
-    return ranked, skipped
+    return (answers[~empty].reset_index(drop=True) if empty.any() else answers), skipped
 
 
 def _jobs(

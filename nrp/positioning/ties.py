@@ -82,14 +82,35 @@ def position(
     """(above, ties): documents scored above the answer by more than the tie margin, and within
     it (exactly equal when ``tolerance`` is 0)."""
     scores = np.asarray(doc_scores, dtype=np.float64)
-    answer = float(answer_score)
-    if np.isnan(scores).any() or np.isnan(answer):
+    above, ties = positions(
+        scores, np.zeros(len(scores), dtype=np.int64), np.array([answer_score]), tolerance
+    )
+    return int(above[0]), int(ties[0])
+
+
+def positions(
+    doc_scores: np.ndarray,
+    owners: np.ndarray,
+    answer_scores: np.ndarray,
+    tolerance: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``position`` of many answers at once: ``doc_scores[k]`` is a document of the D_q of
+    answer ``owners[k]``; (above, ties) per answer, as int64 arrays."""
+    scores = np.asarray(doc_scores, dtype=np.float64)
+    answers = np.asarray(answer_scores, dtype=np.float64)
+    if np.isnan(scores).any() or np.isnan(answers).any():
         raise ValueError("NaN score: a NaN cannot be ranked (the ranker failed)")
+    own = answers[owners]
     if tolerance == 0.0:
-        return int((scores > answer).sum()), int((scores == answer).sum())
-    margin = float(tie_margin(answer, tolerance))
-    above = int((scores > answer + margin).sum())
-    return above, int((np.abs(scores - answer) <= margin).sum())
+        higher, tied = scores > own, scores == own
+    else:
+        margin = tie_margin(own, tolerance)
+        higher, tied = scores > own + margin, np.abs(scores - own) <= margin
+    count = len(answers)
+    return (
+        np.bincount(owners, weights=higher, minlength=count).astype(np.int64),
+        np.bincount(owners, weights=tied, minlength=count).astype(np.int64),
+    )
 
 
 def rank_from_counts(above: int | np.ndarray, ties: int | np.ndarray, mode: str = "mid"):

@@ -56,6 +56,14 @@ TERRIER_STOPWORD_COUNT = 733
 PIPELINE_ID = "terrier-english+stopwords+porter-martin/1"
 
 _TOKEN = re.compile(r"[A-Za-z0-9]+")
+#: ``bytes.translate`` table: ASCII letters and digits kept, every other byte a space. Encoded
+#: with ``errors="replace"`` (each non-ASCII character becomes "?", then a space), a text split
+#: on whitespace gives exactly ``_TOKEN.findall``'s runs, several times faster than the regex.
+_SEPARATORS = bytes(b if chr(b).isascii() and chr(b).isalnum() else ord(" ") for b in range(256))
+#: Raw token -> its term (None: dropped), as ``_pipeline_term``; a plain dict read through
+#: ``map`` costs a fraction of a cached call per token. Cleared when it reaches this size.
+_TERM_MEMO: dict[str, str | None] = {}
+_TERM_MEMO_LIMIT = 1 << 20
 _SAME_CONSECUTIVE = re.compile(rf"(.)\1{{{MAX_SAME_CONSECUTIVE}}}")
 _DIGIT = re.compile(r"[0-9]")
 
@@ -128,14 +136,25 @@ def _pipeline_term(token: str) -> str | None:
     return porter_stem(term)
 
 
+def raw_tokens(text: str) -> list[str]:
+    """The EnglishTokeniser's runs of ASCII letters and digits, before ``check`` and
+    lowercasing (equal to ``_TOKEN.findall(text)``)."""
+    return text.encode("ascii", "replace").translate(_SEPARATORS).decode("ascii").split()
+
+
 def analyse(text: str) -> list[str]:
     """The indexing pipeline: the terms Terrier would index for ``text``, in order."""
-    terms = []
-    for token in _TOKEN.findall(text):
-        term = _pipeline_term(token)
-        if term is not None:
-            terms.append(term)
-    return terms
+    tokens = raw_tokens(text)
+    try:
+        terms = list(map(_TERM_MEMO.__getitem__, tokens))
+    except KeyError:  # a token seen for the first time: through the pipeline once
+        if len(_TERM_MEMO) > _TERM_MEMO_LIMIT:
+            _TERM_MEMO.clear()
+        for token in tokens:
+            if token not in _TERM_MEMO:
+                _TERM_MEMO[token] = _pipeline_term(token)
+        terms = list(map(_TERM_MEMO.__getitem__, tokens))
+    return list(filter(None, terms))  # None: dropped (a term is never empty)
 
 
 def term_counts(text: str) -> Counter[str]:

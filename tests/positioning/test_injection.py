@@ -32,7 +32,7 @@ from nrp.positioning.injection import (
 )
 from nrp.positioning.results_cache import RESULTS_FILE
 from nrp.positioning.scoring import score_answers
-from nrp.positioning.ties import TIE_MODES, nrp_value, position, rank_from_counts
+from nrp.positioning.ties import TIE_MODES, nrp_value, position, positions, rank_from_counts
 from nrp.rankers.base import Ranker
 from nrp.rankers.random_order import RandomOrder
 from nrp.rankers.registry import make_ranker
@@ -168,6 +168,24 @@ def test_position_with_a_tolerance_ties_scores_within_the_margin():
     assert position(np.array([1e-4, 0.0]), 0.0, tolerance=1e-5) == (1, 1)
     with pytest.raises(ValueError, match="negative"):
         position(docs, 3.0, tolerance=-1.0)
+
+
+def test_positions_of_many_answers_equal_position_of_each():
+    """Three answers, D_q's of 5, 2 and 3 documents laid end to end: the counts per answer are
+    those ``position`` gives each alone, exact and with a tolerance."""
+    docs = [np.array([5.0, 4.0, 3.0, 3.0, 1.0]), np.array([2.0, -1.0]), np.array([1.0, 1.0, 1.0])]
+    answers = np.array([3.0, 0.0, 1.0 + 1e-6])
+    owners = np.repeat([0, 1, 2], [5, 2, 3])
+    above, ties = positions(np.concatenate(docs), owners, answers)
+    assert above.tolist() == [2, 1, 0] and ties.tolist() == [2, 0, 0]
+    above, ties = positions(np.concatenate(docs), owners, answers, tolerance=1e-5)
+    assert above.tolist() == [2, 1, 0] and ties.tolist() == [2, 0, 3]
+    for tolerance in (0.0, 1e-5):
+        many = positions(np.concatenate(docs), owners, answers, tolerance)
+        one = [position(d, a, tolerance) for d, a in zip(docs, answers, strict=True)]
+        assert list(zip(*(m.tolist() for m in many), strict=True)) == one
+    with pytest.raises(ValueError, match="NaN"):
+        positions(np.array([1.0, np.nan]), np.array([0, 0]), np.array([0.5]))
 
 
 def test_score_tolerance_is_exact_for_lexical_rankers_and_per_dtype_for_neural_ones():
@@ -398,6 +416,68 @@ def test_lexical_recomputed_statistics_fast_equals_full(mediqa, tmp_path, spec):
     # a verbatim copy of a document ties with it exactly (same statistics, same floats)
     copies = fast[(fast["llm"] == "copy") & (fast["dimension"] == "relevance")]
     assert (copies["ties"] >= 1).all()
+
+
+def every_query_answers(collection: Collection) -> pd.DataFrame:
+    """For every MEDIQA topic: up to three documents of the next topic, a verbatim copy of each
+    of its own documents (ties), its own question, a short text, a text without any term and an
+    empty one; interleaved across queries, as answer files are."""
+    candidates = collection.candidates()
+    qids = list(dict.fromkeys(candidates["qid"].astype(str)))
+    texts = {q: g["text"].fillna("").astype(str).tolist() for q, g in candidates.groupby("qid")}
+    query = candidates.groupby("qid")["query"].first()
+    per_query = {}
+    for i, qid in enumerate(qids):
+        per_query[qid] = [
+            *(("other", t) for t in texts[qids[(i + 1) % len(qids)]][:3]),
+            *(("copy", t) for t in texts[qid]),
+            ("question", str(query[qid])),
+            ("short", "Ask your doctor about the treatment."),
+            ("stopwords", "the and of ?"),
+            ("empty", ""),
+        ]
+    rows = []
+    for j in range(max(len(v) for v in per_query.values())):
+        for qid in qids:
+            if j < len(per_query[qid]):
+                kind, text = per_query[qid][j]
+                rows.append((f"{qid}/{kind}/{j}", qid, text))
+    return pd.DataFrame(rows, columns=["answer_id", "qid", "text"])
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("spec", LEXICAL_SPECS)
+def test_vectorised_lexical_path_equals_one_answer_at_a_time_on_all_mediqa(mediqa, spec):
+    """The batched path (``nrp.rankers.lexical_batch``) against the per-answer path it
+    replaced, ``index.with_extra(answer).score(query)`` and ``position``, on every MEDIQA
+    query: scores bit for bit, above, ties, strict and |D_q| equal for every answer."""
+    answers = every_query_answers(mediqa)
+    # 150 queries x 4 texts of our own, 1,107 copies, 447 documents of the next topic (3 of
+    # the 150 topics have 2 documents)
+    assert len(answers) == 150 * 4 + 1107 + 447
+    ranker = make_ranker(spec)
+    ranker.bind_collection(mediqa)
+    injector = AnswerInjector(mediqa, ranker)
+    assert injector.mode == LEXICAL_RECOMPUTED
+    found = pd.concat(  # in batches of 256, as score_answers runs it
+        [injector.position(answers.iloc[i : i + 256]) for i in range(0, len(answers), 256)],
+        ignore_index=True,
+    )
+    expected, indexes = [], {}
+    for answer_id, qid, text in answers.itertuples(index=False):
+        docs = injector.docs(qid)
+        if qid not in indexes:
+            indexes[qid] = ranker.build_index(docs["text"].fillna("").astype(str).tolist())
+        scores = indexes[qid].with_extra(text).score(str(docs["query"].iloc[0]), ranker.model)
+        above, ties = position(scores[:-1], scores[-1])
+        expected.append((answer_id, qid, scores[-1], above, ties, above + ties, len(docs)))
+    expected = pd.DataFrame(expected, columns=found.columns)
+    pd.testing.assert_frame_equal(found, expected, check_dtype=False, rtol=0, atol=0)
+    assert (found["score"].to_numpy() == expected["score"].to_numpy()).all()
+    copies = found[found["answer_id"].str.contains("/copy/")]
+    assert len(copies) == 1107 and (copies["ties"] >= 1).all()  # a copy ties with its document
+    assert injector.counts.documents_rescored == found["n_docs"].sum()
+    assert injector.counts.answers_scored == len(answers)
 
 
 @pytest.mark.shared_data

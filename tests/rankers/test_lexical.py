@@ -138,6 +138,33 @@ def test_tokeniser_rules():
     ]
 
 
+def test_raw_tokens_are_the_regex_runs():
+    """The translate-and-split tokeniser gives exactly the regex's runs of ASCII letters and
+    digits: non-ASCII letters, emoji, control characters and punctuation all separate."""
+    texts = [
+        "Hello, World! e.g. X-ray",
+        "café naïve Ωmega \u00a0nbsp\u2009thin\x1ctab\tnew\nline",
+        "emoji\U0001f600inside, \ud800lone surrogate, 12/34-56_78",
+        "",
+        "   ",
+        "ÀÉÎ only",
+    ]
+    for text in texts:
+        assert tp.raw_tokens(text) == tp._TOKEN.findall(text)
+    assert tp.raw_tokens("café\U0001f600naïve") == ["caf", "na", "ve"]
+
+
+def test_analyse_memo_gives_the_pipeline_s_terms():
+    """A token's term is computed once and then read from the memo: the same terms each time,
+    and the same as the pipeline applied token by token."""
+    text = "Running dogs RAN; the aaaa 123456 cardiology running"
+    expected = [tp._pipeline_term(t) for t in tp._TOKEN.findall(text)]
+    expected = [t for t in expected if t is not None]
+    assert expected == ["run", "dog", "ran", "cardiolog", "run"]
+    assert tp.analyse(text) == expected
+    assert tp.analyse(text) == expected  # second time: every token from the memo
+
+
 def test_stopwords_are_terriers_list():
     stops = tp.terrier_stopwords()
     assert len(stops) == 733
@@ -367,3 +394,17 @@ def test_mediqa_with_extra_and_collection_statistics(mediqa, monkeypatch):
     assert index.collection_size()[0] == 1107
     scores = collection_ranker.transform(frame)
     assert scores["score"].notna().all() and len(scores) == 1107
+
+
+@pytest.mark.shared_data
+def test_tokeniser_and_memo_on_every_mediqa_text(mediqa):
+    """On the 1,107 MEDIQA documents and 150 questions: the translate-and-split runs equal the
+    regex's, and ``analyse`` (memo) equals the pipeline applied to each regex token."""
+    _, frame = mediqa
+    texts = [*frame["text"].fillna("").astype(str), *frame.drop_duplicates("qid")["query"]]
+    assert len(texts) == 1107 + 150
+    for text in texts:
+        tokens = tp._TOKEN.findall(text)
+        assert tp.raw_tokens(text) == tokens
+        terms = [tp._pipeline_term(t) for t in tokens]
+        assert tp.analyse(text) == [t for t in terms if t is not None]
