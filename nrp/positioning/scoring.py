@@ -419,42 +419,65 @@ def result_frame(
 ) -> pd.DataFrame:
     """``RESULT_COLUMNS`` rows per (answer, dimension), then a combined row per answer, in
     answer order. ``positions``: dimension -> (ranker spec, positions indexed by answer_id);
-    ``weight_of``: normalised weights (``normalised_weights``)."""
-    base = answers[["answer_id", "llm", "prompt", "qid", "sample"]]
-    if base.empty:
+    ``weight_of``: normalised weights (``normalised_weights``).
+
+    Built column by column in numpy and put into one frame at the end, so that a few answers
+    (a service request) cost what the arithmetic costs. The combined NRP is the weighted sum
+    of the dimensions' NRP in dimension order with compensated (Kahan) summation, missing
+    values skipped: the sum pandas' ``groupby(...).sum()`` computes, bit for bit."""
+    if not len(answers):
         return pd.DataFrame(columns=list(RESULT_COLUMNS))
-    parts = [
-        _dimension_rows(base, dimension, spec, found, tie_mode).assign(_order=order)
-        for order, (dimension, (spec, found)) in enumerate(positions.items())
-    ]
-    frame = pd.concat(parts, ignore_index=True)
-    combined = (
-        frame.assign(weighted=frame["nrp"] * frame["dimension"].map(weight_of))
-        .groupby("_answer", sort=True)
-        .agg(nrp=("weighted", "sum"), n_docs=("n_docs", "first"))
+    ids = answers["answer_id"]
+    n, width = len(answers), len(positions) + 1  # rows per answer: one per dimension, combined
+    dimension = np.empty((n, width), dtype=object)
+    ranker = np.empty((n, width), dtype=object)
+    score = np.full((n, width), np.nan)
+    rank = np.full((n, width), np.nan)
+    n_docs = np.zeros((n, width), dtype=np.int64)
+    ties = np.zeros((n, width), dtype=np.int64)
+    nrp = np.zeros((n, width))
+    total, compensation = np.zeros(n), np.zeros(n)
+    for order, (name, (spec, found)) in enumerate(positions.items()):
+        values = _dimension_values(ids, found, tie_mode)
+        dimension[:, order], ranker[:, order] = name, spec
+        score[:, order], rank[:, order] = values["score"], values["rank"]
+        n_docs[:, order], ties[:, order], nrp[:, order] = (
+            values["n_docs"],
+            values["ties"],
+            values["nrp"],
+        )
+        weighted = values["nrp"] * weight_of.get(name, np.nan)
+        y = weighted - compensation
+        t = total + y
+        c = t - total - y
+        c[np.isnan(c) & ~np.isnan(weighted)] = 0.0  # an infinite term: no compensation
+        kept = ~np.isnan(weighted)
+        total = np.where(kept, t, total)
+        compensation = np.where(kept, c, compensation)
+    dimension[:, -1], ranker[:, -1] = COMBINED, ""
+    n_docs[:, -1], nrp[:, -1] = n_docs[:, 0], total
+    no_ties = np.zeros((n, width), dtype=bool)
+    no_ties[:, -1] = True
+    rows = np.repeat(np.arange(n), width)
+    columns = {name: answers[name].array.take(rows) for name in RESULT_COLUMNS[:5]}
+    columns.update(
+        dimension=dimension.ravel(),
+        ranker=ranker.ravel(),
+        score=score.ravel(),
+        rank=rank.ravel(),
+        n_docs=n_docs.ravel(),
+        ties=pd.arrays.IntegerArray(ties.ravel(), no_ties.ravel()),
+        nrp=nrp.ravel(),
     )
-    combined_rows = base.iloc[combined.index].assign(
-        dimension=COMBINED,
-        ranker="",
-        score=np.nan,
-        rank=np.nan,
-        n_docs=combined["n_docs"].to_numpy(dtype=np.int64),
-        ties=pd.NA,
-        nrp=combined["nrp"].to_numpy(dtype=np.float64),
-        _answer=combined.index.to_numpy(),
-        _order=len(positions),
-    )
-    frame = pd.concat([frame, combined_rows], ignore_index=True)
-    frame = frame.sort_values(["_answer", "_order"], kind="stable").reset_index(drop=True)
-    frame["ties"] = frame["ties"].astype("Int64")
-    return frame[list(RESULT_COLUMNS)]
+    return pd.DataFrame(columns)  # the columns in RESULT_COLUMNS order
 
 
-def _dimension_rows(
-    base: pd.DataFrame, dimension: str, spec: str, positions: pd.DataFrame, tie_mode: str
-) -> pd.DataFrame:
-    """One dimension's rows: r under the tie rule, |D_q|, ties and NRP of every answer."""
-    found = positions.reindex(base["answer_id"])
+def _dimension_values(
+    ids: pd.Series, positions: pd.DataFrame, tie_mode: str
+) -> dict[str, np.ndarray]:
+    """One dimension's values for every answer: score, r under the tie rule, |D_q|, ties and
+    NRP."""
+    found = positions.reindex(ids)
     if tie_mode == "strict":
         rank = found["strict"].to_numpy(dtype=np.float64)
     else:
@@ -464,16 +487,15 @@ def _dimension_rows(
             tie_mode,
         )
     n_docs = found["n_docs"].to_numpy(dtype=np.int64)
-    return base.assign(
-        dimension=dimension,
-        ranker=spec,
-        score=found["score"].to_numpy(dtype=np.float64),
-        rank=np.asarray(rank, dtype=np.float64),
-        n_docs=n_docs,
-        ties=found["ties"].to_numpy(dtype=np.int64),
-        nrp=nrp_value(rank, n_docs) if len(n_docs) else np.zeros(0),
-        _answer=np.arange(len(base)),
-    )
+    return {
+        "score": found["score"].to_numpy(dtype=np.float64),
+        "rank": np.asarray(rank, dtype=np.float64),
+        "n_docs": n_docs,
+        "ties": found["ties"].to_numpy(dtype=np.int64),
+        "nrp": np.asarray(nrp_value(rank, n_docs), dtype=np.float64)
+        if len(n_docs)
+        else np.zeros(0),
+    }
 
 
 def score(
