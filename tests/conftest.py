@@ -30,8 +30,10 @@ def shared(*parts: str) -> Path:
     return path
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared_data():
+    """``shared`` as a fixture (any scope may use it; a test directory's own conftest.py would
+    shadow ``from conftest import shared``)."""
     return shared
 
 

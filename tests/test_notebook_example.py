@@ -19,10 +19,8 @@ EXAMPLE = ROOT / "docs" / "examples" / "notebook.py"
 
 
 @pytest.fixture(scope="module")
-def tables(tmp_path_factory):
-    from conftest import shared
-
-    mediqa = shared("mediqa-2019")
+def tables(tmp_path_factory, shared_data):
+    mediqa = shared_data("mediqa-2019")
     pytest.importorskip("pyterrier_t5")
     pytest.importorskip("sentencepiece")
     sys.path.insert(0, str(ROOT / "tests" / "rankers"))
