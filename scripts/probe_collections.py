@@ -40,7 +40,8 @@ COLLECTIONS = ("mediqa-2019", "liveqa-med-2017")
 CHEAP = "bleu,rouge,bertscore,heuristics,nrp:rankers=tfidf,label=tfidf," + (
     "nrp:rankers=bm25,label=bm25,nrp:rankers=dense,label=dense"
 )
-JUDGES = "judge:mode=rubric,label=geval,judge:mode=tfn,label=tfn"
+# forced choice: the probabilities of the scores / labels (the 135M model rarely writes a score)
+JUDGES = "judge:mode=rubric,decoding=choice,label=geval,judge:mode=tfn,decoding=choice,label=tfn"
 # the judge's perturbations: one or two of each kind (the judge reads every text it scores)
 JUDGE_PERTURBATIONS = "negate,swap_numbers,first_sentence,echo_question,off_topic,copy_best"
 
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.collections.split(","):
         ingest(str(ROOT / "manifests" / f"{name}.yaml"), indexes_dir=args.indexes)
         collection = Collection.load(name, args.indexes)
-        runs = [(args.evaluators, args.queries, "", None, 0)]
+        runs = [(args.evaluators, args.queries, "", None, 0)] if args.evaluators else []
         if args.judge_queries > 0 and args.judges:
             runs.append(
                 (

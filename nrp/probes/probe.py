@@ -193,7 +193,9 @@ def probe(
         progress(f"probe: {len(answers)} answers, {len(twins)} perturbed twins")
     twin_frame = pd.DataFrame(twins, columns=answers.columns)
     both = pd.concat([answers, twin_frame], ignore_index=True)
-    table = evaluate_answers(collection, both, evaluators, cache=cache, progress=progress)
+    table = with_label_scores(
+        evaluate_answers(collection, both, evaluators, cache=cache, progress=progress)
+    )
     scores = numeric_columns(table, IDENTITY)
     if not scores:
         raise ConfigError(f"evaluators {evaluators!r} wrote no numeric score column")
@@ -209,6 +211,26 @@ def probe(
         "higher_is_better": True,
     }
     return ProbeResult(settings, pairs, summary, texts)
+
+
+def with_label_scores(table: pd.DataFrame) -> pd.DataFrame:
+    """A judge's label column (``X.label``: TRUE / FALSE / NOT GIVEN) also as a score,
+    ``X.true``: 1.0 for TRUE, 0.0 for any other label, missing where the label is, so the probe
+    compares how often an original and its twin are judged TRUE."""
+    labels = [
+        c
+        for c in table.columns
+        if str(c).endswith(".label") and not pd.api.types.is_numeric_dtype(table[c])
+    ]
+    if not labels:
+        return table
+    table = table.copy()
+    for column in labels:
+        is_true = table[column].astype("string").str.strip().str.upper() == "TRUE"
+        table[column[: -len("label")] + "true"] = is_true.astype("Float64").to_numpy(
+            float, na_value=np.nan
+        )
+    return table
 
 
 def _pairs(table: pd.DataFrame, scores: list[str]) -> pd.DataFrame:

@@ -103,3 +103,21 @@ def test_entities_for_swapping_come_from_the_collection(demo, answers):
     }  # fmt: skip
     assert "2 to 3 weeks" in entities["DATE"]
     assert contexts(demo, answers.head(1), 0)[answers["answer_id"].iloc[0]].entities == {}
+
+
+def test_a_judges_labels_are_also_read_as_a_true_score():
+    from nrp.probes.probe import with_label_scores
+
+    table = pd.DataFrame(
+        {
+            "answer_id": ["a", "b", "c", "d"],
+            "tfn.judge.label": ["TRUE", "FALSE", None, "NOT GIVEN"],
+            "tfn.judge.confidence": [0.9, 0.8, None, 0.4],
+            "bleu": [1.0, 2.0, 3.0, 4.0],
+        }
+    )
+    out = with_label_scores(table)
+    assert out["tfn.judge.true"].tolist()[:2] == [1.0, 0.0]
+    assert np.isnan(out["tfn.judge.true"][2]) and out["tfn.judge.true"][3] == 0.0
+    assert "tfn.judge.true" not in table  # the input is not changed
+    assert with_label_scores(table[["answer_id", "bleu"]]).columns.tolist() == ["answer_id", "bleu"]
