@@ -172,22 +172,6 @@ def _texts(collection: str, indexes: Path | None, queries: int, seed: int) -> di
     }
 
 
-def _texts(collection: str, indexes: Path | None, queries: int, seed: int) -> dict[str, list[str]]:
-    """qid -> texts to send for it (documents of other queries), for ``queries`` queries with
-    documents drawn at random (all when there are fewer)."""
-    if indexes is None:
-        raise SystemExit("--url needs --indexes to read the collection's queries and documents")
-    from nrp import Collection
-
-    candidates = Collection.load(collection, indexes).candidates()
-    by_qid = candidates.groupby(candidates["qid"].astype(str))["text"].apply(list).to_dict()
-    qids = sorted(by_qid)
-    chosen = sorted(random.Random(seed).sample(qids, min(queries, len(qids))))
-    return {
-        qid: [t for other in qids if other != qid for t in by_qid[other][:1]][:50] for qid in chosen
-    }
-
-
 @dataclass(frozen=True)
 class Target:
     """The server under test, the collection its requests name, and the ids of its processes

@@ -135,17 +135,9 @@ class _Pipe:
         return answer["result"]
 
 
-def inspect_page(
-    chromium: str,
-    url: str,
-    png: Path,
-    profile: Path,
-    width: int = 1280,
-    height: int = 2000,
-    timeout: float = 120,
-) -> PageReport:
-    """Load ``url`` in headless Chromium over the DevTools pipe; report what the console and
-    the browser log said and which images failed, and save a full-page screenshot."""
+def start_chromium(chromium: str, profile: Path) -> tuple[subprocess.Popen, int, int]:
+    """Headless Chromium with its DevTools pipe on fds 3 and 4: the process and our reading
+    and writing ends."""
     ours_read, chrome_write = os.pipe()
     chrome_read, ours_write = os.pipe()
     # the child's ends above fd 9, so that the redirections onto 3 and 4 cannot clobber them
@@ -162,6 +154,21 @@ def inspect_page(
     )  # fmt: skip
     os.close(a)
     os.close(b)
+    return process, ours_read, ours_write
+
+
+def inspect_page(
+    chromium: str,
+    url: str,
+    png: Path,
+    profile: Path,
+    width: int = 1280,
+    height: int = 2000,
+    timeout: float = 120,
+) -> PageReport:
+    """Load ``url`` in headless Chromium over the DevTools pipe; report what the console and
+    the browser log said and which images failed, and save a full-page screenshot."""
+    process, ours_read, ours_write = start_chromium(chromium, profile)
     pipe = _Pipe(ours_read, ours_write, timeout)
     report = PageReport()
     try:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import fcntl
 import os
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reports"))
-from headless import FLAGS, _Pipe, find_chromium
+from headless import _Pipe, find_chromium, start_chromium
 
 __all__ = ["Browser", "Page", "find_chromium"]
 
@@ -160,21 +159,7 @@ class Browser:
     """Headless Chromium with a DevTools pipe; ``page()`` opens a tab."""
 
     def __init__(self, chromium: str, profile: Path, timeout: float = 60):
-        ours_read, chrome_write = os.pipe()
-        chrome_read, ours_write = os.pipe()
-        a = fcntl.fcntl(chrome_read, fcntl.F_DUPFD_CLOEXEC, 10)
-        b = fcntl.fcntl(chrome_write, fcntl.F_DUPFD_CLOEXEC, 10)
-        os.close(chrome_read)
-        os.close(chrome_write)
-        command = f'exec "$0" "$@" 3<&{a} 4>&{b} {a}<&- {b}>&-'
-        self.process = subprocess.Popen(
-            ["bash", "-c", command, chromium, *FLAGS, f"--user-data-dir={profile}",
-             "--remote-debugging-pipe", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(a, b),
-        )  # fmt: skip
-        os.close(a)
-        os.close(b)
+        self.process, ours_read, ours_write = start_chromium(chromium, profile)
         self.fds = (ours_read, ours_write)
         self.pipe = _Pipe(ours_read, ours_write, timeout)
 
