@@ -80,12 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--collections", default=",".join(COLLECTIONS))
     parser.add_argument("--queries", type=int, default=40, help="queries sampled (0: all)")
-    parser.add_argument("--judge-queries", type=int, default=8, help="for the judge (0: none)")
+    parser.add_argument("--judge-queries", type=int, default=2, help="for the judge (0: none)")
     parser.add_argument("--evaluators", default=CHEAP)
     parser.add_argument("--judges", default=JUDGES)
     parser.add_argument("--judge-perturbations", default=JUDGE_PERTURBATIONS)
     parser.add_argument(
-        "--judge-answers", type=int, default=0, help="at most this many answers for the judge"
+        "--judge-answers", type=int, default=8, help="at most this many answers for the judge"
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--indexes", default=str(ROOT / "indexes"))
