@@ -169,18 +169,11 @@ class ColBERTRanker(Ranker):
         with _quiet(), torch.inference_mode():
             return checkpoint.queryFromText(list(queries), bsize=int(self.params["batch"]))
 
-    def encode_docs(self, texts: Sequence[str]) -> list[torch.Tensor]:
-        """Per text, the kept token embeddings (punctuation and padding removed), normalized."""
-        import torch
-
-        checkpoint = self.checkpoint
-        with _quiet(), torch.inference_mode():
-            return checkpoint.docFromText(list(texts), keep_dims=False)
-
-    def encode_docs_padded(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(n, tokens, dim) normalized document embeddings, zero at removed tokens, and the
-        (n, tokens, 1) mask of kept tokens: ``encode_docs`` without the per-document split,
-        which copied every batch to the CPU and back (on a GPU most of ColBERT's time)."""
+    def encode_docs(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(n, tokens, dim) normalized document embeddings, zero at removed tokens (punctuation
+        and padding), and the (n, tokens, 1) mask of kept tokens. Padded, not split into one
+        tensor per document: colbert's split copies every batch to the CPU and back (on a GPU
+        most of ColBERT's time)."""
         import torch
 
         checkpoint = self.checkpoint
@@ -197,7 +190,7 @@ class ColBERTRanker(Ranker):
         items = list(zip(frame["text"].fillna("").astype(str), q_index.tolist(), strict=True))
 
         def batch(rows: list[tuple[str, int]]) -> torch.Tensor:
-            docs, kept = self.encode_docs_padded([text for text, _ in rows])
+            docs, kept = self.encode_docs([text for text, _ in rows])
             index = torch.tensor([qi for _, qi in rows], device=q_emb.device)
             with torch.inference_mode():
                 return maxsim_padded(q_emb[index], docs, kept)
