@@ -504,7 +504,10 @@ def validation_rows(
     (``compared_with``)."""
     names = spec_names(roles)
     log(f"validation: {collection.name} / {dimension} ({len(roles)} rankers)")
-    result = api.validate(collection, list(roles.values()), dimensions=[dimension], progress=log)
+    # validity off: this study compares agreement and nDCG@10 (docs/validity.md measures validity)
+    result = api.validate(
+        collection, list(roles.values()), dimensions=[dimension], progress=log, validity=False
+    )
     found = result.dimensions[dimension]
     best = found.choice.best if found.choice is not None else None
     first = trained_roles(names)[0]

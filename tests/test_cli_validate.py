@@ -21,14 +21,15 @@ def test_validate_rankers_writes_the_choice(tmp_path):
     ingest(write_collection(tmp_path / "data"), indexes_dir=tmp_path / "ix")
     out = tmp_path / "new" / "folder" / "validation.json"  # --out into folders not yet made
     proc = nrp("validate", "tiny", "--rankers", "tfidf,random", "--indexes", str(tmp_path / "ix"),
-               "--out", str(out))  # fmt: skip
+               "--out", str(out), "--no-validity")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert [s["spec"] for s in data["systems"]] == ["tfidf", "random"]
     assert set(data["chosen"]) == {"relevance", "credibility"}
     assert "tiny / relevance: labels graded" in proc.stdout
     # the default output path lies beside the collection
-    proc = nrp("validate", "tiny", "--rankers", "tfidf", "--indexes", str(tmp_path / "ix"))
+    proc = nrp("validate", "tiny", "--rankers", "tfidf", "--indexes", str(tmp_path / "ix"),
+               "--no-validity")  # fmt: skip
     assert proc.returncode == 0
     assert (tmp_path / "ix" / "tiny" / "validation.json").is_file()
 
@@ -69,7 +70,9 @@ def test_validate_without_rankers_ranks_the_default_set(tmp_path):
     proc = nrp("validate", "tiny", "--indexes", str(tmp_path / "ix"))
     assert proc.returncode == 0, proc.stderr
     data = json.loads((tmp_path / "ix" / "tiny" / "validation.json").read_text())
-    assert [s["spec"] for s in data["systems"]] == ["tfidf", "dph", "bm25", "dense", "random"]
+    assert [s["spec"] for s in data["systems"]] == [
+        "tfidf", "dph", "bm25", "dense", "guard", "guard:content=0.06", "random"
+    ]  # fmt: skip
 
 
 def test_runs_keep_the_rankers_choice_and_score_reads_it_by_default(tmp_path):
@@ -86,7 +89,8 @@ def test_runs_keep_the_rankers_choice_and_score_reads_it_by_default(tmp_path):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert proc.stderr.startswith("nrp: error: no ranker chosen for tiny: run nrp validate tiny")
     assert not (tmp_path / "s0").exists()
-    assert nrp("validate", "tiny", "--rankers", "tfidf", "--indexes", str(ix)).returncode == 0
+    proc = nrp("validate", "tiny", "--rankers", "tfidf", "--indexes", str(ix), "--no-validity")
+    assert proc.returncode == 0
     choice = (ix / "tiny" / "validation.json").read_bytes()
     run = tmp_path / "mine.run"
     run.write_text("q1 Q0 d1 1 2.0 mine\nq1 Q0 d2 2 1.0 mine\nq2 Q0 d3 1 1.0 mine\n")

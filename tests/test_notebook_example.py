@@ -40,13 +40,18 @@ def test_mediqa_is_ingested_and_validated_with_the_default_rankers(tables):
     collection = nrp.Collection.load("mediqa-2019", indexes)
     assert len(collection.topics) == 150 and len(collection.candidates()) == 1107
     validation = found["mediqa_validation"]
-    assert validation["system"].tolist() == ["tfidf", "dph", "bm25", "dense", "random"]
+    assert validation["system"].tolist() == [
+        "tfidf", "dph", "bm25", "dense", "guard", "guard:content=0.06", "random"
+    ]  # fmt: skip
     saved = nrp.ValidationResult.from_json(indexes / "mediqa-2019" / "validation.json")
     summary = saved.dimensions["relevance"].summary
     for row in validation.itertuples():
         assert row.mean == summary[row.system]["nDCG@10"].mean
     chosen = found["mediqa_chosen"]
     assert dict(zip(chosen["dimension"], chosen["ranker"], strict=True)) == saved.chosen()
+    # the rankers an echo of the question tops are passed over: a guarded one is chosen
+    assert saved.chosen()["relevance"].startswith("guard")
+    assert not saved.dimensions["relevance"].validity["dense"].passed
 
 
 def test_demo_answers_are_scored_with_the_chosen_rankers(tables):

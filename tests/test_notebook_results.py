@@ -18,7 +18,9 @@ def tiny(tmp_path_factory):
 
 
 def test_validation_result_as_a_frame(tiny):
-    result = nrp.validate(tiny, ["tfidf", "random"], dimensions=["relevance"], cache=False)
+    result = nrp.validate(
+        tiny, ["tfidf", "random"], dimensions=["relevance"], cache=False, validity=False
+    )
     frame = result.to_frame()
     assert list(frame.columns) == [
         "dimension", "system", "measure", "mean", "ci_low", "ci_high", "queries", "chosen",
@@ -72,7 +74,7 @@ def test_progress_bars_show_in_a_terminal_or_a_notebook_kernel(monkeypatch):
 
 
 def test_a_validation_result_chooses_the_rankers_of_score_answers(tiny):
-    result = nrp.validate(tiny, ["tfidf", "random"], cache=False)
+    result = nrp.validate(tiny, ["tfidf", "random"], cache=False, validity=False)
     answers = pd.DataFrame(
         {"answer_id": ["a1"], "qid": ["q1"], "text": ["vitamin c colds"], "llm": ["m"]}
     )

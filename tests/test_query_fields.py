@@ -203,7 +203,7 @@ def test_dense_reads_the_named_field(fields):
 
 # -- validation and NRP --------------------------------------------------------------------------
 def test_validation_compares_fields_like_any_parameter(fields):
-    result = validate(fields, "bm25,bm25:query=narrative", cache=False)
+    result = validate(fields, "bm25,bm25:query=narrative", cache=False, validity=False)
     per_query = result.dimensions["relevance"].per_query
     # q1 by "apple": d1 (0), then the zeros by docno descending, d3 (1), d2 (2)
     apple = (1 / math.log2(3) + 2 / math.log2(4)) / (2 + 1 / math.log2(3))
@@ -216,8 +216,8 @@ def test_an_executor_ranks_with_the_field_too(fields, tmp_path):
     """Executor partitions rebuild the ranker from its spec on the worker and score rows the
     driver sends: they must carry the field's text."""
     specs = "bm25,bm25:query=narrative,fuse:rankers=bm25+tfidf:query=paraphrase"
-    here = validate(fields, specs, cache=False)
-    there = validate(fields, specs, cache=False, executor=LocalExecutor())
+    here = validate(fields, specs, cache=False, validity=False)
+    there = validate(fields, specs, cache=False, executor=LocalExecutor(), validity=False)
     for name, values in here.dimensions["relevance"].per_query.items():
         assert there.dimensions["relevance"].per_query[name] == values
     answers = pd.DataFrame({"answer_id": ["a", "b"], "qid": ["q1", "q2"], "text": ["banana", "x"]})

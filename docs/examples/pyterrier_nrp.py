@@ -40,7 +40,9 @@ def main(indexes_dir: str) -> dict:
 
     # 2. any transformer as a ranker: give it a fingerprint (its score-cache key)
     overlap = nrp.from_transformer(pt.apply.doc_score(word_overlap), fingerprint="overlap-v1")
-    validation = nrp.validate(demo, [overlap, "tfidf", "bm25"])
+    # guard (dense with texts that only mirror or evade the question put below real answers):
+    # validation passes over the rankers an echo of the question tops (docs/validity.md)
+    validation = nrp.validate(demo, [overlap, "tfidf", "bm25", "guard"])
     validation.to_json(demo.path / "validation.json")  # what `nrp validate demo` writes
 
     # 3. NRP as a measure of answer pipelines, with the rankers validated above

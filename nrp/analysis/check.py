@@ -15,6 +15,12 @@ means, same bootstrap interval), so a CI failure names the number a summary show
   query-level means), with validation's paired randomization test (exact for few queries) and
   Holm's correction over the models compared; fails when the adjusted p is below alpha and the
   model's mean is below the baseline's. A model the baseline lacks is not compared.
+- **Flagged answers** (``check_flagged``, ``max_flagged``): fails a model whose share of
+  flagged answers (any flag of ``nrp.validation.flags``, read from the ``flags.csv`` that
+  ``nrp score`` writes beside its results) is above the limit. Answers, not queries, are the
+  unit here, as in ``nrp summary``'s flag table: a flag is a property of one text.
+
+``check_gate`` runs what is asked of the two (``nrp check`` and ``assert_nrp`` call it).
 """
 
 from __future__ import annotations
@@ -26,12 +32,13 @@ from typing import Any
 import pandas as pd
 
 from nrp import statistics
+from nrp.analysis.flags import FLAG_NAMES, flag_shares, flags_path, read_flags
 from nrp.analysis.summary import ALL_PROMPTS, checked_results, per_query_means, read_results
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, InputError, NrpError
 from nrp.tables import FrameView, format_interval, format_p
 
-__all__ = ["CheckResult", "assert_nrp", "check_results"]
+__all__ = ["CheckResult", "assert_nrp", "check_flagged", "check_gate", "check_results"]
 
 Results = pd.DataFrame | str | Path
 MODEL = ["dimension", "llm", "prompt"]
@@ -41,16 +48,19 @@ TOLERANCE = 1e-9
 
 @dataclass
 class CheckResult(FrameView):
-    """The verdict per model: ``table`` one row per (dimension, llm, prompt) checked, ``lines``
-    one PASS or FAIL line each (in the table's order)."""
+    """The verdict per model: ``table`` one row per (dimension, llm, prompt) checked on NRP,
+    ``flags`` (when flagged answers were checked) one row per (llm, prompt) with its share of
+    flagged answers; ``lines`` one PASS or FAIL line each (the table's rows, then the flags')."""
 
     table: pd.DataFrame
     lines: list[str]
     settings: dict[str, Any] = field(default_factory=dict)
+    flags: pd.DataFrame | None = None
 
     @property
     def failures(self) -> list[str]:
-        return [line for line, ok in zip(self.lines, self.table["passed"], strict=True) if not ok]
+        verdicts = [*self.table["passed"], *([] if self.flags is None else self.flags["passed"])]
+        return [line for line, ok in zip(self.lines, verdicts, strict=True) if not ok]
 
     @property
     def passed(self) -> bool:
@@ -102,14 +112,81 @@ def assert_nrp(
     no_worse: bool | None = None,
     dimension: str | None = None,
     alpha: float = 0.05,
+    max_flagged: float | None = None,
 ) -> CheckResult:
-    """``check_results`` for a test: an AssertionError carrying the FAIL lines when a model
+    """``check_gate`` for a test: an AssertionError carrying the FAIL lines when a model
     fails. With a baseline, ``no_worse`` defaults to True (the point of passing one)."""
     no_worse = baseline is not None if no_worse is None else no_worse
-    outcome = check_results(results, min_nrp, baseline, no_worse, dimension, alpha)
+    outcome = check_gate(results, min_nrp, baseline, no_worse, dimension, alpha, max_flagged)
     if not outcome.passed:
         raise AssertionError("\n".join(outcome.failures))
     return outcome
+
+
+def check_gate(
+    results: Results,
+    min_nrp: float | None = None,
+    baseline: Results | None = None,
+    no_worse: bool = False,
+    dimension: str | None = None,
+    alpha: float = 0.05,
+    max_flagged: float | None = None,
+) -> CheckResult:
+    """What ``nrp check`` runs: ``check_results`` when an NRP check is asked (``min_nrp``, a
+    baseline; or nothing at all, which it refuses), ``check_flagged`` when ``max_flagged`` is
+    given; one result with the NRP lines first."""
+    if max_flagged is None:
+        return check_results(results, min_nrp, baseline, no_worse, dimension, alpha)
+    _check_share(max_flagged)
+    if min_nrp is None and baseline is None and not no_worse:
+        return check_flagged(results, max_flagged)
+    outcome = check_results(results, min_nrp, baseline, no_worse, dimension, alpha)
+    flagged = check_flagged(results, max_flagged)
+    settings = {**outcome.settings, **flagged.settings}
+    return CheckResult(outcome.table, outcome.lines + flagged.lines, settings, flagged.flags)
+
+
+def check_flagged(results: Results, max_flagged: float) -> CheckResult:
+    """Fail every model (llm, prompt) whose share of flagged answers is above ``max_flagged``:
+    the flags are the ``flags.csv`` beside ``results`` (an ``nrp score`` folder or its results
+    file; the flags file itself also works). A missing file is an ``InputError`` naming it."""
+    _check_share(max_flagged)
+    if isinstance(results, pd.DataFrame):
+        raise ConfigError(
+            "checking flagged answers reads the flags.csv of an nrp score folder: give the "
+            "folder (or its results file), not a frame"
+        )
+    if not Path(results).exists():
+        raise InputError(results, None, "file not found (the results)")
+    table = flag_shares(read_flags(flags_path(results)))
+    for name in FLAG_NAMES:
+        table[f"n_{name}"] = (table[f"share_{name}"] * table["n_answers"]).round().astype(int)
+    table["max_flagged"] = max_flagged
+    table["above_max"] = table["share_flagged"] > max_flagged + TOLERANCE
+    table["passed"] = ~table["above_max"]
+    lines = [_flag_line(row, max_flagged) for row in table.to_dict("records")]
+    empty = pd.DataFrame(columns=[*MODEL, "mean_nrp", "ci_low", "ci_high", "n_queries",
+                                  "below_min", "passed"])  # fmt: skip
+    return CheckResult(empty, lines, {"max_flagged": max_flagged}, table.reset_index(drop=True))
+
+
+def _check_share(max_flagged: float) -> None:
+    if not 0 <= max_flagged <= 1:
+        raise ConfigError(
+            "the maximum share of flagged answers (--max-flagged) must lie in [0, 1], not "
+            f"{max_flagged}"
+        )
+
+
+def _flag_line(row: dict[str, Any], max_flagged: float) -> str:
+    """``nrp check: PASS|FAIL llm/prompt flagged: share of flagged answers s > limit ...``."""
+    model = f"{row['llm']}/{row['prompt']}" if row["prompt"] else row["llm"]
+    verdict = "PASS" if row["passed"] else "FAIL"
+    share = row["share_flagged"]
+    counts = ", ".join(f"{n} {row[f'n_{n}']}" for n in FLAG_NAMES if row[f"n_{n}"])
+    detail = f"{row['n_flagged']} of {row['n_answers']} answers" + (f": {counts}" if counts else "")
+    return (f"nrp check: {verdict} {model} flagged: share of flagged answers {share:.3f} "
+            f"{'>' if row['above_max'] else '<='} {max_flagged:g} ({detail})")  # fmt: skip
 
 
 def _check_options(
@@ -125,8 +202,9 @@ def _check_options(
         raise ConfigError("no-worse needs a baseline results folder to compare with (--baseline)")
     if min_nrp is None and not no_worse:
         raise ConfigError(
-            "nothing to check: give a minimum NRP (--min-nrp) and/or a baseline with no-worse "
-            "(--baseline OLD --no-worse)"
+            "nothing to check: give a minimum NRP (--min-nrp), a baseline with no-worse "
+            "(--baseline OLD --no-worse) and/or a maximum share of flagged answers "
+            "(--max-flagged)"
         )
 
 

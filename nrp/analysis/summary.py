@@ -3,7 +3,8 @@
 Input: the per-answer frame of ``nrp.positioning.scoring.score_answers`` (one row per answer,
 dimension and ranker; ``dimension`` may be ``combined``), or the ``results.parquet`` /
 ``results.csv`` the scoring CLI writes (``read_results``, through the table reader
-``nrp.tables.read_table_file``).
+``nrp.tables.read_table_file``). Given a folder or file, the ``flags.csv`` beside it (written by
+``nrp score``, ``nrp.analysis.flags``) adds the share of flagged answers per LLM x prompt.
 
 Statistical choices (and why):
 
@@ -41,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from nrp import statistics
+from nrp.analysis.flags import FLAG_NAMES, FLAGS_FILE, flag_shares, flags_beside
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, InputError, NrpError
 from nrp.tables import (
@@ -131,7 +133,10 @@ class Summary(FrameView):
     over its prompts; columns mean_nrp, ci_low, ci_high, share_nrp_1, share_nrp_0, n_queries,
     n_answers. ``query_means``: the query-level means the means and tests are taken over.
     ``comparisons``: one row per paired test (family, group, a, b, n_queries, mean_a, mean_b,
-    mean_difference = mean over common queries of a - b, p, p_corrected).
+    mean_difference = mean over common queries of a - b, p, p_corrected). ``flags``: when the
+    results folder has ``flags.csv`` (``nrp score`` writes it), one row per (llm, prompt) with
+    n_answers, n_flagged, share_flagged (any flag) and share_<flag> per flag
+    (``nrp.analysis.flags.flag_shares``); None otherwise.
     """
 
     settings: dict[str, Any]
@@ -139,6 +144,7 @@ class Summary(FrameView):
     query_means: pd.DataFrame
     comparisons: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
+    flags: pd.DataFrame | None = None
 
     # -- look-ups -------------------------------------------------------------------------------
     def measures(self) -> list[tuple[str, str]]:
@@ -177,6 +183,7 @@ class Summary(FrameView):
             "means": records(self.means),
             "comparisons": records(self.comparisons),
             "query_means": records(self.query_means),
+            "flags": None if self.flags is None else records(self.flags),
             "warnings": list(self.warnings),
         }
 
@@ -186,9 +193,13 @@ class Summary(FrameView):
 
     def to_csv(self, folder: str | Path) -> dict[str, Path]:
         """``summary_means.csv``, ``summary_comparisons.csv`` and ``summary_query_means.csv``
-        in ``folder``; returns the paths by table."""
+        in ``folder`` (and ``summary_flags.csv`` when there are flags); returns the paths by
+        table."""
         names = ("means", "comparisons", "query_means")
-        return csv_export({n: getattr(self, n) for n in names}, folder, "summary")
+        tables = {n: getattr(self, n) for n in names}
+        if self.flags is not None:
+            tables["flags"] = self.flags
+        return csv_export(tables, folder, "summary")
 
     # -- text -----------------------------------------------------------------------------------
     def tables(self) -> dict[tuple[str, str], str]:
@@ -197,12 +208,31 @@ class Summary(FrameView):
 
     def format(self) -> str:
         parts = list(self.tables().values())
+        if self.flags is not None:
+            parts.append(self.flags_table())
         if self.warnings:
             parts.append("warnings:\n" + "\n".join(f"  {w}" for w in self.warnings))
         return "\n\n".join(parts)
 
     def __str__(self) -> str:
         return self.format()
+
+    def flags_table(self) -> str:
+        """The share of flagged answers per LLM x prompt, as text ('' without flags)."""
+        if self.flags is None:
+            return ""
+        lines = [
+            f"flagged answers ({FLAGS_FILE}): share of answers with any flag, and with each flag"
+        ]
+        rows = [
+            [str(r["llm"]), str(r["prompt"]), str(r["n_answers"]),
+             f"{100 * r['share_flagged']:.1f}%",
+             *(f"{100 * r[f'share_{name}']:.1f}%" for name in FLAG_NAMES)]
+            for r in self.flags.to_dict("records")
+        ]  # fmt: skip
+        header = ["llm", "prompt", "answers", "flagged", *FLAG_NAMES]
+        lines.append(text_table(header, rows))
+        return "\n".join(lines)
 
     def _table(self, dimension: str, ranker: str) -> str:
         s = self.settings
@@ -282,7 +312,8 @@ def summarize(
     intervals over queries, saturation shares and Holm-corrected paired tests.
 
     ``results_df``: the per-answer frame of ``score_answers`` or a path ``read_results``
-    accepts. ``n_boot``/``seed``: the bootstrap; ``test``/``n_resamples``: the paired test
+    accepts (a path's ``flags.csv``, when there, gives ``Summary.flags``). ``n_boot``/``seed``:
+    the bootstrap; ``test``/``n_resamples``: the paired test
     (randomization with ``n_resamples`` sign vectors, exact when 2^queries is fewer)."""
     if not 0 < confidence < 1 or not 0 < alpha < 1:
         raise ConfigError("confidence and alpha must lie strictly between 0 and 1")
@@ -293,6 +324,7 @@ def summarize(
     if correction not in ("holm", "bonferroni", "none"):
         raise ConfigError(f"correction must be 'holm', 'bonferroni' or 'none', not {correction!r}")
     frame = results_df if isinstance(results_df, pd.DataFrame) else read_results(results_df)
+    flags = None if isinstance(results_df, pd.DataFrame) else flags_beside(results_df)
     warnings: list[str] = []
     answers = checked_results(frame, warnings)
     settings = {
@@ -312,7 +344,8 @@ def summarize(
     query_means = per_query_means(answers)
     means = _means(answers, query_means, confidence, n_boot, seed)
     comparisons = _comparisons(query_means, test, n_resamples, seed, correction, warnings)
-    return Summary(settings, means, query_means, comparisons, warnings)
+    shares = None if flags is None else flag_shares(flags)
+    return Summary(settings, means, query_means, comparisons, warnings, shares)
 
 
 def checked_results(frame: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:

@@ -1,7 +1,8 @@
 """``nrp check``: a CI gate on an ``nrp score`` output folder. Exit 0 and a PASS line per model
-when every model (LLM x prompt) reaches --min-nrp and, with --baseline and --no-worse, is not
-significantly below the baseline on the same queries; exit 1 and a FAIL line per failing model
-otherwise; exit 2 on bad input."""
+when every model (LLM x prompt) reaches --min-nrp, with --baseline and --no-worse is not
+significantly below the baseline on the same queries, and with --max-flagged has no larger share
+of flagged answers (the folder's flags.csv); exit 1 and a FAIL line per failing model otherwise;
+exit 2 on bad input."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "check",
         help="CI gate: exit 1 when a model's mean NRP is below --min-nrp or significantly "
-        "below a baseline's (paired test)",
+        "below a baseline's (paired test), or too many of its answers are flagged",
     )
     parser.add_argument("results", type=Path, help="`nrp score` output folder or results file")
     parser.add_argument(
@@ -36,6 +37,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="the dimension to check (default: the weighted NRP, else every dimension)",
     )
     parser.add_argument(
+        "--max-flagged",
+        type=float,
+        metavar="SHARE",
+        help="fail a model whose share of flagged answers (flags.csv: an echo of the question, "
+        "a copy of a judged document, little content) is above SHARE, in [0, 1]",
+    )
+    parser.add_argument(
         "--alpha",
         type=float,
         default=0.05,
@@ -45,8 +53,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    outcome = api.check_results(
-        args.results, args.min_nrp, args.baseline, args.no_worse, args.dimension, args.alpha
-    )
+    outcome = api.check_gate(
+        args.results, args.min_nrp, args.baseline, args.no_worse, args.dimension, args.alpha,
+        args.max_flagged,
+    )  # fmt: skip
     print(outcome.format())
     return 0 if outcome.passed else 1

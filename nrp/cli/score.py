@@ -1,5 +1,7 @@
 """``nrp score``: the NRP of generated answers, each ranked among its query's judged documents
-by each dimension's ranker (from a validation JSON or named with --ranker)."""
+by each dimension's ranker (from a validation JSON or named with --ranker); beside the results,
+``flags.csv``: the flags of degenerate answers (an echo of the question, a copy of a judged
+document, little content), which ``nrp summary``, ``nrp report`` and ``nrp check`` read."""
 
 from __future__ import annotations
 
@@ -44,7 +46,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="DIM=SPEC",
         help="ranker for a dimension (repeat), or SPEC for every dimension",
     )
-    parser.add_argument("--out", type=Path, required=True, help="folder for results.parquet/.csv")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="folder for results.parquet/.csv and flags.csv"
+    )
     parser.add_argument(
         "--ties",
         choices=("mid", "optimistic", "pessimistic", "strict"),
@@ -128,14 +132,17 @@ def handle(args: argparse.Namespace) -> int:
             cache=not args.no_cache, progress=print_progress, executor=executor, trec=args.trec,
         )  # fmt: skip
         report_executor(executor)
+    flags = api.flag_answers(collection, answer_set.answers)
     args.out.mkdir(parents=True, exist_ok=True)
     write_aside(args.out / "results.parquet", lambda p: results.to_parquet(p, index=False))
     write_aside(args.out / "results.csv", lambda p: results.to_csv(p, index=False))
+    write_aside(args.out / api.FLAGS_FILE, lambda p: flags.to_csv(p, index=False))
     note = results.attrs.get("note")
     if note:
         print(note)
     print(f"{results['answer_id'].nunique():,} answers scored; wrote {args.out}/results.parquet "
-          f"and results.csv")  # fmt: skip
+          f"and results.csv; {int(flags['flagged'].sum()):,} of {len(flags):,} answers flagged "
+          f"in {api.FLAGS_FILE}")  # fmt: skip
     if args.trec:
         print(f"wrote the injected rankings to {args.trec}")
     return 0

@@ -72,6 +72,33 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--no-cache", action="store_true", help="do not use the score cache")
     parser.add_argument(
+        "--no-validity",
+        action="store_true",
+        help="do not rank degenerate texts (the question echoed, evasive replies, ...) among "
+        "D_q; without validity any ranker can be chosen (docs/validity.md)",
+    )
+    parser.add_argument(
+        "--validity-min-wins",
+        type=float,
+        default=api.DEFAULT_MIN_WINS,
+        metavar="SHARE",
+        help="a ranker passes validity when relevant judged documents rank above each "
+        f"degenerate kind in at least SHARE of pairs (default {api.DEFAULT_MIN_WINS})",
+    )
+    parser.add_argument(
+        "--validity-max-nrp",
+        type=float,
+        default=api.DEFAULT_MAX_NRP,
+        metavar="NRP",
+        help=f"... and each kind's mean NRP is at most NRP (default {api.DEFAULT_MAX_NRP})",
+    )
+    parser.add_argument(
+        "--validity-kinds",
+        metavar="KINDS",
+        help="degenerate kinds or families ranked, comma-separated (default: all: mirror, "
+        "evasion, damaged, off_topic)",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         help="where to write the JSON that later steps read (default: "
@@ -100,6 +127,12 @@ def handle(args: argparse.Namespace) -> int:
             raise NrpError("--save-runs writes rankers' runs; with --runs the runs are the files")
         result = api.validate_runs(collection, args.runs, labels=args.labels, **options)
     else:
+        options.update(
+            validity=not args.no_validity,
+            validity_min_wins=args.validity_min_wins,
+            validity_max_nrp=args.validity_max_nrp,
+            validity_kinds=args.validity_kinds,
+        )
         with open_executor(args) as executor:
             result = api.validate(
                 collection, args.rankers, labels=args.labels, cache=not args.no_cache,

@@ -38,6 +38,14 @@ the claims and damages the answer, ``other`` replaces or pads it):
 - ``copy_best`` (other): the query's best-graded judged document verbatim (the copy-paste upper
   bound of reference-free evaluators that read D_q).
 - ``keyword_stuffing`` (other): the answer followed by the question's content words, three times.
+- ``restated``, ``padded``, ``evasive``, ``refusal``, ``keyword_list`` (other): the answer
+  replaced by a degenerate text of validity's kinds (``nrp.validation.degenerate``; one copy of
+  each generator): the question framed as a restatement ("So you want to know ..."), the
+  question in polite boilerplate, the question with sentences that defer ("it depends, ask a
+  professional"), the question with a refusal, the question's content words as a list
+  (validity's ``keywords``). Each is drawn with ``degenerate_text(kind, material, seed)``, the
+  answer id standing in for the qid in the generator's seed, so the same answer and seed give
+  the same text and two answers of one query get their own draws.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from nrp.errors import ConfigError
+from nrp.validation.degenerate import QueryMaterial, degenerate_text
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 WORD = re.compile(r"[A-Za-z0-9']+")
@@ -409,3 +418,51 @@ def keyword_stuffing(text: str, context: PerturbationContext) -> str | None:
     if not words:
         return None
     return " ".join([text.strip(), *(" ".join(words) for _ in range(3))])
+
+
+# -- degenerate answers (validity's generators) ---------------------------------------------------
+#: perturbation -> the kind of ``nrp.validation.degenerate`` that writes its text
+DEGENERATE_KINDS = {
+    "restated": "restated",
+    "padded": "padded",
+    "evasive": "evasive",
+    "refusal": "refusal",
+    "keyword_list": "keywords",
+}
+
+
+def _degenerate(kind: str, context: PerturbationContext) -> str | None:
+    """A text of degenerate ``kind`` for the answer: the query and its judged documents as the
+    material, the answer id in the qid's place, the context's seed."""
+    material = QueryMaterial(
+        qid=context.answer_id,
+        query=context.query,
+        best_documents=[text for _, text in context.judged],
+        other_best=context.others[0] if context.others else None,
+    )
+    return degenerate_text(kind, material, context.seed)
+
+
+@register("restated", "other", "the question framed as a restatement (So you want to know ...)")
+def restated(text: str, context: PerturbationContext) -> str | None:
+    return _degenerate(DEGENERATE_KINDS["restated"], context)
+
+
+@register("padded", "other", "the question in polite boilerplate (thanks, greetings, wishes)")
+def padded(text: str, context: PerturbationContext) -> str | None:
+    return _degenerate(DEGENERATE_KINDS["padded"], context)
+
+
+@register("evasive", "other", "the question and sentences that defer (it depends, ask an expert)")
+def evasive(text: str, context: PerturbationContext) -> str | None:
+    return _degenerate(DEGENERATE_KINDS["evasive"], context)
+
+
+@register("refusal", "other", "the question and a refusal to answer it")
+def refusal(text: str, context: PerturbationContext) -> str | None:
+    return _degenerate(DEGENERATE_KINDS["refusal"], context)
+
+
+@register("keyword_list", "other", "the question's content words as a list")
+def keyword_list(text: str, context: PerturbationContext) -> str | None:
+    return _degenerate(DEGENERATE_KINDS["keyword_list"], context)

@@ -249,7 +249,7 @@ class FusionRanker(Ranker):
             str(qid): rows.reset_index(drop=True)
             for qid, rows in candidates.groupby(candidates["qid"].astype(str), sort=False)
         }
-        self._dq_keys = set(_keys(candidates))
+        self._dq_keys = set(row_keys(candidates))
         self._reference, self._cached = {}, {}
         self._cache_at = (collection.path / SCORE_CACHE_FILE, str(collection.meta["fingerprint"]))
         if self.weights is None:
@@ -287,7 +287,7 @@ class FusionRanker(Ranker):
         the rows ranked together uses it only for whole D_q's without other rows."""
         ranker = self.rankers[index]
         rows = ranker.formulate(frame)
-        in_dq = _keys(frame).isin(self._dq_keys).to_numpy()
+        in_dq = row_keys(frame).isin(self._dq_keys).to_numpy()
         pointwise = ranker.injection == "pointwise" and not ranker.depends_on_candidate_set
         whole = in_dq.all() and all(
             frame.loc[group, "docno"].nunique() == len(self._dq[str(qid)])
@@ -300,8 +300,8 @@ class FusionRanker(Ranker):
                 ranker, ScoreCache(self._cache_at[0]), self._cache_at[1]
             )
         ranked = self._cached[index].transform(rows[in_dq])
-        by_key = dict(zip(_keys(ranked), ranked["score"].astype(float), strict=True))
-        scores = _keys(frame).map(by_key).to_numpy(dtype=np.float64, copy=True)
+        by_key = dict(zip(row_keys(ranked), ranked["score"].astype(float), strict=True))
+        scores = row_keys(frame).map(by_key).to_numpy(dtype=np.float64, copy=True)
         if not in_dq.all():
             others = rows[~in_dq].reset_index(drop=True)
             scores[~in_dq] = np.asarray(ranker.score_frame(others), dtype=np.float64)
@@ -358,7 +358,8 @@ class FusionRanker(Ranker):
         return reference
 
 
-def _keys(frame: pd.DataFrame) -> pd.Series:
+def row_keys(frame: pd.DataFrame) -> pd.Series:
+    """The key of each row: its qid and docno joined by a NUL character."""
     return frame["qid"].astype(str) + "\0" + frame["docno"].astype(str)
 
 

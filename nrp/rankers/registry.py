@@ -44,11 +44,14 @@ BUILTIN_MODULES = (
     "nrp.rankers.cross",
     "nrp.rankers.random_order",
     "nrp.rankers.fusion",
+    "nrp.rankers.guard",
 )
 ENTRY_POINT_GROUP = "nrp.rankers"
 #: what validation ranks when not told: every built-in ranker that needs no model folder (the
-#: lexical ones, dense with the packaged all-MiniLM-L6-v2, and random as the floor)
-DEFAULT_RANKERS = ("tfidf", "dph", "bm25", "dense", "random")
+#: lexical ones, dense with the packaged all-MiniLM-L6-v2), dense guarded against texts that
+#: only mirror or evade the question (with and without the content term chosen on MEDIQA
+#: train+val; docs/validity.md), and random as the floor
+DEFAULT_RANKERS = ("tfidf", "dph", "bm25", "dense", "guard", "guard:content=0.06", "random")
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,8 @@ def make_ranker(spec: str):
 def default_rankers() -> list[str]:
     """The specs of ``DEFAULT_RANKERS`` that can run here (dense needs sentence-transformers)."""
     known = all_rankers()
-    return [name for name in DEFAULT_RANKERS if name in known and known[name].available()[0]]
+    names = [(spec, spec.partition(":")[0]) for spec in DEFAULT_RANKERS]
+    return [spec for spec, name in names if name in known and known[name].available()[0]]
 
 
 def as_ranker(choice: Any):

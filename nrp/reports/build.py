@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from nrp import __version__, statistics
+from nrp.analysis.flags import FLAG_NAMES, flag_shares
 from nrp.analysis.summary import ALL_PROMPTS, summarize
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError
@@ -167,7 +168,8 @@ def _results_frame(results: pd.DataFrame) -> pd.DataFrame:
 @dataclass
 class _Content:
     """What the sections of one report read and add to: the results (text columns cleaned),
-    their attrs, the NRP summary and measures; ``made``: the tables written to tables/."""
+    their attrs, the NRP summary and measures, the flags of the answers (flags.csv, when
+    there); ``made``: the tables written to tables/."""
 
     results: pd.DataFrame
     attrs: dict[str, Any]
@@ -176,6 +178,7 @@ class _Content:
     figure_dir: Path
     seed: int
     made: dict[str, pd.DataFrame] = field(default_factory=dict)
+    flags: pd.DataFrame | None = None
 
 
 def _write(
@@ -187,7 +190,7 @@ def _write(
     summary = summarize(results, n_boot=settings.n_boot, seed=settings.seed)
     content = _Content(
         results, dict(inputs.results.attrs), summary, tables.nrp_measures(results),
-        work / "figures", settings.seed,
+        work / "figures", settings.seed, flags=inputs.flags,
     )  # fmt: skip
     absent = {_TITLES[k]: why for k, why in describe_missing(inputs).items()}
     notes = list(inputs.notes) + list(summary.warnings) + list(content.attrs.get("warnings", []))
@@ -413,15 +416,19 @@ def _nrp_section(content: _Content) -> Section:
             "bootstrap interval.",
         )
     )
+    flagged = " 'share flagged': the share of answers with a flag of degenerate text (flags.csv)."
+    flagged = "" if content.flags is None else flagged
     blocks.append(
         TableBlock(
-            _nrp_means_display(summary, measures),
+            _nrp_means_display(summary, measures, content.flags),
             "nrp_means.csv",
             caption=f"Mean NRP per LLM x prompt, and per LLM over its prompts (prompt "
-            f"'{ALL_PROMPTS}': a query's per-prompt means averaged first).",
+            f"'{ALL_PROMPTS}': a query's per-prompt means averaged first).{flagged}",
             formats={"queries": integer, "answers": integer},
         )
     )
+    if content.flags is not None:
+        blocks.append(_flags_block(content))
     comparisons = pd.concat([tables.measure_rows(summary.comparisons, m) for m in measures])
     if len(comparisons):
         blocks.append(
@@ -459,8 +466,48 @@ def _nrp_how(measures: list[tables.NrpMeasure], ties: Any) -> str:
     return how
 
 
-def _nrp_means_display(summary: Any, measures: list[tables.NrpMeasure]) -> pd.DataFrame:
+def _flags_block(content: _Content) -> TableBlock:
+    """The share of flagged answers per LLM x prompt, and of each flag (tables/nrp_flags.csv)."""
+    shares = flag_shares(content.flags)
+    content.made["nrp_flags"] = shares
+    display = pd.DataFrame(
+        {
+            "llm": shares["llm"],
+            "prompt": shares["prompt"],
+            "answers": shares["n_answers"],
+            "share flagged": shares["share_flagged"],
+            **{f"share {name}": shares[f"share_{name}"] for name in FLAG_NAMES},
+        }
+    )
+    return TableBlock(
+        display,
+        "nrp_flags.csv",
+        caption="Flagged answers per LLM x prompt (flags.csv, nrp.validation.flags): the share "
+        "with any flag, and with each: question_words (at least 80% of its content terms are "
+        "the question's), judged_copy (at least 80% of its word 5-grams occur in one judged "
+        "document), little_content (fewer than 5 content terms beyond the question's). A "
+        "flagged answer can reach a high NRP without answering: read it before trusting it.",
+        formats={"answers": integer},
+    )
+
+
+def _flag_shares_by_row(shown: pd.DataFrame, flags: pd.DataFrame) -> list[float]:
+    """The share of flagged answers of each (llm, prompt) row; prompt '(all)': of the LLM."""
+    model = flags.groupby(["llm", "prompt"], sort=False)["flagged"].mean()
+    llm = flags.groupby("llm", sort=False)["flagged"].mean()
+    return [
+        float(llm.get(name, math.nan))
+        if prompt == ALL_PROMPTS
+        else float(model.get((name, prompt), math.nan))
+        for name, prompt in zip(shown["llm"], shown["prompt"], strict=True)
+    ]
+
+
+def _nrp_means_display(
+    summary: Any, measures: list[tables.NrpMeasure], flags: pd.DataFrame | None = None
+) -> pd.DataFrame:
     shown = pd.concat([tables.measure_rows(summary.means, m) for m in measures])
+    extra = {} if flags is None else {"share flagged": _flag_shares_by_row(shown, flags)}
     return pd.DataFrame(
         {
             "dimension": [
@@ -473,6 +520,7 @@ def _nrp_means_display(summary: Any, measures: list[tables.NrpMeasure]) -> pd.Da
             "95% CI": _intervals(shown["ci_low"], shown["ci_high"]),
             "share NRP=1": shown["share_nrp_1"],
             "share NRP=0": shown["share_nrp_0"],
+            **extra,
             "queries": shown["n_queries"],
             "answers": shown["n_answers"],
         }

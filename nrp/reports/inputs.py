@@ -12,7 +12,9 @@
 - meta-evaluation results (``--meta DIR``, repeatable, or a ``meta/`` folder in RESULTS):
   evaluator x human dimension correlations, and a judge's label accuracy;
 - model sizes (``--sizes FILE`` or ``sizes.csv`` / ``sizes.yaml`` in RESULTS): LLM -> number of
-  parameters in billions.
+  parameters in billions;
+- ``flags.csv`` beside the results (``nrp score`` writes it; ``nrp.analysis.flags``): the flags
+  of degenerate answers, shown as the share of flagged answers per LLM x prompt.
 
 Meta-evaluation. A meta folder is read as itself and its subfolders, one run each (named by the
 folder: ``meta/dstc7``, ``meta/summeval``):
@@ -49,6 +51,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from nrp.analysis.flags import flags_path, read_flags
 from nrp.analysis.summary import read_results
 from nrp.errors import InputError, NrpError
 from nrp.validation.result import VALIDATION_FILE
@@ -99,6 +102,7 @@ class ReportInputs:
     meta: pd.DataFrame | None = None  # META_COLUMNS
     categorical: list[CategoricalMeta] = field(default_factory=list)
     sizes: dict[str, float] | None = None  # llm -> parameters in billions
+    flags: pd.DataFrame | None = None  # flags.csv beside the results (nrp.analysis.flags)
     sources: dict[str, str] = field(default_factory=dict)  # input kind -> what was read
     paths: list[Path] = field(default_factory=list)  # every input file or folder read
     notes: list[str] = field(default_factory=list)
@@ -164,6 +168,11 @@ def load_inputs(
     if path is not None:
         inputs.sizes = read_sizes(path)
         sources["sizes"] = str(path)
+        inputs.paths.append(path)
+    path = flags_path(_results_file(results))
+    if path.is_file():
+        inputs.flags = read_flags(path)
+        sources["flags"] = str(path)
         inputs.paths.append(path)
     return inputs
 

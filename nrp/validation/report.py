@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 from nrp.validation.measures import display_name
 from nrp.validation.selection import rank_systems
+from nrp.validation.validity import REPORTED_ONLY
 
 
 class ValidationResult(Protocol):
@@ -59,39 +60,20 @@ def dimension_table(result: ValidationResult, dimension: str) -> str:
         f"{CORRECTION_NAMES.get(settings['correction'], settings['correction'])} over {pairs} "
         f"pair(s), alpha {alpha}; CI: {CI_NAMES.get(settings['ci'], settings['ci'])}"
     )
-    if dim.choice is None:
+    if dim.choice is None and not (dim.evaluated_queries and dim.validity):
         lines.append("  no evaluated queries: nothing chosen")
         return "\n".join(lines)
 
     order = [s.name for s in result.systems]
     means = {s: {m: dim.summary[s][m].mean for m in result.measures} for s in order}
     ranked = rank_systems(means, result.measures, order)
+    if dim.choice is None:  # every ranker failed validity: the table, then why
+        lines.extend(_measure_rows(result, dim, ranked, None))
+        lines.append("  no ranker passed validity: nothing chosen")
+        lines.extend(validity_lines(dim, ranked))
+        return "\n".join(lines)
     best = dim.choice.best
-    ci_name = f"{round(settings['confidence'] * 100)}% CI"
-    header = ["ranker", f"{display_name(result.primary)} [{ci_name}]"]
-    header += [display_name(m) for m in result.measures[1:]] + ["queries", "vs best (p corr.)"]
-    rows = [header]
-    for name in ranked:
-        primary = dim.summary[name][result.primary]
-        ci = (
-            f"[{primary.ci_low:.4f}, {primary.ci_high:.4f}]"
-            if primary.ci_low is not None and primary.ci_high is not None
-            else "[-]"
-        )
-        if name == best:
-            mark = "best"
-        else:
-            p = dim.p_against(best, name)
-            mark = f"{_p(p)} " + ("*" if p is not None and p < alpha else "=")
-        rows.append(
-            [name, f"{primary.mean:.4f} {ci}"]
-            + [f"{dim.summary[name][m].mean:.4f}" for m in result.measures[1:]]
-            + [str(primary.n), mark]
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    for row in rows:
-        cells = (cell.ljust(w) for cell, w in zip(row, widths, strict=True))
-        lines.append(("  " + "  ".join(cells)).rstrip())
+    lines.extend(_measure_rows(result, dim, ranked, best))
     choice = dim.choice
     if choice.runner_up is None:
         lines.append(f"  chosen: {best} (the only ranker)")
@@ -109,11 +91,63 @@ def dimension_table(result: ValidationResult, dimension: str) -> str:
             else ""
         )
         lines.append(f"  chosen: {best}; {verdict}{tie}")
+    for name, reason in choice.passed_over:
+        lines.append(f"  passed over: {name} (fails validity: {reason})")
     lines.append(
         f"  * significantly worse than the best (corrected p < {alpha}); "
         "= not significantly different"
     )
+    lines.extend(validity_lines(dim, ranked))
     return "\n".join(lines)
+
+
+def _ci(interval: Any) -> str:
+    return "[-]" if interval is None else f"[{interval[0]:.3f}, {interval[1]:.3f}]"
+
+
+def validity_lines(dim: Any, ranked: list[str]) -> list[str]:
+    """The validity table of one dimension: per ranker, the share of pairs judged documents win
+    over all degenerate texts and over the held-out family, the worst kind, the highest mean
+    NRP of a kind, and the verdict."""
+    measured = [name for name in ranked if name in dim.validity]
+    if not measured:
+        return []
+    first = dim.validity[measured[0]]
+    held = first.held_out_family
+    header = ["ranker", "wins [95% CI]", f"wins {held} (held out)", "worst kind", "max NRP"]
+    rows = [[*header, "first_sentence (reported)", ""]]
+    for name in measured:
+        v = dim.validity[name]
+        if v.overall is None:
+            rows.append([name, "-", "-", "-", "-", "no texts"])
+            continue
+        gating = [g for k, g in v.kinds.items() if k not in REPORTED_ONLY] or list(v.kinds.values())
+        worst = min(gating, key=lambda g: (g.wins, g.group))
+        highest = max(gating, key=lambda g: (g.nrp, g.group))
+        family = v.families.get(held)
+        truncated = v.kinds.get("first_sentence")
+        rows.append(
+            [
+                name,
+                f"{v.overall.wins:.3f} {_ci(v.overall.wins_ci)}",
+                "-" if family is None else f"{family.wins:.3f}",
+                f"{worst.group} {worst.wins:.3f}",
+                f"{highest.group} {highest.nrp:.3f}",
+                "-" if truncated is None else f"{truncated.wins:.3f} wins, NRP {truncated.nrp:.3f}",
+                "pass" if v.passed else "FAIL",
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    rule = first.rule
+    lines = [
+        f"  validity: relevant judged documents above degenerate texts (pairs, ties half) and "
+        f"the texts' NRP; pass: every kind but first_sentence >= {rule.get('min_wins')} wins "
+        f"and <= {rule.get('max_nrp')} NRP"
+    ]
+    for row in rows:
+        cells = (cell.ljust(w) for cell, w in zip(row, widths, strict=True))
+        lines.append(("    " + "  ".join(cells)).rstrip())
+    return lines
 
 
 def format_result(result: ValidationResult) -> str:
@@ -121,3 +155,40 @@ def format_result(result: ValidationResult) -> str:
     if result.warnings:
         parts.append("warnings:\n" + "\n".join(f"  {w}" for w in result.warnings))
     return "\n\n".join(parts)
+
+
+def _measure_rows(
+    result: ValidationResult, dim: Any, ranked: list[str], best: str | None
+) -> list[str]:
+    """The table of measures, best ranker first, with each ranker's test against the chosen one
+    (none when nothing was chosen)."""
+    settings = result.settings
+    alpha = settings["alpha"]
+    ci_name = f"{round(settings['confidence'] * 100)}% CI"
+    header = ["ranker", f"{display_name(result.primary)} [{ci_name}]"]
+    header += [display_name(m) for m in result.measures[1:]] + ["queries", "vs best (p corr.)"]
+    rows, lines = [header], []
+    for name in ranked:
+        primary = dim.summary[name][result.primary]
+        ci = (
+            f"[{primary.ci_low:.4f}, {primary.ci_high:.4f}]"
+            if primary.ci_low is not None and primary.ci_high is not None
+            else "[-]"
+        )
+        if name == best:
+            mark = "best"
+        elif best is None:
+            mark = "-"
+        else:
+            p = dim.p_against(best, name)
+            mark = f"{_p(p)} " + ("*" if p is not None and p < alpha else "=")
+        rows.append(
+            [name, f"{primary.mean:.4f} {ci}"]
+            + [f"{dim.summary[name][m].mean:.4f}" for m in result.measures[1:]]
+            + [str(primary.n), mark]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        cells = (cell.ljust(w) for cell, w in zip(row, widths, strict=True))
+        lines.append(("  " + "  ".join(cells)).rstrip())
+    return lines

@@ -21,6 +21,7 @@ import pandas as pd
 from nrp.errors import InputError, NrpError
 from nrp.tables import FrameView
 from nrp.validation.selection import Choice
+from nrp.validation.validity import Validity
 
 FORMAT_VERSION = 1
 
@@ -76,6 +77,8 @@ class DimensionResult:
     summary: dict[str, dict[str, Summary]]  # system -> measure -> mean and CI
     tests: list[PairTest]
     choice: Choice | None
+    #: system -> its validity (``nrp.validation.validity``); empty when not measured
+    validity: dict[str, Validity] = field(default_factory=dict)
 
     def p_against(self, best: str, other: str) -> float | None:
         """Corrected p-value of the test between ``best`` and ``other`` (None if not tested)."""
@@ -87,6 +90,7 @@ class DimensionResult:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["choice"] = None if self.choice is None else self.choice.to_dict()
+        data["validity"] = {name: v.to_dict() for name, v in self.validity.items()}
         return data
 
     @classmethod
@@ -105,6 +109,7 @@ class DimensionResult:
             },
             tests=[PairTest(**t) for t in data["tests"]],
             choice=None if data["choice"] is None else Choice.from_dict(data["choice"]),
+            validity={name: Validity.from_dict(v) for name, v in data.get("validity", {}).items()},
         )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from nrp import statistics
 from nrp.collection.collection import Collection, LabelMode
 from nrp.errors import ConfigError
+from nrp.validation.degenerate import kind_names
 from nrp.validation.measures import (
     DEFAULT_MEASURES,
     QrelsScope,
@@ -22,6 +23,7 @@ from nrp.validation.measures import (
     evaluator_version,
     parse_measures,
 )
+from nrp.validation.validity import DEFAULT_MAX_NRP, DEFAULT_MIN_WINS
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,10 @@ class ValidationSettings:
     collection. ``qrels_scope``: judgments of D_q only (``candidates``) or ``all``.
     ``query_set``: queries with a relevant judgment, or every ``judged`` one. ``test``,
     ``correction``, ``ci``, ``confidence``, ``alpha``, ``n_resamples``, ``seed``: the statistics
-    (``nrp.statistics``)."""
+    (``nrp.statistics``). ``validity``: rank the degenerate texts of ``validity_kinds`` (None:
+    every kind; ``validity_per_kind`` texts of each composed kind per query) among D_q and choose
+    only rankers that pass ``validity_min_wins`` and ``validity_max_nrp``
+    (``nrp.validation.validity``)."""
 
     labels: LabelMode = "graded"
     measures: Sequence[str] | str = DEFAULT_MEASURES
@@ -45,6 +50,11 @@ class ValidationSettings:
     alpha: float = 0.05
     n_resamples: int = statistics.DEFAULT_RESAMPLES
     seed: int = statistics.DEFAULT_SEED
+    validity: bool = True
+    validity_min_wins: float = DEFAULT_MIN_WINS
+    validity_max_nrp: float = DEFAULT_MAX_NRP
+    validity_kinds: Sequence[str] | str | None = None
+    validity_per_kind: int = 2
 
     def checked(self, collection: Collection) -> ValidationSettings:
         """These settings, every option checked against ``collection``, with ``measures`` a list
@@ -62,7 +72,12 @@ class ValidationSettings:
                     f"(it has: {', '.join(collection.dimensions)})"
                 )
         names = [str(m) for m in parse_measures(self.measures)]
-        return replace(self, measures=names, dimensions=chosen)
+        if not 0 <= self.validity_min_wins <= 1 or not 0 <= self.validity_max_nrp <= 1:
+            raise ConfigError("validity_min_wins and validity_max_nrp must lie between 0 and 1")
+        if self.validity_per_kind < 1:
+            raise ConfigError("validity_per_kind must be at least 1")
+        kinds = kind_names(self.validity_kinds)
+        return replace(self, measures=names, dimensions=chosen, validity_kinds=kinds)
 
     def as_json(self) -> dict[str, Any]:
         """What a validation result records of its settings (of checked settings)."""
@@ -78,6 +93,11 @@ class ValidationSettings:
             "relevant_label": ">= 1 (AP, bpref, and the query set)",
             "tie_breaking": "by score descending, then docno descending (trec_eval); ranks unused",
             "evaluator": evaluator_version(),
+            "validity": self.validity,
+            "validity_min_wins": self.validity_min_wins,
+            "validity_max_nrp": self.validity_max_nrp,
+            "validity_kinds": list(self.validity_kinds or []),
+            "validity_per_kind": self.validity_per_kind,
         }
 
 

@@ -27,6 +27,7 @@ from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
 from nrp.rankers.registry import as_rankers, default_rankers
 from nrp.settings import settings_with
+from nrp.validation.degenerate import degenerate_frame, query_materials
 from nrp.validation.measures import (
     DimensionQrels,
     Evaluator,
@@ -55,6 +56,10 @@ from nrp.validation.runs import (
 )
 from nrp.validation.selection import SELECTION_RULE, choose
 from nrp.validation.settings import ValidationSettings
+from nrp.validation.validity import ScoredText, Validity, measure_validity, score_texts
+
+#: the ranker a warning suggests when no ranker passes validity
+GUARD_HINT = "dense,guard:ranker=dense"
 
 NO_RELEVANT = "without a relevant judgment"
 Progress = Callable[[str], None]
@@ -78,7 +83,8 @@ def validate(
     ``ranker_specs``: spec strings (``"bm25"``, ``"monot5:batch=64"``, ``"random"``), a
     comma-separated string of them, ``Ranker`` objects or any PyTerrier transformers (wrapped
     by ``nrp.rankers.pyterrier.from_transformer``), or one of these; None: the default set
-    (``nrp.rankers.registry.DEFAULT_RANKERS``: tfidf, dph, bm25, dense, random). ``settings`` and
+    (``nrp.rankers.registry.DEFAULT_RANKERS``: tfidf, dph, bm25, dense, guard, guard:content=0.06,
+    random). ``settings`` and
     ``overrides`` (its fields: ``labels="raw"``, ``dimensions=[...]``, ...): see
     ``ValidationSettings``.
     ``cache``: serve and store scores in ``collection.path / "scores.sqlite"``. ``progress``:
@@ -103,10 +109,56 @@ def validate(
         _ranker_system(collection, ranker, candidates, score_cache, executor, progress)
         for ranker in bar
     ]
-    result = _evaluate(collection, checked, systems, candidates, warnings=[])
+    scored = (
+        _degenerate_scores(collection, checked, rankers, systems, candidates, score_cache, progress)
+        if checked.validity
+        else None
+    )
+    result = _evaluate(collection, checked, systems, candidates, warnings=[], scored=scored)
     if save_runs is not None:
         _save_runs(save_runs, systems)
     return result
+
+
+def _degenerate_scores(
+    collection: Collection,
+    settings: ValidationSettings,
+    rankers: list[Ranker],
+    systems: list[System],
+    candidates: pd.DataFrame,
+    score_cache: ScoreCache | None,
+    progress: Progress | None,
+) -> dict[str, tuple[list[ScoredText], float]]:
+    """system name -> (its degenerate texts ranked among D_q, its score tolerance). The texts
+    are built once from the collection (``degenerate_frame``; "best document": highest mean gain
+    over the validated dimensions)."""
+    texts = validity_texts(collection, candidates, settings)
+    if progress:
+        progress(f"validity: ranking {len(texts)} degenerate texts with each ranker")
+    fingerprint = str(collection.meta.get("fingerprint", ""))
+    return {
+        info.name: (
+            score_texts(ranker, candidates, texts, run, score_cache, fingerprint),
+            ranker.score_tolerance,
+        )
+        for ranker, (info, run) in zip(rankers, systems, strict=True)
+    }
+
+
+def validity_texts(
+    collection: Collection, candidates: pd.DataFrame, settings: ValidationSettings
+) -> pd.DataFrame:
+    """The degenerate texts validation ranks (``nrp.validation.degenerate``), from the checked
+    ``settings``: kinds, texts per kind and seed."""
+    gains: dict[tuple[str, str], list[float]] = {}
+    for dimension in settings.dimensions or []:
+        for row in collection.qrels(dimension).itertuples(index=False):
+            gains.setdefault((str(row.qid), str(row.docno)), []).append(float(row.label))
+    mean_gain = {key: float(np.mean(values)) for key, values in gains.items()}
+    materials = query_materials(candidates, mean_gain, settings.seed)
+    return degenerate_frame(
+        materials, settings.validity_kinds, settings.validity_per_kind, settings.seed
+    )
 
 
 def _save_runs(folder: str | Path, systems: list[System]) -> None:
@@ -173,7 +225,7 @@ def _ranker_system(
 
 
 #: ``validate_runs`` scores a run against every judgment by default, as trec_eval would
-RUN_SETTINGS = ValidationSettings(qrels_scope="all")
+RUN_SETTINGS = ValidationSettings(qrels_scope="all", validity=False)
 
 
 def validate_runs(
@@ -260,6 +312,7 @@ def _evaluate(
     systems: list[System],
     candidates: pd.DataFrame | None,
     warnings: list[str],
+    scored: dict[str, tuple[list[ScoredText], float]] | None = None,
 ) -> ValidationResult:
     measures = parse_measures(settings.measures)
     dimensions = {}
@@ -279,9 +332,17 @@ def _evaluate(
                     f"{dimension!r} (scored 0): {', '.join(absent[:10])}"
                     + (" ..." if len(absent) > 10 else "")
                 )
-        dimensions[dimension] = _dimension_result(qrels, per_query, settings)
+        validity = _validity(collection, dimension, qrels, settings, scored)
+        dimensions[dimension] = _dimension_result(qrels, per_query, settings, validity)
         if not qrels.evaluated_qids:
             warnings.append(f"{dimension!r}: no query to average over; nothing chosen")
+        elif validity and dimensions[dimension].choice is None:
+            warnings.append(
+                f"{dimension!r}: no ranker passed validity (degenerate texts such as the "
+                "question echoed score above real answers), so nothing is chosen; validate a "
+                f"guarded ranker: nrp validate {collection.name} --rankers "
+                f"{GUARD_HINT}"
+            )
     return ValidationResult(
         collection=collection.name,
         collection_fingerprint=str(collection.meta.get("fingerprint", "")),
@@ -297,10 +358,40 @@ def _evaluate(
     )
 
 
+def _validity(
+    collection: Collection,
+    dimension: str,
+    qrels: DimensionQrels,
+    settings: ValidationSettings,
+    scored: dict[str, tuple[list[ScoredText], float]] | None,
+) -> dict[str, Validity]:
+    """system -> its validity in ``dimension`` (empty when validity is not measured)."""
+    if not scored:
+        return {}
+    evaluated = set(qrels.evaluated_qids)
+    graded = collection.qrels(dimension, settings.labels)
+    relevant: dict[str, set[str]] = {q: set() for q in evaluated}
+    for row in graded[graded["label"] >= 1].itertuples(index=False):
+        if str(row.qid) in evaluated:
+            relevant[str(row.qid)].add(str(row.docno))
+    return {
+        name: measure_validity(
+            texts,
+            relevant,
+            tolerance=tolerance,
+            min_wins=settings.validity_min_wins,
+            max_nrp=settings.validity_max_nrp,
+            confidence=settings.confidence,
+        )
+        for name, (texts, tolerance) in scored.items()
+    }
+
+
 def _dimension_result(
     qrels: DimensionQrels,
     per_query: dict[str, dict[str, dict[str, float]]],
     settings: ValidationSettings,
+    validity: dict[str, Validity] | None = None,
 ) -> DimensionResult:
     names = list(per_query)
     qids = qrels.evaluated_qids
@@ -348,7 +439,8 @@ def _dimension_result(
     if qids:
         means = {n: {m: summary[n][m].mean for m in settings.measures} for n in names}
         corrected_by_pair = {frozenset((t.a, t.b)): t.p_corrected for t in tests}
-        choice = choose(means, settings.measures, names, corrected_by_pair, settings.alpha)
+        failed = {n: v.reason for n, v in (validity or {}).items() if not v.passed}
+        choice = choose(means, settings.measures, names, corrected_by_pair, settings.alpha, failed)
     return DimensionResult(
         dimension=qrels.dimension,
         judged_queries=list(qrels.judged_qids),
@@ -364,4 +456,5 @@ def _dimension_result(
         summary=summary,
         tests=tests,
         choice=choice,
+        validity=dict(validity or {}),
     )

@@ -106,11 +106,13 @@ def test_run_tiny_experiment_and_add_one_llm(tmp_path, capsys):
 def test_a_validating_experiment_returns_its_validation(tmp_path):
     path = tmp_path / "experiment.yaml"
     llm = str(build_tiny_llama(tmp_path / "tiny-a", seed=0))
-    path.write_text(experiment_text(tmp_path, {"tiny-a": llm}, "{validate: [tfidf, random]}"))
+    rankers = "{validate: [tfidf, guard, random]}"  # tfidf fails validity: an echo tops it
+    path.write_text(experiment_text(tmp_path, {"tiny-a": llm}, rankers))
     result = run_experiment(path)
     saved = json.loads((result.out / "validation.json").read_text())
     assert result.validation is not None and result.validation.chosen() == saved["chosen"]
-    assert set(result.validation.to_frame()["system"]) == {"tfidf", "random"}
+    assert set(result.validation.to_frame()["system"]) == {"tfidf", "guard", "random"}
+    assert set(saved["chosen"].values()) == {"guard"}
     chosen = result.results[result.results["dimension"] != "weighted"]
     assert {(d, r) for d, r in zip(chosen["dimension"], chosen["ranker"], strict=True)} == set(
         saved["chosen"].items()

@@ -130,7 +130,7 @@ def test_bad_options_are_config_errors(tiny, tmp_path):
 
 def test_rankers_come_from_a_validation_json(tiny, tmp_path):
     collection = fresh_copy(tiny, tmp_path / "c")
-    result = validate(collection, ["random", "tfidf"], cache=False)
+    result = validate(collection, ["random", "tfidf"], cache=False, validity=False)
     path = tmp_path / "validation.json"
     result.to_json(path)
     scored = score_answers(collection, tiny_answers(), str(path))

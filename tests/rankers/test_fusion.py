@@ -238,7 +238,10 @@ def test_sub_rankers_read_their_own_query_field(tmp_path):
 # -- validation and NRP --------------------------------------------------------------------------
 def test_fusion_is_validated_like_any_ranker(toy):
     result = validate(
-        toy, "toy_a,toy_b,fuse:rankers=toy_a+toy_b,fuse:rankers=toy_a+toy_b,method=rrf", cache=False
+        toy,
+        "toy_a,toy_b,fuse:rankers=toy_a+toy_b,fuse:rankers=toy_a+toy_b,method=rrf",
+        cache=False,
+        validity=False,
     )
     ndcg = {
         name: values["nDCG@10"] for name, values in result.dimensions["relevance"].per_query.items()
@@ -253,9 +256,13 @@ def test_fusion_is_validated_like_any_ranker(toy):
 
 def test_fusing_validated_rankers_scores_no_document_again(tmp_path):
     collection = build(tmp_path / "c", QRELS)
-    validate(collection, "toy_a,toy_b")  # the score cache beside the collection
+    validate(collection, "toy_a,toy_b", validity=False)  # the score cache beside the collection
     ToyA.rows_scored.clear()
-    result = validate(collection, "fuse:rankers=toy_a+toy_b,fuse:rankers=toy_a+toy_b,method=rrf")
+    result = validate(
+        collection,
+        "fuse:rankers=toy_a+toy_b,fuse:rankers=toy_a+toy_b,method=rrf",
+        validity=False,
+    )
     assert ToyA.rows_scored == []  # D_q's sub-scores come from the cache
     assert (
         result.dimensions["relevance"].per_query["fuse:rankers=toy_a+toy_b"]["nDCG@10"]["q1"] == 1
@@ -350,7 +357,7 @@ def test_fit_needs_a_dimension_of_the_collection(toy):
 def test_fit_validates_and_scores(tmp_path):
     collection = fold_collection(tmp_path / "c", flipped={"t0", "t1"})
     spec = "fuse:rankers=toy_a+toy_b,weights=fit,folds=3"
-    result = validate(collection, f"toy_a,{spec}", cache=False)
+    result = validate(collection, f"toy_a,{spec}", cache=False, validity=False)
     assert set(result.dimensions["relevance"].summary) == {"toy_a", make_ranker(spec).spec()}
     answers = pd.DataFrame({"answer_id": ["a", "b"], "qid": ["t0", "t5"], "text": ["high", "low"]})
     fast = score_answers(collection, answers, spec, cache=False)

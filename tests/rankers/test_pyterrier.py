@@ -75,7 +75,7 @@ def test_the_adapter_ranks_d_q_as_the_transformer_scores_it(words):
 def test_validate_and_nrp_with_transformers_score_d_q_once_and_each_answer_once(words):
     scorer = Counting(overlap_score)
     ranker = from_transformer(pt.apply.doc_score(scorer), fingerprint="overlap-counted")
-    result = api.validate(words, [ranker, brevity()])
+    result = api.validate(words, [ranker, brevity()], validity=False)
     assert scorer.rows == 7  # every document of D_q, once
     summary = result.dimensions["relevance"].summary
     assert summary["pyterrier:key=overlap-counted"]["nDCG@10"].mean == 1.0
@@ -99,7 +99,7 @@ def test_nrp_scorer_and_position_job_take_a_transformer(words):
     out = scorer.transform(ANSWERS.rename(columns={"answer_id": "docno"}))
     assert dict(zip(out["docno"], out["nrp"], strict=True)) == EXPECTED_NRP
     assert out["n_docs"].tolist() == [4.0, 4.0, 3.0]
-    single = api.validate(words, overlap())  # one transformer, not in a list
+    single = api.validate(words, overlap(), validity=False)  # one transformer, not in a list
     assert set(single.chosen().values()) == {f"pyterrier:key={derived_key(overlap())}"}
     job = api.PositionJob.of(words, overlap())
     positions = api.Positioner(job).position_now(ANSWERS)
@@ -196,7 +196,7 @@ def test_monot5_reranker_validated_and_used_for_nrp(words, tiny_t5):
     rows = ANSWERS.assign(query=ANSWERS["qid"].map(candidates.groupby("qid")["query"].first()))
     scored = one.transform(rows.rename(columns={"answer_id": "docno"}))
     answer_scores = dict(zip(scored["docno"], scored["score"], strict=True))
-    validation = api.validate(words, [ranker, "random"])
+    validation = api.validate(words, [ranker, "random"], validity=False)
     assert validation.systems[0].fingerprint == ranker.fingerprint()
     assert validation.systems[0].computed == len(candidates)
     result = api.score(words, ANSWERS, ranker)

@@ -113,7 +113,7 @@ RANDOM_REL_Q2 = (2 / LOG2_3 + 1 / 2) / (2 + 1 / LOG2_3)  # 0.669674
 
 
 def test_validate_exact_per_query_ndcg_and_choice(tiny):
-    result = validate(tiny, [QueryWordOverlap(), "random"])
+    result = validate(tiny, [QueryWordOverlap(), "random"], validity=False)
     rel = result.dimensions["relevance"]
     # q3 has judgments but no relevant one: listed, not averaged
     assert rel.judged_queries == ["q1", "q2", "q3"]
@@ -162,8 +162,10 @@ CRED_RAW = {
 
 
 def test_graded_and_raw_labels(tiny):
-    graded = validate(tiny, [QueryWordOverlap()], dimensions=["credibility"])
-    raw = validate(tiny, [QueryWordOverlap()], labels="raw", dimensions=["credibility"])
+    graded = validate(tiny, [QueryWordOverlap()], dimensions=["credibility"], validity=False)
+    raw = validate(
+        tiny, [QueryWordOverlap()], labels="raw", dimensions=["credibility"], validity=False
+    )
     graded_ndcg = graded.dimensions["credibility"].per_query["overlap"]["nDCG@10"]
     raw_ndcg = raw.dimensions["credibility"].per_query["overlap"]["nDCG@10"]
     assert graded_ndcg == pytest.approx(CRED_GRADED, abs=1e-12)
@@ -192,9 +194,9 @@ def test_qrels_scope_all_and_query_set_judged(tiny):
 
 
 def test_second_validation_computes_nothing_and_json_round_trips(tiny, tmp_path):
-    first = validate(tiny, [QueryWordOverlap(), "random"])
+    first = validate(tiny, [QueryWordOverlap(), "random"], validity=False)
     assert [s.computed for s in first.systems] == [9, 9]  # |D_q| summed over q1-q3
-    again = validate(tiny, [QueryWordOverlap(), "random"])
+    again = validate(tiny, [QueryWordOverlap(), "random"], validity=False)
     assert [s.computed for s in again.systems] == [0, 0]
     assert again.to_dict() == {**first.to_dict(), "systems": again.to_dict()["systems"]}
     assert (tiny.path / "scores.sqlite").is_file()
@@ -215,7 +217,9 @@ def test_second_validation_computes_nothing_and_json_round_trips(tiny, tmp_path)
 
 
 def test_table_lists_rankers_best_first_with_marks(tiny):
-    table = validate(tiny, [RandomOrder(), QueryWordOverlap()]).tables()["relevance"]
+    table = validate(tiny, [RandomOrder(), QueryWordOverlap()], validity=False).tables()[
+        "relevance"
+    ]
     lines = table.splitlines()
     assert lines[0].startswith("tiny / relevance: labels graded, qrels candidates")
     assert "2 of 3 judged queries averaged (excluded: 1 without a relevant judgment)" in lines[0]
@@ -284,7 +288,7 @@ def test_run_with_a_rankers_scores_evaluates_exactly_like_the_ranker(tiny, tmp_p
     path = tmp_path / "overlap.csv"
     ranked[["qid", "docno", "score"]].to_csv(path, index=False)
     from_run = validate_runs(tiny, [path], qrels_scope="candidates")
-    from_ranker = validate(tiny, [QueryWordOverlap()], cache=False)
+    from_ranker = validate(tiny, [QueryWordOverlap()], cache=False, validity=False)
     for dimension in ("relevance", "credibility"):
         assert (
             from_run.dimensions[dimension].per_query["overlap"]

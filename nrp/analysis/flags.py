@@ -1,0 +1,110 @@
+"""Flags of degenerate answers on a collection, and their shares per LLM x prompt.
+
+``flag_answers(collection, answers)`` applies the rules of ``nrp.validation.flags`` (an answer
+made of the question's words, a near copy of a judged document, little content beyond the
+question) with the collection's questions and judged documents (D_q). ``nrp score`` writes the
+result as ``flags.csv`` beside its results (``FLAGS_FILE``); ``read_flags`` reads it back,
+checked, and ``flag_shares`` gives, per LLM x prompt, the share of answers with any flag and
+with each flag: the table ``nrp summary``, ``nrp report`` and ``nrp check --max-flagged`` show.
+The share is over answers, not queries: a flag is a property of one text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from nrp.collection.collection import Collection
+from nrp.errors import InputError
+from nrp.tables import read_table_file
+from nrp.validation import flags as rules
+
+FLAGS_FILE = "flags.csv"
+FLAG_NAMES = rules.FLAG_NAMES
+#: what ``read_flags`` needs in a flags file (llm and prompt default to "")
+REQUIRED_COLUMNS = ("answer_id", "flagged", *FLAG_NAMES)
+_BOOLEANS = {"true": True, "false": False, "1": True, "0": False}
+
+
+def flag_answers(collection: Collection | str, answers: pd.DataFrame) -> pd.DataFrame:
+    """The flags of every answer (answer_id, qid, text; llm, prompt, sample kept) against its
+    question and its query's judged documents: one row per answer, see
+    ``nrp.validation.flags.flag_answers``."""
+    if not isinstance(collection, Collection):
+        collection = Collection.load(str(collection))
+    topics = collection.topics
+    queries = dict(zip(topics["qid"].astype(str), topics["query"].astype(str), strict=True))
+    wanted = set(answers["qid"].astype(str)) if "qid" in answers.columns else set()
+    candidates = collection.candidates()
+    candidates = candidates[candidates["qid"].astype(str).isin(wanted)]
+    judged = {
+        str(qid): rows["text"].astype(str).tolist()
+        for qid, rows in candidates.groupby("qid", sort=False)
+    }
+    return rules.flag_answers(answers, queries, judged)
+
+
+def flags_path(results: str | Path) -> Path:
+    """Where the flags of a results folder or results file are: ``flags.csv`` in the folder or
+    beside the file (a path named ``flags.csv`` is itself)."""
+    path = Path(results)
+    if path.name == FLAGS_FILE and not path.is_dir():
+        return path
+    return (path if path.is_dir() else path.parent) / FLAGS_FILE
+
+
+def flags_beside(results: str | Path) -> pd.DataFrame | None:
+    """The flags of a results folder or file, read and checked; None when there is no file."""
+    path = flags_path(results)
+    return read_flags(path) if path.is_file() else None
+
+
+def read_flags(path: str | Path) -> pd.DataFrame:
+    """A flags file as ``nrp score`` writes it: ids as text, the flag columns as booleans; an
+    ``InputError`` naming the file (and line) when it is missing or malformed."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, None, "file not found (nrp score writes it beside the results)")
+    table = read_table_file(path)
+    frame = table.frame.copy()
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError(path, 1, f"missing flag columns {missing}")
+    for column in ("answer_id", "qid", "llm", "prompt"):
+        if column not in frame.columns:
+            frame[column] = ""
+        frame[column] = frame[column].astype(object).where(frame[column].notna(), "").astype(str)
+    for column in ("flagged", *FLAG_NAMES):
+        text = frame[column].astype(str).str.strip().str.lower()
+        bad = ~text.isin(list(_BOOLEANS))
+        if bad.any():
+            first = int(np.flatnonzero(bad.to_numpy())[0])
+            line = None if table.lines is None else int(table.lines[first])
+            value = frame[column].iloc[first]
+            raise InputError(path, line, f"{column} {value!r} is not True or False")
+        frame[column] = text.map(_BOOLEANS).astype(bool)
+    repeated = frame["answer_id"].duplicated()
+    if repeated.any():
+        first = int(np.flatnonzero(repeated.to_numpy())[0])
+        line = None if table.lines is None else int(table.lines[first])
+        raise InputError(path, line, f"answer_id {frame['answer_id'].iloc[first]!r} repeats")
+    return frame
+
+
+def flag_shares(flags: pd.DataFrame) -> pd.DataFrame:
+    """Per LLM x prompt (in order of appearance): n_answers, n_flagged, share_flagged (any
+    flag) and ``share_<flag>`` for each flag."""
+    frame = flags.copy()
+    for column in ("llm", "prompt"):
+        if column not in frame.columns:
+            frame[column] = ""
+    columns = ["flagged", *FLAG_NAMES]
+    grouped = frame.groupby(["llm", "prompt"], sort=False)[columns]
+    shares = grouped.mean().astype(float).add_prefix("share_")
+    counts = grouped.agg(n_answers=("flagged", "size"), n_flagged=("flagged", "sum"))
+    table = counts.join(shares).reset_index()
+    table["n_answers"] = table["n_answers"].astype(int)
+    table["n_flagged"] = table["n_flagged"].astype(int)
+    return table

@@ -1,0 +1,518 @@
+"""``guard``: any ranker, with texts that only mirror or evade the question put below every real
+answer.
+
+Why. A ranker that scores how well a text matches its question scores the question itself
+highest: an answer that echoes, restates or politely evades the question gets NRP near 1.0, above
+every judged answer (docs/validity.md). Fine-tuning the ranker on such texts does not help (an
+echo's embedding stays next to its question's), and adding a degeneracy score to the ranker's
+score trades the ranker's agreement with the judges for validity. The guard does neither: it
+decides whether a text is an answer at all, and only then lets the ranker order it.
+
+How. A small logistic model (``GuardModel``) reads features of (question, text) that say how much
+the text contributes beyond the question, and does not read any wording:
+
+- ``novel_share``: the share of the text's distinct content terms (Terrier's tokeniser,
+  stopwords and Porter stems) that are not the question's terms;
+- ``log_novel``: log(1 + the number of such new terms);
+- ``cos_tq``: cosine of the text's and the question's embeddings (the packaged
+  all-MiniLM-L6-v2);
+- ``cos_rq``: cosine of the *rest* of the text (every word whose stem is a question term
+  removed) and the question: what the text says about the question once the question's own
+  words are gone (0 when nothing is left);
+- ``fluency``: among adjacent pairs of frequent function words (the model's reference list),
+  the share that occur in ordinary text (the model's reference pairs), with a prior of four
+  attested pairs (a short text's few pairs say little): low for word salad;
+- ``spec_rq``: ``cos_rq`` minus the mean cosine of the rest with the other questions of the
+  collection: whether what the text adds is about *this* question rather than any question.
+
+A text is flagged when the model's probability that it is a real answer is below its
+``threshold``. Scores: the ranker's own score for an unflagged text (which must lie within
+``+-FLAG_OFFSET / 2``), and for a flagged one a score in ``[-FLAG_OFFSET, -FLAG_OFFSET / 2)`` that
+grows with the guard's probability, so every flagged text ranks below every unflagged one,
+flagged texts rank among themselves by how likely the guard holds them to be answers (a real
+answer the guard doubts stays above a plain echo), and the ranker's order of unflagged texts,
+its agreement with the judges, is untouched. NRP of a flagged answer is then the share of D_q
+that is flagged too (usually none: NRP 0).
+
+The packaged model (``guard_model.json``) was fitted by ``scripts/fit_guard.py`` on the MEDIQA
+2019 training and validation sets only (questions that are not LiveQA-Med's or MEDIQA test's),
+with the judged answers as real and the degenerate texts of the ``mirror``, ``damaged`` and
+``off_topic`` families (``nrp.validation.degenerate``) as not; the ``evasion`` family (padding,
+evasion, refusal) was held out of fitting and of the threshold's choice, and validation reports
+it apart. ``model=FILE`` reads another fitted model.
+
+Content. ``content=W`` adds ``W * log(1 + new terms)`` (the ``log_novel`` feature) to the
+guarded ranker's score: a small reward for what a text says beyond the question. Judges grade
+complete answers above partial ones; a ranker of similarity to the question cannot see it, and a
+text cut to its first sentence keeps its similarity. 0 by default (a weight is on the scale of
+one ranker's scores); 0.06 for dense's cosine was chosen on MEDIQA train+val (the agreement of
+NRP with the grades there peaks at it; docs/validity.md), and the default validation candidates
+include ``guard:content=0.06``.
+
+Spec: ``guard:ranker=dense`` (default), ``guard:ranker=bm25;k1=0.9``: the guarded ranker's own
+parameters separated by ``;`` as in ``fuse``. ``threshold=`` overrides the model's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from functools import cache
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from nrp.errors import ConfigError, InputError, NrpError
+from nrp.rankers.base import Ranker
+from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
+from nrp.rankers.fusion import PARAM_SEPARATOR, row_keys
+from nrp.rankers.registry import Param, RankerInfo, make_ranker, register
+from nrp.rankers.text_pipeline import porter_stem, terrier_stopwords
+from nrp.spec import format_spec
+
+#: a flagged text's score is the ranker's minus this: below any unflagged text of a ranker whose
+#: scores span less than it (cosines, logits, BM25 over a few hundred terms)
+FLAG_OFFSET = 1.0e4
+#: the packaged model, beside this module
+PACKAGED_MODEL = Path(__file__).with_name("guard_model.json")
+FEATURES = ("novel_share", "log_novel", "cos_tq", "cos_rq", "fluency", "spec_rq")
+#: fluency: attested pairs counted in addition to a text's own (a prior of fluent text)
+FLUENCY_PRIOR = 4
+#: the encoder of the cosine features (the packaged all-MiniLM-L6-v2)
+ENCODER = "dense:model=minilm"
+
+_WORD = re.compile(r"[A-Za-z0-9']+")
+
+
+@dataclass(frozen=True)
+class GuardModel:
+    """A fitted guard: feature names, logistic weights and intercept, the flag threshold on the
+    probability of a real answer, the fluency reference (frequent words and the attested pairs
+    among them), and where it was fitted (``fitted_on``: free text and figures)."""
+
+    features: tuple[str, ...]
+    weights: tuple[float, ...]
+    intercept: float
+    threshold: float
+    frequent_words: tuple[str, ...] = ()
+    attested_pairs: tuple[str, ...] = ()  # "first second"
+    fitted_on: Mapping[str, Any] = field(default_factory=dict)
+
+    def probability(self, features: np.ndarray) -> np.ndarray:
+        """P(real answer) of each row of ``features`` (columns in ``self.features``' order)."""
+        z = features @ np.asarray(self.weights, dtype=float) + self.intercept
+        return 1.0 / (1.0 + np.exp(-np.clip(z, -60, 60)))
+
+    def to_json(self, path: str | Path) -> None:
+        data = asdict(self)
+        Path(path).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> GuardModel:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            model = cls(
+                features=tuple(data["features"]),
+                weights=tuple(float(w) for w in data["weights"]),
+                intercept=float(data["intercept"]),
+                threshold=float(data["threshold"]),
+                frequent_words=tuple(data.get("frequent_words", ())),
+                attested_pairs=tuple(data.get("attested_pairs", ())),
+                fitted_on=dict(data.get("fitted_on", {})),
+            )
+        except FileNotFoundError:
+            raise InputError(path, None, "file not found") from None
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+            raise InputError(path, None, f"not a guard model ({error})") from None
+        unknown = [f for f in model.features if f not in FEATURES]
+        if unknown or len(model.weights) != len(model.features):
+            raise InputError(path, None, f"unknown features {unknown} or weights of another length")
+        return model
+
+
+@cache
+def packaged_model() -> GuardModel:
+    return GuardModel.from_json(PACKAGED_MODEL)
+
+
+# -- features -------------------------------------------------------------------------------------
+def content_terms(text: str) -> list[str]:
+    """The stemmed content terms of ``text`` in order (Terrier's stopwords out, 3+ letters)."""
+    stop = terrier_stopwords()
+    words = (w.lower() for w in _WORD.findall(text))
+    return [porter_stem(w) for w in words if len(w) > 2 and w not in stop]
+
+
+def rest_of(text: str, question_terms: set[str]) -> str:
+    """``text`` without the words whose stem is a question term ("" when no new term is left)."""
+    stop = terrier_stopwords()
+    kept, new = [], False
+    for word in _WORD.findall(text):
+        lower = word.lower()
+        if lower not in stop and len(lower) > 2 and porter_stem(lower) in question_terms:
+            continue
+        kept.append(word)
+        new = new or (lower not in stop and len(lower) > 2)
+    return " ".join(kept) if new else ""
+
+
+def fluency(text: str, frequent: frozenset[str], attested: frozenset[str]) -> float:
+    """The share of adjacent pairs of frequent words that are attested pairs, counted with
+    ``FLUENCY_PRIOR`` attested pairs more: a short text's two or three pairs say little (an
+    unusual but correct phrase is not word salad), a shuffled document's forty say a lot;
+    without any pair, 1.0 (no evidence of disorder)."""
+    words = [w.lower() for w in _WORD.findall(text)]
+    pairs = [f"{a} {b}" for a, b in pairwise(words) if a in frequent and b in frequent]
+    return (sum(p in attested for p in pairs) + FLUENCY_PRIOR) / (len(pairs) + FLUENCY_PRIOR)
+
+
+def lexical_features(question: str, text: str) -> tuple[float, float, str]:
+    """(novel_share, log_novel, the rest of the text) of one pair."""
+    q_terms = set(content_terms(question))
+    terms = set(content_terms(text))
+    novel = terms - q_terms
+    share = len(novel) / len(terms) if terms else 0.0
+    return share, math.log1p(len(novel)), rest_of(text, q_terms)
+
+
+#: features computed in this process: (reference, questions, query, text) -> row; bounded
+_MEMO: dict[tuple[int, int, str, str], np.ndarray] = {}
+_MEMO_LIMIT = 1 << 18
+
+
+class GuardFeatures:
+    """Computes ``FEATURES`` for rows of (query, text); ``others``: the questions a text's rest
+    is compared with for ``spec_rq`` (the bound collection's topics). Rows computed before in
+    this process with the same reference and questions are not computed again (validation
+    ranks the same texts with several guards)."""
+
+    def __init__(self, model: GuardModel, encoder: Any, others: Sequence[str] = ()):
+        self.model = model
+        self.encoder = encoder
+        self.others = list(dict.fromkeys(others))
+        self._frequent = frozenset(model.frequent_words)
+        self._attested = frozenset(model.attested_pairs)
+        self._other_emb: np.ndarray | None = None
+        self._key = (
+            hash((model.frequent_words, model.attested_pairs, encoder.fingerprint())),
+            hash(tuple(self.others)),
+        )
+
+    def frame(self, queries: Sequence[str], texts: Sequence[str]) -> pd.DataFrame:
+        """One row per (query, text), one column per feature of ``FEATURES``."""
+        keys = [(*self._key, q, t) for q, t in zip(queries, texts, strict=True)]
+        todo = [i for i, key in enumerate(keys) if key not in _MEMO]
+        if todo:
+            fresh = self._compute([queries[i] for i in todo], [texts[i] for i in todo])
+            if len(_MEMO) + len(todo) > _MEMO_LIMIT:
+                _MEMO.clear()
+            for i, row in zip(todo, fresh.to_numpy(dtype=float), strict=True):
+                _MEMO[keys[i]] = row
+        values = np.array([_MEMO[key] for key in keys]).reshape(len(keys), len(FEATURES))
+        return pd.DataFrame(values, columns=list(FEATURES))
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        unique, index = np.unique(np.asarray(texts, dtype=object), return_inverse=True)
+        return self.encoder.encode([str(t) for t in unique], desc="guard")[index]
+
+    def _compute(self, queries: Sequence[str], texts: Sequence[str]) -> pd.DataFrame:
+        lexical = [lexical_features(q, t) for q, t in zip(queries, texts, strict=True)]
+        rests = [r for _, _, r in lexical]
+        q_emb = self._encode(list(queries))
+        t_emb = self._encode(list(texts))
+        has_rest = np.array([bool(r) for r in rests])
+        r_emb = self._encode([r if r else "." for r in rests])
+        cos_rq = np.where(has_rest, np.einsum("ij,ij->i", q_emb, r_emb), 0.0)
+        if "spec_rq" in self.model.features:
+            spec = cos_rq - self._mean_other_cosine(r_emb, list(queries)) * has_rest
+        else:
+            spec = np.zeros(len(rests))
+        return pd.DataFrame(
+            {  # in the order of FEATURES
+                "novel_share": [s for s, _, _ in lexical],
+                "log_novel": [n for _, n, _ in lexical],
+                "cos_tq": np.einsum("ij,ij->i", q_emb, t_emb),
+                "cos_rq": cos_rq,
+                "fluency": [fluency(t, self._frequent, self._attested) for t in texts],
+                "spec_rq": spec,
+            }
+        ).astype(float)
+
+    def _mean_other_cosine(self, r_emb: np.ndarray, queries: list[str]) -> np.ndarray:
+        """Mean cosine of each rest with the questions other than its own."""
+        if self._other_emb is None:
+            self._other_emb = (
+                self.encoder.encode(self.others, desc="guard questions")
+                if self.others
+                else np.zeros((0, r_emb.shape[1]), np.float32)
+            )
+        if not len(self._other_emb):
+            return np.zeros(len(r_emb))
+        sims = r_emb @ self._other_emb.T  # rows x other questions
+        own = np.array([self.others.index(q) if q in self.others else -1 for q in queries])
+        total = sims.sum(axis=1) - np.where(own >= 0, sims[np.arange(len(own)), own], 0.0)
+        count = len(self.others) - (own >= 0)
+        return total / np.maximum(count, 1)
+
+    def probability(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+        table = self.frame(queries, texts)
+        return self.model.probability(table[list(self.model.features)].to_numpy(dtype=float))
+
+
+# -- fitting --------------------------------------------------------------------------------------
+def fluency_reference(
+    texts: Sequence[str], frequent: int = 150, pair_docs: int = 3
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The fluency reference of ``texts``: the ``frequent`` function words (Terrier's stopwords)
+    of highest document frequency (ties by the word), and the pairs of them adjacent in at least
+    ``pair_docs`` texts. Function words only: the order of "of the", "it is", "can be" is
+    English, whatever the topic; pairs of topic words ("blood pressure") belong to one domain."""
+    words_df: Counter[str] = Counter()
+    pairs_df: Counter[str] = Counter()
+    for text in texts:
+        words = [w.lower() for w in _WORD.findall(text)]
+        words_df.update(set(words))
+        pairs_df.update({f"{a} {b}" for a, b in pairwise(words)})
+    stopwords = terrier_stopwords()
+    function = [w for w in words_df if w in stopwords]
+    top = sorted(function, key=lambda w: (-words_df[w], w))[:frequent]
+    keep = set(top)
+    pairs = [p for p, n in pairs_df.items() if n >= pair_docs and set(p.split()) <= keep]
+    return tuple(sorted(top)), tuple(sorted(pairs))
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, weight: np.ndarray, l2: float = 1.0) -> np.ndarray:
+    """Weights, then the intercept, of an L2-penalised logistic regression of ``y`` (0/1) on the
+    columns of ``x`` with row weights, by Newton's method on standardised columns (the
+    intercept not penalised; deterministic)."""
+    mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-12
+    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
+    beta = np.zeros(z.shape[1])
+    penalty = np.full(z.shape[1], float(l2))
+    penalty[-1] = 0.0
+    for _ in range(100):
+        p = 1 / (1 + np.exp(-np.clip(z @ beta, -60, 60)))
+        gradient = z.T @ (weight * (p - y)) + penalty * beta
+        hessian = (z * (weight * p * (1 - p))[:, None]).T @ z + np.diag(penalty)
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if np.abs(step).max() < 1e-10:
+            break
+    coef = beta[:-1] / scale
+    return np.append(coef, beta[-1] - (coef * mean).sum())
+
+
+def fit_guard_model(
+    table: pd.DataFrame,
+    is_answer: np.ndarray,
+    reference: tuple[tuple[str, ...], tuple[str, ...]],
+    *,
+    features: Sequence[str] = FEATURES,
+    l2: float = 1.0,
+    max_flagged: float = 0.01,
+) -> GuardModel:
+    """A guard fitted on ``table`` (``GuardFeatures.frame`` rows) where ``is_answer`` says which
+    rows are real answers: the two classes weighted to equal mass, the threshold the largest
+    probability that flags at most ``max_flagged`` of the real answers. ``reference``: the
+    fluency reference the table was computed with."""
+    y = np.asarray(is_answer, dtype=float)
+    n_pos, n_neg = max(1, int(y.sum())), max(1, int(len(y) - y.sum()))
+    weight = np.where(y == 1, 0.5 / n_pos, 0.5 / n_neg) * len(y)
+    x = table[list(features)].to_numpy(dtype=float)
+    beta = fit_logistic(x, y, weight, l2)
+    model = GuardModel(tuple(features), tuple(float(b) for b in beta[:-1]), float(beta[-1]), 0.5,
+                       reference[0], reference[1])  # fmt: skip
+    answers = np.sort(model.probability(x)[y == 1])
+    threshold = float(answers[int(np.floor(max_flagged * len(answers)))]) if len(answers) else 0.5
+    return replace(model, threshold=threshold)
+
+
+# -- the ranker -----------------------------------------------------------------------------------
+PARAMS: dict[str, Param] = {
+    "ranker": Param(
+        str,
+        "dense",
+        "the ranker guarded (its own parameters separated by ;, as in fuse: bm25;k1=0.9)",
+    ),
+    "model": Param(str, "", "a fitted guard model file (default: the packaged one)"),
+    "threshold": Param(
+        float,
+        -1.0,
+        "flag a text whose probability of being a real answer is below this (-1: the model's)",
+    ),
+    "content": Param(
+        float,
+        0.0,
+        "add this times log(1 + the text's distinct content terms beyond the question) to the "
+        "guarded ranker's score (0.06 for dense's cosine, chosen on MEDIQA train+val)",
+    ),
+}
+
+
+def _sub_spec(value: str) -> str:
+    """``dense;batch=8`` -> ``dense:batch=8``; ``dense:query=x;passages=9`` ->
+    ``dense:query=x,passages=9``."""
+    value = value.strip()
+    end = min((i for i in (value.find(":"), value.find(PARAM_SEPARATOR)) if i >= 0), default=-1)
+    if end < 0:
+        return value
+    return f"{value[:end]}:{value[end + 1 :].replace(PARAM_SEPARATOR, ',')}"
+
+
+class GuardRanker(Ranker):
+    """The guarded ranker's scores, flagged texts moved below (module docstring)."""
+
+    name: ClassVar[str] = "guard"
+    injection: ClassVar[str] = "pointwise"
+
+    def __init__(self, params: Mapping[str, Any] | None = None, ranker: Ranker | None = None):
+        merged = {key: p.default for key, p in PARAMS.items()}
+        merged.update(params or {})
+        sub = ranker if ranker is not None else make_ranker(_sub_spec(str(merged["ranker"])))
+        if isinstance(sub, GuardRanker):
+            raise ConfigError("ranker 'guard': a guard inside a guard is not supported")
+        merged["ranker"] = sub.spec().replace(",", PARAM_SEPARATOR)
+        if float(merged["content"]) < 0:
+            raise ConfigError(
+                f"ranker 'guard': content must be at least 0, not {merged['content']}"
+            )
+        threshold = float(merged["threshold"])
+        if threshold != -1.0 and not 0.0 <= threshold <= 1.0:
+            raise ConfigError(
+                f"ranker 'guard': threshold must lie in [0, 1] (or -1), not {threshold}"
+            )
+        super().__init__(merged)
+        self.ranker = sub
+        self.depends_on_candidate_set = sub.injection != "pointwise" or sub.depends_on_candidate_set
+        self._features: GuardFeatures | None = None
+        self._others: list[str] = []
+        self._dq_keys: set[str] = set()  # bound: row keys of D_q
+        self._cached: CachedRanker | None = None  # bound: the guarded ranker's score cache
+
+    @property
+    def model(self) -> GuardModel:
+        path = str(self.params["model"])
+        return GuardModel.from_json(path) if path else packaged_model()
+
+    @property
+    def threshold(self) -> float:
+        given = float(self.params["threshold"])
+        return self.model.threshold if given == -1.0 else given
+
+    def identity(self) -> dict[str, Any]:
+        """Name and parameters, with the guarded ranker's fingerprint and the model's content."""
+        identity = super().identity()
+        identity["params"]["ranker"] = self.ranker.fingerprint()
+        identity["params"]["model"] = asdict(self.model)
+        return identity
+
+    def spec(self, complete: bool = False) -> str:
+        if not complete:
+            return super().spec()
+        params = {**self.params, "ranker": self.ranker.spec(complete=True).replace(",", ";")}
+        return format_spec(self.name, {k: v for k, v in sorted(params.items()) if v is not None})
+
+    @property
+    def score_tolerance(self) -> float:
+        return self.ranker.score_tolerance
+
+    def bind_collection(self, collection: Any) -> None:
+        """Bind the guarded ranker; the collection's questions are those ``spec_rq`` compares
+        with; D_q's scores by the guarded ranker come from the score cache beside it (what
+        validating that ranker stores) when it is pointwise."""
+        super().bind_collection(collection)
+        self.ranker.bind_collection(collection)
+        self._others = collection.topics["query"].astype(str).tolist()
+        self._features = None
+        candidates = collection.candidates()
+        self._dq_keys = set(row_keys(candidates))
+        self._cached = CachedRanker(
+            self.ranker,
+            ScoreCache(collection.path / SCORE_CACHE_FILE),
+            str(collection.meta["fingerprint"]),
+        )
+
+    def _ranker_scores(self, frame: pd.DataFrame) -> np.ndarray:
+        """The guarded ranker's scores of ``frame``: D_q's rows of a pointwise ranker from the
+        score cache (computed and stored when missing), every other row computed."""
+        rows = self.ranker.formulate(frame)
+        cached = self._cached
+        in_dq = row_keys(frame).isin(self._dq_keys).to_numpy()
+        if cached is None or self.depends_on_candidate_set or not in_dq.any():
+            return np.asarray(self.ranker.score_frame(rows), dtype=float)
+        ranked = cached.transform(rows[in_dq])
+        by_key = dict(zip(row_keys(ranked), ranked["score"].astype(float), strict=True))
+        scores = row_keys(frame).map(by_key).to_numpy(dtype=float, copy=True)
+        if not in_dq.all():
+            scores[~in_dq] = self.ranker.score_frame(rows[~in_dq].reset_index(drop=True))
+        return scores
+
+    def features(self) -> GuardFeatures:
+        if self._features is None:
+            self._features = GuardFeatures(self.model, make_ranker(ENCODER), self._others)
+        return self._features
+
+    def assess(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The guard's features of each row (query, text), its probability of a real answer
+        (``p_answer``) and whether it is flagged (``flagged``)."""
+        queries = frame["query"].fillna("").astype(str).tolist()
+        texts = frame["text"].fillna("").astype(str).tolist()
+        table = self.features().frame(queries, texts)
+        model = self.model
+        p = model.probability(table[list(model.features)].to_numpy(dtype=float))
+        return table.assign(p_answer=p, flagged=p < self.threshold)
+
+    def flags(self, frame: pd.DataFrame) -> np.ndarray:
+        """True for each row whose text the guard takes for no real answer."""
+        if frame.empty:
+            return np.zeros(0, dtype=bool)
+        return self.assess(frame)["flagged"].to_numpy(dtype=bool)
+
+    def score_frame(self, frame: pd.DataFrame) -> np.ndarray:
+        frame = frame.reset_index(drop=True)
+        scores = self._ranker_scores(frame)
+        if np.any(np.abs(scores) >= FLAG_OFFSET / 2):
+            raise NrpError(
+                f"{self.spec()}: the guarded ranker scores beyond +-{FLAG_OFFSET / 2:g}; "
+                "a flagged text could not be put below every other"
+            )
+        if frame.empty:
+            return scores
+        assessed = self.assess(frame)
+        content = float(self.params["content"])
+        if content:
+            scores = scores + content * assessed["log_novel"].to_numpy(dtype=float)
+        flagged = assessed["flagged"].to_numpy(dtype=bool)
+        # flagged: in [-FLAG_OFFSET, -FLAG_OFFSET / 2) by the guard's probability, spread so that
+        # the relative tie tolerance at this magnitude never merges two distinct probabilities
+        share = assessed["p_answer"].to_numpy(dtype=float) / max(self.threshold, 1e-12)
+        below = -FLAG_OFFSET + (FLAG_OFFSET / 2) * np.minimum(share, 1.0)
+        return np.where(flagged, below, scores)
+
+
+def _available() -> tuple[bool, str]:
+    from nrp.rankers.registry import all_rankers
+
+    return all_rankers()["dense"].available()
+
+
+register(
+    RankerInfo(
+        name="guard",
+        description="a ranker whose texts that only mirror or evade the question (echoes, "
+        "restatements, keyword lists, evasions, word salad) rank below every real answer; "
+        "docs/validity.md",
+        backend="sentence-transformers",
+        build=lambda params: GuardRanker(params),
+        params=PARAMS,
+        available=_available,
+    )
+)

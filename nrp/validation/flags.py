@@ -1,0 +1,157 @@
+"""Flags of degenerate answers: rules a person can check by hand on one answer.
+
+An answer that only restates or evades the question can still get an NRP near 1 (a ranker that
+matches the question's words puts it above every judged document). These flags do not score an
+answer; they mark the ones to read before an NRP is believed, and ``nrp summary``, ``nrp report``
+and ``nrp check --max-flagged`` count them per LLM x prompt.
+
+Terms. An answer's and a question's *content terms* are Terrier's terms, as the lexical rankers
+see them (``nrp.rankers.text_pipeline``): the EnglishTokeniser's tokens, less Terrier's 733
+stopwords, Porter-stemmed; each distinct term counts once. *Words* (for copies) are the runs of
+letters, digits and apostrophes (``nrp.validation.degenerate.WORD``), lower-cased.
+
+Flags, in this order (``FLAG_NAMES``):
+
+- ``question_words``: the answer says (almost) nothing but the question's words: at least
+  ``QUESTION_SHARE`` (0.8) of its distinct content terms are terms of the question, or it has no
+  content term at all. 0.8 lets one new term in five through (a framing word: "asked",
+  "question") and still flags an echo, a keyword list or a question in boilerplate made of
+  stopwords ("thank you for your question"); a real answer of any length brings more new terms
+  than it repeats.
+- ``judged_copy``: a near copy of one of the query's judged documents: at least
+  ``COPY_SHARE`` (0.8) of the answer's distinct word ``COPY_GRAM``-grams (5) occur in one judged
+  document (a text of fewer than 5 words is one gram: its whole word sequence, so a short answer
+  matches only a document that is exactly those words). Five words in a row rarely recur
+  between texts written apart (the shingle size of near-duplicate detection), and 0.8 lets a
+  few edits through: one changed word breaks at most 5 grams. A copy of part of a document is
+  flagged too: its grams all occur in the document.
+- ``little_content``: fewer than ``MIN_NEW_TERMS`` (5) distinct content terms that are not the
+  question's. A restatement ("So you want to know ...", "Many people wonder ...") or an evasion
+  ("it depends, ask a professional") adds two to four; a three-sentence answer adds a dozen.
+  A one-line answer ("No.") is flagged as well: a flag asks for reading, it is not a verdict.
+
+``flag_answers(answers, queries, judged)`` gives one row per answer with the flags and the
+numbers they were decided on (``question_share``, ``copy_share``, ``new_terms``), so each flag
+can be checked against the texts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from nrp.errors import NrpError
+from nrp.rankers.text_pipeline import english_tokens, porter_stem, terrier_stopwords
+from nrp.validation.degenerate import WORD
+
+#: question_words: the least share of an answer's content terms that are the question's
+QUESTION_SHARE = 0.8
+#: judged_copy: word n-grams compared (n), and the least share of the answer's n-grams that occur
+#: in one judged document
+COPY_GRAM = 5
+COPY_SHARE = 0.8
+#: little_content: an answer with fewer content terms that are not the question's is flagged
+MIN_NEW_TERMS = 5
+#: the flags, in the order the ``flags`` column joins them
+FLAG_NAMES = ("question_words", "judged_copy", "little_content")
+#: identity columns copied from the answers when they have them
+ID_COLUMNS = ("answer_id", "qid", "llm", "prompt", "sample")
+#: the numbers the flags are decided on
+MEASURE_COLUMNS = ("question_share", "copy_share", "new_terms")
+
+Gram = tuple[str, ...]
+
+
+def content_terms(text: str) -> frozenset[str]:
+    """The distinct Terrier terms of ``text``: tokens less stopwords, Porter-stemmed."""
+    stopwords = terrier_stopwords()
+    return frozenset(porter_stem(t) for t in english_tokens(text) if t not in stopwords)
+
+
+def word_grams(text: str, n: int = COPY_GRAM) -> frozenset[Gram]:
+    """The distinct lower-cased word n-grams of ``text``; fewer than n words: the whole word
+    sequence as one gram (none for a text without words)."""
+    words = [w.lower() for w in WORD.findall(text)]
+    if len(words) < n:
+        return frozenset([tuple(words)]) if words else frozenset()
+    return frozenset(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
+
+
+def question_share(answer_terms: frozenset[str], question_terms: frozenset[str]) -> float:
+    """The share of the answer's content terms that are the question's (1.0 without any)."""
+    if not answer_terms:
+        return 1.0
+    return len(answer_terms & question_terms) / len(answer_terms)
+
+
+def copy_share(answer_grams: frozenset[Gram], documents: Sequence[frozenset[Gram]]) -> float:
+    """The largest share of the answer's grams that occur in one document (0.0 without any)."""
+    if not answer_grams:
+        return 0.0
+    best = max((len(answer_grams & doc) for doc in documents), default=0)
+    return best / len(answer_grams)
+
+
+def answer_flags(
+    answer: str, question: str, documents: Sequence[frozenset[Gram]]
+) -> dict[str, object]:
+    """The flags of one answer (``FLAG_NAMES`` -> bool) and their numbers
+    (``MEASURE_COLUMNS``); ``documents``: the word grams of the query's judged documents."""
+    terms, asked = content_terms(answer), content_terms(question)
+    share = question_share(terms, asked)
+    copied = copy_share(word_grams(answer), documents)
+    new = len(terms - asked)
+    return {
+        "question_words": share >= QUESTION_SHARE,
+        "judged_copy": copied >= COPY_SHARE,
+        "little_content": new < MIN_NEW_TERMS,
+        "question_share": share,
+        "copy_share": copied,
+        "new_terms": new,
+    }
+
+
+def flag_answers(
+    answers: pd.DataFrame,
+    queries: Mapping[str, str],
+    judged: Mapping[str, Sequence[str]],
+) -> pd.DataFrame:
+    """One row per answer: answer_id, qid (llm, prompt, sample when the answers have them),
+    ``flags`` (the names of its flags joined by commas in ``FLAG_NAMES`` order, "" for none),
+    one boolean column per flag, ``flagged`` (any flag) and the numbers of ``MEASURE_COLUMNS``.
+
+    ``answers``: answer_id, qid, text; ``queries``: qid -> question text; ``judged``: qid -> the
+    texts of its judged documents (a qid without any: no copy can be found)."""
+    missing = [c for c in ("answer_id", "qid", "text") if c not in answers.columns]
+    if missing:
+        raise NrpError(f"answers need columns answer_id, qid and text; missing {missing}")
+    qids = answers["qid"].astype(str)
+    questions = {str(q): str(t) for q, t in dict(queries).items()}
+    unknown = sorted(set(qids) - set(questions))
+    if unknown:
+        raise NrpError(f"no question text for qid {unknown[0]!r} ({len(unknown)} qids unknown)")
+    grams = {
+        qid: [word_grams(str(text)) for text in judged.get(qid, ())] for qid in dict.fromkeys(qids)
+    }
+    texts = answers["text"].where(answers["text"].notna(), "").astype(str)
+    rows = [
+        answer_flags(text, questions[qid], grams[qid])
+        for text, qid in zip(texts, qids, strict=True)
+    ]
+    columns = [*FLAG_NAMES, *MEASURE_COLUMNS]
+    values = pd.DataFrame(rows, columns=columns, index=answers.index)
+    out = pd.DataFrame(
+        {c: answers[c] for c in ID_COLUMNS if c in answers.columns}, index=answers.index
+    )
+    out["answer_id"], out["qid"] = answers["answer_id"].astype(str), qids
+    flags = values[list(FLAG_NAMES)].astype(bool)
+    out["flags"] = [",".join(n for n, on in zip(FLAG_NAMES, row, strict=True) if on)
+                    for row in flags.itertuples(index=False)]  # fmt: skip
+    for name in FLAG_NAMES:
+        out[name] = flags[name]
+    out["flagged"] = flags.any(axis=1)
+    for name in MEASURE_COLUMNS:
+        out[name] = values[name]
+    out["new_terms"] = out["new_terms"].astype(int)
+    return out.reset_index(drop=True)

@@ -1,0 +1,252 @@
+"""Validity: does a ranker keep degenerate texts below the real answers of a query?
+
+nDCG on the judged documents measures how a ranker orders real answers. It says nothing about a
+text that only echoes, restates or evades the question: no judged document is like that, and a
+ranker that scores similarity to the question puts such a text above every real answer, so NRP
+would crown it. Validation therefore also ranks, for every query, the degenerate texts built
+from the collection itself (``nrp.validation.degenerate``: the question echoed, restated, as
+keywords, padded with politeness, evasive, refusing, the best document shuffled or cut to one
+sentence, another query's best document) among D_q, exactly as NRP ranks an answer, and reports
+per ranker and dimension:
+
+- **wins**: per degenerate text, the share of the query's graded-relevant judged documents
+  (grade >= 1) the ranker puts above it (a tie counts half); the mean over queries of each
+  query's mean, with its t-interval over queries, per kind, per family and over all texts.
+- **NRP**: the NRP the degenerate text would get, ``1 - r/|D_q|`` with ``r`` the documents above
+  it plus half the tied ones (the ``mid`` tie rule), averaged the same way.
+
+A text is ranked as NRP ranks an answer: a pointwise ranker scores it alone beside D_q's
+validated scores (through the score cache, so validating again scores nothing); a ranker whose
+scores depend on the candidate set (lexical statistics over D_q, duoT5's pairs) ranks D_q plus
+that one text, once per text.
+
+**The rule** (``VALIDITY_RULE``): a ranker passes in a dimension when, for every kind but
+``first_sentence`` (``REPORTED_ONLY``: an incomplete answer is still an answer), judged documents
+win at least ``min_wins`` of the pairs and the kind's mean NRP is at most ``max_nrp``. Defaults:
+``max_nrp`` 0.30, below the NRP of an average incorrect human answer (0.495 on the LiveQA-Med
+pool); ``min_wins`` 0.90: a text that says nothing loses to nine relevant answers in ten. The
+goal of the work that built the guard was 0.95; the rule is looser by design, because
+``other_best`` (a real, well-written answer to another question) is the guarded ranker's to
+place and the best untrained ranker places it at 0.94 on the LiveQA-Med pool: a rule no ranker
+on a collection can pass chooses nothing and helps nobody. The figures against 0.95 are in
+docs/validity.md. The selection rule (``nrp.validation.selection``) never chooses a ranker that
+fails, and names the rankers it passed over with the first kind that failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nrp import statistics
+from nrp.rankers.base import REQUIRED_COLUMNS, Ranker
+from nrp.rankers.cache import CachedRanker, ScoreCache
+from nrp.validation.degenerate import FAMILY_OF, HELD_OUT_FAMILY, KINDS
+
+DEFAULT_MIN_WINS = 0.90
+DEFAULT_MAX_NRP = 0.30
+#: kinds measured and reported but not part of the rule: a document cut to its first sentence
+#: is an answer, if an incomplete one (judges grade incomplete answers relevant), so where it
+#: ranks is a question of agreement, not of validity
+REPORTED_ONLY = frozenset({"first_sentence"})
+VALIDITY_RULE = (
+    "A ranker passes validity in a dimension when, for every degenerate kind but first_sentence "
+    "(reported only), the graded-"
+    "relevant judged documents of a query rank above the kind's texts in at least {min_wins} "
+    "of the pairs (ties count half; mean over queries) and the texts' mean NRP is at most "
+    "{max_nrp}. The selection rule chooses among the rankers that pass."
+)
+
+
+@dataclass(frozen=True)
+class ScoredText:
+    """One degenerate text ranked among D_q: its score and the scores D_q's documents had in
+    the same ranking (docno -> score)."""
+
+    qid: str
+    kind: str
+    score: float
+    documents: Mapping[str, float]
+
+
+@dataclass
+class GroupValidity:
+    """Wins and NRP of one kind, one family, or all texts: means over queries with their
+    t-intervals (None with fewer than two queries)."""
+
+    group: str
+    texts: int
+    queries: int
+    wins: float
+    wins_ci: tuple[float, float] | None
+    nrp: float
+    nrp_ci: tuple[float, float] | None
+
+
+@dataclass
+class Validity:
+    """A ranker's validity in one dimension: per kind, per family, over all texts; the verdict
+    and, when it failed, the first failing kind as a sentence."""
+
+    kinds: dict[str, GroupValidity]
+    families: dict[str, GroupValidity]
+    overall: GroupValidity | None
+    passed: bool
+    reason: str = ""
+    held_out_family: str = HELD_OUT_FAMILY
+    rule: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Validity:
+        def group(item: Mapping[str, Any] | None) -> GroupValidity | None:
+            if item is None:
+                return None
+            values = dict(item)
+            for key in ("wins_ci", "nrp_ci"):
+                values[key] = None if values[key] is None else tuple(values[key])
+            return GroupValidity(**values)
+
+        return cls(
+            kinds={k: group(v) for k, v in data["kinds"].items()},  # type: ignore[misc]
+            families={k: group(v) for k, v in data["families"].items()},  # type: ignore[misc]
+            overall=group(data["overall"]),
+            passed=bool(data["passed"]),
+            reason=str(data.get("reason", "")),
+            held_out_family=str(data.get("held_out_family", HELD_OUT_FAMILY)),
+            rule=dict(data.get("rule", {})),
+        )
+
+
+# -- ranking the texts ---------------------------------------------------------------------------
+def injects_alone(ranker: Ranker) -> bool:
+    """True when a text's score does not depend on the other rows (a pointwise ranker)."""
+    return ranker.injection == "pointwise" and not ranker.depends_on_candidate_set
+
+
+def score_texts(
+    ranker: Ranker,
+    candidates: pd.DataFrame,
+    texts: pd.DataFrame,
+    run: Mapping[str, Mapping[str, float]],
+    score_cache: ScoreCache | None = None,
+    collection_fingerprint: str = "",
+) -> list[ScoredText]:
+    """Every degenerate text of ``texts`` (qid, query, docno, text, kind) ranked among its
+    query's D_q. ``run``: D_q's validated scores (qid -> docno -> score), used as they are for a
+    pointwise ranker; other rankers rank D_q plus each text anew."""
+    texts = texts[texts["qid"].isin(run)].reset_index(drop=True)
+    if texts.empty:
+        return []
+    if injects_alone(ranker):
+        transformer = (
+            CachedRanker(ranker, score_cache, collection_fingerprint)
+            if score_cache is not None
+            else ranker
+        )
+        ranked = transformer.transform(texts[list(REQUIRED_COLUMNS)])
+        scores = dict(zip(ranked["docno"].astype(str), ranked["score"].astype(float), strict=True))
+        return [
+            ScoredText(row.qid, row.kind, scores[row.docno], run[row.qid])
+            for row in texts.itertuples(index=False)
+        ]
+    by_query = {str(q): rows for q, rows in candidates.groupby("qid", sort=False)}
+    scored = []
+    for row in texts.itertuples(index=False):
+        dq = by_query[row.qid][list(REQUIRED_COLUMNS)]
+        one = pd.DataFrame([[row.qid, row.query, row.docno, row.text]], columns=dq.columns)
+        ranked = ranker.transform(pd.concat([dq, one], ignore_index=True))
+        scores = dict(zip(ranked["docno"].astype(str), ranked["score"].astype(float), strict=True))
+        own = scores.pop(row.docno)
+        scored.append(ScoredText(row.qid, row.kind, own, scores))
+    return scored
+
+
+# -- the measures -------------------------------------------------------------------------------
+def _pair_values(
+    text: ScoredText, relevant: set[str], tolerance: float
+) -> tuple[float | None, float]:
+    """(share of relevant documents above the text, the text's NRP among D_q), ties half."""
+    scores = np.fromiter(text.documents.values(), dtype=float, count=len(text.documents))
+    margin = tolerance * max(1.0, abs(text.score))
+    above = scores > text.score + margin
+    tied = np.abs(scores - text.score) <= margin
+    nrp = 1.0 - (above.sum() + 0.5 * tied.sum()) / len(scores)
+    rel = [docno for docno in text.documents if docno in relevant]
+    if not rel:
+        return None, float(nrp)
+    values = np.array([text.documents[d] for d in rel])
+    won = (values > text.score + margin).sum() + 0.5 * (np.abs(values - text.score) <= margin).sum()
+    return float(won / len(rel)), float(nrp)
+
+
+def _group(
+    name: str, rows: pd.DataFrame, confidence: float
+) -> GroupValidity:  # rows: qid, wins, nrp
+    per_query = rows.groupby("qid").agg(wins=("wins", "mean"), nrp=("nrp", "mean"))
+    wins = per_query["wins"].dropna()
+
+    def interval(values: pd.Series) -> tuple[float, float] | None:
+        found = statistics.confidence_interval(values.to_numpy(), "t", confidence)
+        return None if found is None else (float(found[0]), float(found[1]))
+
+    return GroupValidity(
+        group=name,
+        texts=len(rows),
+        queries=len(per_query),
+        wins=float(wins.mean()) if len(wins) else float("nan"),
+        wins_ci=interval(wins) if len(wins) > 1 else None,
+        nrp=float(per_query["nrp"].mean()),
+        nrp_ci=interval(per_query["nrp"]) if len(per_query) > 1 else None,
+    )
+
+
+def measure_validity(
+    scored: Sequence[ScoredText],
+    relevant: Mapping[str, set[str]],
+    *,
+    tolerance: float = 0.0,
+    min_wins: float = DEFAULT_MIN_WINS,
+    max_nrp: float = DEFAULT_MAX_NRP,
+    confidence: float = 0.95,
+) -> Validity:
+    """Validity in one dimension from the ranked texts. ``relevant``: qid -> the docnos of its
+    graded-relevant judged documents (grade >= 1) in the dimension; only the queries it names
+    (the dimension's evaluated queries) count."""
+    rows = []
+    for text in scored:
+        if text.qid not in relevant:
+            continue
+        wins, nrp = _pair_values(text, relevant[text.qid], tolerance)
+        rows.append((text.qid, text.kind, FAMILY_OF.get(text.kind, text.kind), wins, nrp))
+    frame = pd.DataFrame(rows, columns=["qid", "kind", "family", "wins", "nrp"])
+    frame["wins"] = frame["wins"].astype(float)
+    rule = {"min_wins": min_wins, "max_nrp": max_nrp}
+    if frame.empty:
+        return Validity({}, {}, None, True, "no degenerate text could be built", rule=rule)
+    order = [k for k in KINDS if k in set(frame["kind"])] + sorted(set(frame["kind"]) - set(KINDS))
+    kinds = {k: _group(k, frame[frame["kind"] == k], confidence) for k in order}
+    families = {
+        f: _group(f, frame[frame["family"] == f], confidence)
+        for f in dict.fromkeys(FAMILY_OF.get(k, k) for k in order)
+    }
+    reason = ""
+    for kind, found in kinds.items():
+        if kind in REPORTED_ONLY:
+            continue
+        if found.wins < min_wins - 1e-12:
+            reason = (
+                f"{kind}: judged documents above it in {found.wins:.3f} of pairs (< {min_wins})"
+            )
+        elif found.nrp > max_nrp + 1e-12:
+            reason = f"{kind}: mean NRP {found.nrp:.3f} (> {max_nrp})"
+        if reason:
+            break
+    overall = _group("all", frame, confidence)
+    return Validity(kinds, families, overall, not reason, reason, rule=rule)

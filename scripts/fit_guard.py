@@ -1,0 +1,213 @@
+"""Fit the validity guard (``nrp.rankers.guard``) and write its model file.
+
+    .venv/bin/python scripts/fit_guard.py                      # -> nrp/rankers/guard_model.json
+    .venv/bin/python scripts/fit_guard.py --out /tmp/guard.json --held-out evasion
+
+What it reads: the MEDIQA 2019 training sets and validation set
+(``manifests/mediqa-2019-train.yaml``, ingested into ``--indexes`` when missing), and nothing
+else: no collection the guard is evaluated on. Left out of fitting: training set 1 (its
+questions are the LiveQA-Med test questions, an evaluated collection) and the three questions
+asked again in the MEDIQA test set (v-24, v-38, t2-103; docs/training.md). What it fits:
+
+1. the fluency reference: the ``--frequent`` words of highest document frequency in the
+   documents of training set 1 (never fitted on: a fitted answer's own word pairs must not make
+   it look fluent), and the pairs of them adjacent in at least ``--pair-docs`` documents;
+2. a logistic regression (L2, ``--l2``; classes weighted to equal mass) of "real answer" on
+   ``--use`` (``FEATURES``): the judged documents of the fitting questions are real answers,
+   and so is each judged document of grade ``--restated-grade`` (3, Excellent) or above after
+   its question (language models often restate the question first: their best answers must not
+   look like evasions);
+   the degenerate texts of the kinds ``--families`` names (default: the mirror family and
+   shuffled documents; ``--per-kind`` texts per composed kind and query, seed ``--seed``) are
+   not. Why those: off-topic documents are real answers to another question (the guarded
+   ranker's job), a first sentence is a real if incomplete answer, and the evasion family is
+   held out to measure what the guard does with forms it never saw;
+3. the threshold: the largest probability at which at most ``--max-flagged`` of the fitting
+   judged documents would be flagged.
+
+It prints the weights, the threshold, and the share of each kind flagged at it (held-out family
+included, on the fitting questions: the figures on other collections come from ``nrp
+validate``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+MANIFEST = ROOT / "manifests" / "mediqa-2019-train.yaml"
+#: training set 1 = LiveQA-Med's questions; these three are asked again in the MEDIQA test set
+LEFT_OUT_PREFIX = "t1-"
+LEFT_OUT = ("v-24", "v-38", "t2-103")
+
+
+def arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "nrp" / "rankers" / "guard_model.json")
+    parser.add_argument("--indexes", type=Path, default=ROOT / "indexes")
+    parser.add_argument("--held-out", default="evasion", help="the family kept out of fitting")
+    parser.add_argument(
+        "--families",
+        default="mirror,shuffled",
+        help="the families whose texts are the negatives (off_topic is the guarded ranker's "
+        "job: a real answer about something else)",
+    )
+    parser.add_argument("--use", default="novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq")
+    parser.add_argument("--per-kind", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--frequent", type=int, default=150)
+    parser.add_argument("--pair-docs", type=int, default=3)
+    parser.add_argument(
+        "--restated-grade",
+        type=float,
+        default=3,
+        help="judged documents of at least this grade, after their question, are real answers "
+        "too (0: none)",
+    )
+    parser.add_argument("--l2", type=float, default=1.0)
+    parser.add_argument("--max-flagged", type=float, default=0.01)
+    parser.add_argument(
+        "--features", type=Path, help="a pickle of the feature table, kept between runs"
+    )
+    return parser.parse_args(argv)
+
+
+def feature_table(rows: pd.DataFrame, features, cache: Path | None) -> pd.DataFrame:
+    from nrp.rankers.guard import fluency
+
+    """``features.frame`` of (query, text) rows; with ``cache``, rows computed before are read
+    from it and the table is written back (refits with other settings cost no encoding)."""
+    key = pd.MultiIndex.from_frame(rows[["query", "text"]])
+    if cache is not None and cache.is_file():
+        found = pd.read_pickle(cache).reindex(key)
+        todo = found.isna().any(axis=1).to_numpy()
+        if todo.any():
+            fresh = features.frame(rows["query"][todo].tolist(), rows["text"][todo].tolist())
+            found.iloc[np.flatnonzero(todo)] = fresh.to_numpy()
+        table = found.reset_index(drop=True)
+        # fluency is cheap and its definition may have changed: always computed anew
+        table["fluency"] = [
+            fluency(t, features._frequent, features._attested) for t in rows["text"]
+        ]
+    else:
+        table = features.frame(rows["query"].tolist(), rows["text"].tolist())
+    if cache is not None:
+        kept = table.set_axis(key, axis=0)
+        kept[~kept.index.duplicated()].to_pickle(cache)
+    return table
+
+
+def fitting_rows(args: argparse.Namespace):
+    """The fitting questions' judged documents and degenerate texts (kind, family columns)."""
+    import nrp
+    from nrp.validation.degenerate import degenerate_frame, query_materials
+
+    try:
+        collection = nrp.Collection.load("mediqa-2019-train", args.indexes)
+    except nrp.NrpError:
+        nrp.ingest(MANIFEST, indexes_dir=args.indexes)
+        collection = nrp.Collection.load("mediqa-2019-train", args.indexes)
+    everything = collection.candidates()
+    reference = everything[everything["qid"].str.startswith(LEFT_OUT_PREFIX)]["text"]
+    keep = ~everything["qid"].str.startswith(LEFT_OUT_PREFIX) & ~everything["qid"].isin(LEFT_OUT)
+    candidates = everything[keep].reset_index(drop=True)
+    grades = {(r.qid, r.docno): float(r.label) for r in collection.qrels("relevance").itertuples()}
+    materials = query_materials(candidates, grades, args.seed)
+    texts = degenerate_frame(materials, None, args.per_kind, args.seed)
+    rows = pd.concat(
+        [candidates.assign(kind="judged", family="judged"), restated_answers(candidates, grades),
+         texts],
+        ignore_index=True,
+    )  # fmt: skip
+    return collection, reference.drop_duplicates().tolist(), rows
+
+
+def restated_answers(candidates: pd.DataFrame, grades: dict) -> pd.DataFrame:
+    """Real answers that begin by restating the question, as language models write them: each
+    graded-relevant judged document after its question (``grade`` column: the document's)."""
+    grade = [
+        grades.get((q, d), 0.0) for q, d in zip(candidates["qid"], candidates["docno"], strict=True)
+    ]
+    rows = candidates.assign(grade=grade)
+    rows = rows[rows["grade"] >= 1].copy()
+    rows["text"] = [
+        f"{' '.join(str(q).split()).rstrip('.?!')}? {t}"
+        for q, t in zip(rows["query"], rows["text"], strict=True)
+    ]
+    return rows.assign(kind="restated_answer", family="judged")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
+    from dataclasses import replace
+
+    from nrp.rankers.guard import (
+        FEATURES,
+        GuardFeatures,
+        GuardModel,
+        fit_guard_model,
+        fluency_reference,
+    )
+    from nrp.rankers.registry import make_ranker
+    from nrp.validation.degenerate import FAMILIES, FAMILY_OF, kind_names
+
+    negatives = kind_names(args.families)
+    if args.held_out not in FAMILIES or set(negatives) & set(FAMILIES[args.held_out]):
+        print(f"fit_guard: --held-out must be a family ({', '.join(FAMILIES)}) that "
+              "--families does not name", file=sys.stderr)  # fmt: skip
+        return 2
+    use = tuple(args.use.split(","))
+    collection, reference_texts, rows = fitting_rows(args)
+    reference = fluency_reference(reference_texts, args.frequent, args.pair_docs)
+    provisional = GuardModel(FEATURES, (0.0,) * len(FEATURES), 0.0, 0.5, *reference)
+    others = collection.topics["query"].astype(str).tolist()
+    features = GuardFeatures(provisional, make_ranker("dense:model=minilm"), others)
+    table = feature_table(rows, features, args.features)
+    restated = (rows["kind"] == "restated_answer").to_numpy()
+    fitting = rows["kind"].isin(["judged", *negatives]).to_numpy()
+    if args.restated_grade > 0:
+        fitting = fitting | (restated & (rows["grade"] >= args.restated_grade).to_numpy())
+    is_answer = (rows["family"] == "judged").to_numpy()
+    model = fit_guard_model(
+        table[fitting], is_answer[fitting], reference, features=use, l2=args.l2,
+        max_flagged=args.max_flagged,
+    )  # fmt: skip
+    p = model.probability(table[list(use)].to_numpy(dtype=float))
+    flagged = pd.Series(p < model.threshold).groupby(rows["kind"].to_numpy()).mean()
+    fitted_on = {
+        "collection": "mediqa-2019-train (MEDIQA 2019 training set 2 and validation set)",
+        "left_out": f"training set 1 ({LEFT_OUT_PREFIX}*: LiveQA-Med's questions), "
+        + ", ".join(LEFT_OUT),
+        "queries": int(rows["qid"].nunique()),
+        "fluency_reference": f"the {len(reference_texts)} distinct documents of training set 1 "
+        "(not fitted on: a fitted answer's own pairs must not make it fluent)",
+        "judged_documents": int(is_answer.sum()),
+        "degenerate_texts": int((~is_answer & fitting).sum()),
+        "negative_kinds": negatives,
+        "restated_answers_of_grade": args.restated_grade,
+        "held_out_family": args.held_out,
+        "per_kind": args.per_kind,
+        "seed": args.seed,
+        "l2": args.l2,
+        "max_flagged": args.max_flagged,
+        "flagged_share_at_threshold": {k: round(float(v), 4) for k, v in flagged.items()},
+        "script": "scripts/fit_guard.py",
+    }
+    model = replace(model, fitted_on=fitted_on)
+    model.to_json(args.out)
+    weights = ", ".join(f"{f} {w:+.4f}" for f, w in zip(use, model.weights, strict=True))
+    print(f"weights: {weights}; intercept {model.intercept:+.4f}")
+    print(f"threshold {model.threshold:.4f}; flagged share per kind (family):")
+    for kind, share in flagged.items():
+        print(f"  {kind:15s} {FAMILY_OF.get(kind, 'judged'):10s} {share:.3f}")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""The guard (nrp.rankers.guard): features worked out by hand, the logistic fit, and the ranker
+over the packaged all-MiniLM-L6-v2 (real encoder, real model file): unflagged texts keep the
+guarded ranker's exact scores, texts that only mirror or evade the question go below them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nrp.errors import ConfigError, InputError
+from nrp.rankers.guard import (
+    FLAG_OFFSET,
+    GuardFeatures,
+    GuardModel,
+    GuardRanker,
+    fit_guard_model,
+    fit_logistic,
+    fluency,
+    fluency_reference,
+    lexical_features,
+    packaged_model,
+    rest_of,
+)
+from nrp.rankers.registry import make_ranker
+
+QUESTION = "Can ibuprofen raise blood pressure?"
+ANSWERS = [
+    "Yes. Ibuprofen and other NSAIDs make the kidneys hold on to salt and water, which can push "
+    "blood pressure up by a few points. The effect is larger in people who already take "
+    "medicine for hypertension, so they should ask their doctor before long use.",
+    "NSAIDs such as ibuprofen can reduce the effect of diuretics and ACE inhibitors. Short "
+    "courses at the lowest dose are usually safe; checking blood pressure after a week of "
+    "regular use shows whether it rose.",
+    "Paracetamol is an alternative for pain that does not affect the kidneys in the same way, "
+    "and it is often recommended for people with high blood pressure who need a painkiller.",
+]
+ECHO = QUESTION
+REFUSAL = (
+    "I am sorry, but I cannot answer whether ibuprofen can raise blood pressure. Please ask "
+    "someone else about it. Thank you for understanding."
+)
+
+
+def test_lexical_features_by_hand():
+    # question terms (Terrier stopwords out, Porter stems): ibuprofen, rais, blood, pressur;
+    # text terms: ibuprofen, rais, blood, pressur, adult ("in", "some" are stopwords)
+    share, log_novel, rest = lexical_features(
+        QUESTION, "Ibuprofen raises blood pressure in some adults."
+    )
+    assert share == pytest.approx(1 / 5)
+    assert log_novel == pytest.approx(math.log(2))
+    assert rest == "in some adults"
+    assert lexical_features(QUESTION, QUESTION) == (0.0, 0.0, "")
+    assert rest_of("Blood pressure?", {"blood", "pressur"}) == ""  # nothing new left
+
+
+def test_fluency_by_hand():
+    frequent = frozenset({"the", "of", "is", "a"})
+    attested = frozenset({"of the", "is a"})
+    # pairs of frequent words: "is a", "of the" (both attested); 4 attested pairs of prior
+    assert fluency("It is a matter of the heart", frequent, attested) == 1.0
+    # "the of", "of is" (not attested), "is a" (attested): (1 + 4) / (3 + 4)
+    assert fluency("heart the of is a matter", frequent, attested) == pytest.approx(5 / 7)
+    assert fluency("no frequent pair here", frequent, attested) == 1.0
+    salad = " ".join(["the"] * 40)  # 39 pairs "the the", none attested: 4 / 43
+    assert fluency(salad, frequent, attested) == pytest.approx(4 / 43)
+    texts = ["the cat of the house", "of the dog", "the of", "it is a dog"]
+    words, pairs = fluency_reference(texts, 3, 2)
+    # function words by document frequency: the 3, of 3, a 1, is 1, it 1 (ties by the word);
+    # cat, dog, house are no function words
+    assert words == ("a", "of", "the")
+    assert pairs == ("of the",)
+
+
+def test_fit_logistic_separates_and_the_threshold_flags_at_most_the_share_asked():
+    x = np.array([[0.0], [0.1], [0.2], [0.8], [0.9], [1.0]])
+    y = np.array([0, 0, 0, 1, 1, 1], dtype=float)
+    beta = fit_logistic(x, y, np.ones(6), l2=0.1)
+    assert beta[0] > 0  # more of the feature, more likely an answer
+    table = pd.DataFrame({"novel_share": x[:, 0]})
+    model = fit_guard_model(table, y == 1, ((), ()), features=("novel_share",), max_flagged=0.0)
+    p = model.probability(x)
+    assert (p[y == 1] >= model.threshold).all() and (p[y == 0] < model.threshold).all()
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return make_ranker("dense:model=minilm")
+
+
+def test_packaged_model_file_is_complete():
+    model = packaged_model()
+    assert model.features and len(model.weights) == len(model.features)
+    assert 0 < model.threshold < 1
+    assert model.fitted_on["held_out_family"] == "evasion"
+    assert "of the" in model.attested_pairs
+
+
+def test_guard_keeps_dense_scores_of_answers_and_puts_mirrors_below(encoder):
+    frame = pd.DataFrame(
+        {
+            "qid": "q1",
+            "query": QUESTION,
+            "docno": ["a1", "a2", "a3", "echo", "refusal"],
+            "text": [*ANSWERS, ECHO, REFUSAL],
+        }
+    )
+    dense = make_ranker("dense").score_frame(frame)
+    guard = make_ranker("guard")
+    assessed = guard.assess(frame)
+    assert assessed["flagged"].tolist() == [False, False, False, True, True]
+    scores = guard.score_frame(frame)
+    assert scores[:3] == pytest.approx(dense[:3], abs=1e-6)  # the ranker's own scores
+    assert dense[3] > dense[:3].max()  # dense alone puts the echo first
+    assert scores[3:].max() < -FLAG_OFFSET / 2 < scores[:3].min()
+    # flagged texts among themselves by the guard's probability
+    p = assessed["p_answer"].to_numpy()
+    assert (scores[3] < scores[4]) == (p[3] < p[4])
+
+
+def test_a_guard_fitted_in_the_test_flags_an_unseen_echo(encoder):
+    """A guard trained on a handful of answers and echoes (features from the real encoder)
+    flags the echo of a question it never saw and keeps that question's real answer."""
+    questions = [
+        "Does vitamin C prevent colds?",
+        "Is melatonin safe for children?",
+        "How much water should I drink a day?",
+        "Can coffee cause heart palpitations?",
+    ]
+    answers = [
+        "Large trials found that taking vitamin C every day does not lower the number of colds "
+        "for most people, though it may shorten them slightly in athletes.",
+        "Short-term use at low doses appears safe for most children, but paediatricians advise "
+        "fixing sleep routines first and asking before giving supplements.",
+        "Most adults need about two litres of fluid a day from food and drinks, more in hot "
+        "weather or during exercise; thirst is a reliable guide.",
+        "Caffeine can trigger extra beats in sensitive people; in studies moderate coffee "
+        "intake did not raise the risk of rhythm disorders.",
+    ]
+    reference = fluency_reference(answers, frequent=30, pair_docs=1)
+    provisional = GuardModel(("novel_share",), (0.0,), 0.0, 0.5, *reference)
+    features = GuardFeatures(provisional, encoder, questions)
+    queries = questions * 2
+    texts = answers + questions  # the answers, then the echoes
+    table = features.frame(queries, texts)
+    used = ("novel_share", "log_novel", "cos_tq", "cos_rq")
+    model = fit_guard_model(table, np.array([1] * 4 + [0] * 4), reference, features=used)
+    unseen_q = "Can ibuprofen raise blood pressure?"
+    fresh = GuardFeatures(model, encoder, [*questions, unseen_q])
+    p = model.probability(
+        fresh.frame([unseen_q, unseen_q], [unseen_q, ANSWERS[0]])[list(used)].to_numpy()
+    )
+    assert p[0] < model.threshold <= p[1]
+
+
+def test_spec_and_parameters():
+    guard = make_ranker("guard:ranker=bm25;k1=0.9")
+    assert guard.ranker.spec() == "bm25:k1=0.9"
+    assert guard.spec() == "guard:ranker=bm25:k1=0.9"
+    assert make_ranker(guard.spec()).fingerprint() == guard.fingerprint()
+    two = make_ranker("guard:ranker=dense;query=narrative;passages=64")
+    assert two.ranker.spec() == "dense:passages=64,query=narrative"
+    assert make_ranker(two.spec()).fingerprint() == two.fingerprint()
+    assert guard.depends_on_candidate_set  # lexical statistics over D_q: full re-rank
+    assert not make_ranker("guard").depends_on_candidate_set
+    assert make_ranker("guard").fingerprint() != make_ranker("guard:threshold=0.5").fingerprint()
+    with pytest.raises(ConfigError, match="a guard inside a guard"):
+        GuardRanker({}, ranker=make_ranker("guard"))
+    with pytest.raises(ConfigError, match="threshold must lie in"):
+        make_ranker("guard:threshold=2")
+    with pytest.raises(ConfigError, match="content must be at least 0"):
+        make_ranker("guard:content=-1")
+
+
+def test_a_bad_model_file_is_one_input_error(tmp_path):
+    bad = tmp_path / "guard.json"
+    bad.write_text('{"features": ["nope"], "weights": [1], "intercept": 0, "threshold": 0.5}')
+    with pytest.raises(InputError, match="unknown features"):
+        _ = make_ranker(f"guard:model={bad}").model
+    with pytest.raises(InputError, match="file not found"):
+        _ = make_ranker(f"guard:model={tmp_path / 'missing.json'}").model

@@ -1,0 +1,139 @@
+"""Degenerate texts built from a collection (nrp.validation.degenerate) and validity measured
+from ranked texts (nrp.validation.validity), with values worked out by hand."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+
+from nrp.errors import ConfigError
+from nrp.validation.degenerate import (
+    DOCNO_PREFIX,
+    FAMILIES,
+    HELD_OUT_FAMILY,
+    KINDS,
+    QueryMaterial,
+    content_words,
+    degenerate_frame,
+    degenerate_text,
+    kind_names,
+    query_materials,
+)
+from nrp.validation.validity import ScoredText, measure_validity
+
+QUERY = "Can ibuprofen raise blood pressure in older adults?"
+BEST = "Ibuprofen can raise blood pressure. It holds salt and water. Ask before long use."
+OTHER = "Melatonin helps with jet lag. It is sold without prescription."
+MATERIAL = QueryMaterial("q1", QUERY, [BEST, "Ibuprofen is an NSAID."], OTHER)
+
+
+def test_every_kind_has_one_family_and_evasion_is_held_out():
+    assert sorted(k for kinds in FAMILIES.values() for k in kinds) == sorted(KINDS)
+    assert HELD_OUT_FAMILY == "evasion"
+    assert FAMILIES["evasion"] == ("padded", "evasive", "refusal")
+
+
+def test_fixed_kinds_by_hand():
+    assert degenerate_text("echo", MATERIAL) == QUERY
+    assert degenerate_text("first_sentence", MATERIAL) == "Ibuprofen can raise blood pressure."
+    assert degenerate_text("other_best", MATERIAL) == OTHER
+    shuffled = degenerate_text("shuffled", MATERIAL, seed=3)
+    assert shuffled != BEST and sorted(shuffled.split()) == sorted(BEST.split())
+
+
+def test_keywords_are_the_questions_content_words():
+    # "Can", "in" are function words; "older" and the rest carry content
+    assert content_words(QUERY) == ["ibuprofen", "raise", "blood", "pressure", "older", "adults"]
+    for index in range(8):
+        text = degenerate_text("keywords", MATERIAL, index=index)
+        found = re.findall(r"[a-z]+", text.lower())
+        assert set(found) - {"keywords"} == set(content_words(QUERY))
+
+
+def test_composed_kinds_contain_the_question_and_vary_with_the_draw():
+    for kind in ("restated", "padded", "evasive", "refusal", "spliced"):
+        texts = {degenerate_text(kind, MATERIAL, seed=0, index=i) for i in range(6)}
+        assert len(texts) >= 3, kind  # composed wording: not one fixed sentence
+        for text in texts:
+            assert "ibuprofen raise blood pressure in older adults" in text.lower(), kind
+    assert degenerate_text("spliced", MATERIAL, index=0).endswith(
+        ("Melatonin helps with jet lag.", "It is sold without prescription.")
+    )
+    # the same seed and index give the same text
+    again = degenerate_text("evasive", MATERIAL, seed=1)
+    assert degenerate_text("evasive", MATERIAL, seed=1) == again
+
+
+def test_kinds_that_do_not_apply_give_none():
+    bare = QueryMaterial("q2", "the of and", [], None)
+    for kind in ("keywords", "shuffled", "first_sentence", "other_best", "spliced"):
+        assert degenerate_text(kind, bare) is None, kind
+    one_sentence = QueryMaterial("q3", QUERY, ["Only one sentence here"], None)
+    assert degenerate_text("first_sentence", one_sentence) is None
+
+
+def test_kind_names_take_families_and_refuse_unknown_names():
+    assert kind_names("damaged,echo") == ["echo", "shuffled", "first_sentence"]
+    assert kind_names(None) == list(KINDS)
+    with pytest.raises(ConfigError, match="unknown degenerate kind 'echoes'"):
+        kind_names("echoes")
+
+
+def test_frame_from_candidates_orders_documents_by_grade():
+    candidates = pd.DataFrame(
+        {
+            "qid": ["q1", "q1", "q2"],
+            "query": [QUERY, QUERY, "melatonin jet lag"],
+            "docno": ["a", "b", "c"],
+            "text": ["Ibuprofen is an NSAID.", BEST, OTHER],
+        }
+    )
+    materials = query_materials(candidates, {("q1", "b"): 2.0, ("q1", "a"): 1.0})
+    assert materials[0].best_documents == [BEST, "Ibuprofen is an NSAID."]
+    assert materials[0].other_best == OTHER and materials[1].other_best == BEST
+    frame = degenerate_frame(materials, "echo,first_sentence", per_kind=3)
+    assert frame[["qid", "kind"]].values.tolist() == [
+        ["q1", "echo"],
+        ["q1", "first_sentence"],
+        ["q2", "echo"],
+        ["q2", "first_sentence"],
+    ]
+    assert frame["docno"].str.startswith(f"{DOCNO_PREFIX}:").all()
+    assert frame["family"].tolist() == ["mirror", "damaged", "mirror", "damaged"]
+
+
+def test_measure_validity_by_hand():
+    # q1: D_q scores d1 0.9 (relevant), d2 0.5 (relevant), d3 0.1; q2: d4 0.8 (relevant), d5 0.2
+    q1 = {"d1": 0.9, "d2": 0.5, "d3": 0.1}
+    q2 = {"d4": 0.8, "d5": 0.2}
+    scored = [
+        ScoredText("q1", "echo", 1.0, q1),  # above all: wins 0, NRP 1
+        ScoredText("q1", "echo", 0.5, q1),  # tied with d2: wins (1 + 0.5)/2, NRP 1 - 1.5/3
+        ScoredText("q2", "echo", 0.0, q2),  # below all: wins 1, NRP 0
+        ScoredText("q1", "shuffled", 0.05, q1),  # below all: wins 1, NRP 0
+    ]
+    relevant = {"q1": {"d1", "d2"}, "q2": {"d4"}}
+    validity = measure_validity(scored, relevant, min_wins=0.9, max_nrp=0.3)
+    echo = validity.kinds["echo"]
+    # per query first: q1 (0 + 0.75) / 2 = 0.375, q2 1.0 -> mean 0.6875
+    assert echo.wins == pytest.approx(0.6875)
+    # NRP: q1 (1 + 0.5) / 2 = 0.75, q2 0 -> 0.375
+    assert echo.nrp == pytest.approx(0.375)
+    assert (echo.texts, echo.queries) == (3, 2)
+    assert validity.kinds["shuffled"].wins == 1.0 and validity.kinds["shuffled"].nrp == 0.0
+    assert not validity.passed
+    assert validity.reason == "echo: judged documents above it in 0.688 of pairs (< 0.9)"
+    assert validity.families["mirror"].wins == pytest.approx(0.6875)
+    # a query the dimension does not evaluate is left out
+    only_q2 = measure_validity(scored, {"q2": {"d4"}}, min_wins=0.9, max_nrp=0.3)
+    assert only_q2.passed and only_q2.kinds["echo"].wins == 1.0
+
+
+def test_measure_validity_tolerance_makes_close_scores_ties():
+    scored = [ScoredText("q1", "echo", 0.500001, {"d1": 0.5})]
+    exact = measure_validity(scored, {"q1": {"d1"}})
+    assert exact.kinds["echo"].wins == 0.0
+    tolerant = measure_validity(scored, {"q1": {"d1"}}, tolerance=1e-5)
+    assert tolerant.kinds["echo"].wins == 0.5 and tolerant.kinds["echo"].nrp == 0.5

@@ -1,0 +1,195 @@
+"""Validity inside validation, on a hand-made collection: a ranker that prefers the question's
+words is refused by the selection rule with the reason printed, the guarded ranker is chosen,
+and the JSON carries it all."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nrp import Collection, ingest
+from nrp.rankers.base import Ranker
+from nrp.validation import ValidationResult, validate
+from nrp.validation.selection import choose
+
+MANIFEST = """\
+name: answers
+data_root: .
+dimensions:
+  relevance:
+    grades: {0: wrong, 1: partial, 2: good}
+sources:
+  - {format: table, path: topics.tsv, holds: topics}
+  - {format: table, path: docs.tsv, holds: documents}
+  - {format: trec-qrels, path: rel.qrels, dimension: relevance}
+"""
+TOPICS = (
+    "qid\tquery\n"
+    "q1\tDoes vitamin C prevent colds?\n"
+    "q2\tCan ibuprofen raise blood pressure?\n"
+    "q3\tIs melatonin safe for children?\n"
+)
+DOCS = {
+    "d1": "Large trials found that taking vitamin C every day does not lower the number of "
+    "colds for most people. It may shorten a cold by a few hours, and in athletes under heavy "
+    "physical stress it halved the risk.",
+    "d2": "Colds are caused by viruses that spread by hand contact and droplets. Washing hands "
+    "often is the measure with the best evidence for preventing them.",
+    "d3": "Zinc lozenges started within a day of the first symptoms may shorten a cold slightly, "
+    "but they often leave a bad taste and nausea.",
+    "d4": "Ibuprofen and other NSAIDs make the kidneys keep salt and water, which can push blood "
+    "pressure up by a few points. People treated for hypertension should ask before long use.",
+    "d5": "Short courses at the lowest dose are usually safe for most adults. Checking blood "
+    "pressure after a week of regular use shows whether it rose.",
+    "d6": "Paracetamol is an alternative for pain that does not act on the kidneys in the same "
+    "way, and doctors often suggest it for people with heart disease.",
+    "d7": "Short-term use at low doses appears safe for most children, according to small "
+    "trials. Paediatricians advise fixing sleep routines first and asking before supplements.",
+    "d8": "Melatonin is a hormone the brain makes in the dark. Supplements are sold without "
+    "prescription in some countries and need one in others.",
+    "d9": "Long-term effects on puberty are not known, because few studies followed children for "
+    "more than a year; doses in products often differ from the label.",
+}
+QRELS = (
+    "q1 0 d1 2\nq1 0 d2 1\nq1 0 d3 1\nq2 0 d4 2\nq2 0 d5 1\nq2 0 d6 0\n"
+    "q3 0 d7 2\nq3 0 d8 1\nq3 0 d9 1\n"
+)
+
+
+class QuestionOverlap(Ranker):
+    """Score = the share of the question's words found in the text: an echo scores 1."""
+
+    name = "question_overlap"
+
+    def score_frame(self, frame: pd.DataFrame) -> np.ndarray:
+        def words(text: str) -> set[str]:
+            return {w.strip("?.,").lower() for w in text.split()}
+
+        return np.array(
+            [
+                len(words(q) & words(t)) / len(words(q))
+                for q, t in zip(frame["query"], frame["text"], strict=True)
+            ]
+        )
+
+
+@pytest.fixture(scope="module")
+def answers(tmp_path_factory) -> Collection:
+    root = tmp_path_factory.mktemp("validity")
+    data = root / "data"
+    data.mkdir()
+    (data / "manifest.yaml").write_text(MANIFEST)
+    (data / "topics.tsv").write_text(TOPICS)
+    (data / "docs.tsv").write_text(
+        "docno\ttext\n" + "".join(f"{d}\t{t}\n" for d, t in DOCS.items())
+    )
+    (data / "rel.qrels").write_text(QRELS)
+    ingest(data / "manifest.yaml", indexes_dir=root / "ix")
+    return Collection.load("answers", root / "ix")
+
+
+#: nine answers on three questions: too few texts for the guard's figures on composed kinds
+#: (its held-out evasion family, spliced questions) to mean much, so these tests rank the kinds
+#: that mirror the question word for word (validation on real collections: docs/validity.md)
+KINDS = "echo,restated,keywords"
+
+
+def test_a_ranker_of_question_words_is_passed_over_with_its_reason(answers):
+    result = validate(answers, [QuestionOverlap(), "guard"], cache=False, validity_kinds=KINDS)
+    dim = result.dimensions["relevance"]
+    overlap = dim.validity["question_overlap"]
+    # the echo holds every question word: score 1, above every judged document of its query
+    assert overlap.kinds["echo"].wins == 0.0 and overlap.kinds["echo"].nrp == 1.0
+    assert not overlap.passed
+    assert overlap.reason == "echo: judged documents above it in 0.000 of pairs (< 0.9)"
+    guard = dim.validity["guard"]
+    assert guard.passed, guard.reason
+    assert guard.kinds["echo"].wins == 1.0 and guard.kinds["echo"].nrp == 0.0
+    assert dim.choice.best == "guard"
+    if dim.summary["question_overlap"]["nDCG@10"].mean > dim.summary["guard"]["nDCG@10"].mean:
+        assert dim.choice.passed_over == (("question_overlap", overlap.reason),)
+    table = result.tables()["relevance"]
+    assert "question_overlap" in table and "FAIL" in table and "pass" in table
+    # the JSON keeps the validity and reads back equal
+    again = ValidationResult.from_dict(json.loads(result.to_json()))
+    assert again.dimensions["relevance"].validity["guard"].kinds["echo"].wins == 1.0
+    assert again.dimensions["relevance"].choice == dim.choice
+
+
+def test_nothing_passes_nothing_is_chosen_and_a_warning_names_the_command(answers):
+    result = validate(answers, [QuestionOverlap()], cache=False, validity_kinds=KINDS)
+    assert result.dimensions["relevance"].choice is None
+    assert result.chosen() == {}
+    (warning,) = result.warnings
+    assert "no ranker passed validity" in warning
+    assert "nrp validate answers --rankers dense,guard:ranker=dense" in warning
+    assert "no ranker passed validity: nothing chosen" in result.tables()["relevance"]
+    # without validity the same ranker is chosen
+    assert validate(answers, [QuestionOverlap()], cache=False, validity=False).chosen() == {
+        "relevance": "question_overlap"
+    }
+
+
+def test_the_cli_prints_who_was_passed_over_and_why(answers):
+    proc = subprocess.run(
+        [sys.executable, "-m", "nrp", "validate", "answers", "--rankers", "tfidf,guard",
+         "--indexes", str(answers.path.parent), "--out", str(answers.path / "v.json"),
+         "--validity-kinds", KINDS],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((answers.path / "v.json").read_text())
+    assert data["chosen"] == {"relevance": "guard"}
+    tfidf = data["dimensions"]["relevance"]["validity"]["tfidf"]
+    assert tfidf["passed"] is False and tfidf["reason"].startswith("echo: ")
+    assert "tfidf" in proc.stdout and "FAIL" in proc.stdout
+    for line in proc.stdout.splitlines():
+        if line.strip().startswith("passed over: tfidf"):
+            assert "(fails validity: echo: judged documents above it in" in line
+    bad = subprocess.run(
+        [sys.executable, "-m", "nrp", "validate", "answers", "--rankers", "tfidf",
+         "--validity-min-wins", "2", "--indexes", str(answers.path.parent)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "validity_min_wins and validity_max_nrp must lie between 0 and 1" in bad.stderr
+
+
+def test_choose_skips_failed_rankers_and_names_those_above():
+    means = {"a": {"m": 0.9}, "b": {"m": 0.8}, "c": {"m": 0.7}}
+    p = {frozenset(("a", "b")): 0.01, frozenset(("a", "c")): 0.01, frozenset(("b", "c")): 0.2}
+    choice = choose(means, ["m"], ["a", "b", "c"], p, failed={"a": "echo: 0.1"})
+    assert (choice.best, choice.runner_up, choice.runner_up_p) == ("b", "c", 0.2)
+    assert choice.passed_over == (("a", "echo: 0.1"),)
+    assert choose(means, ["m"], ["a"], p, failed={"a": "x"}) is None
+
+
+def test_with_the_chosen_guard_an_echo_gets_nrp_0_and_a_real_answer_does_not(answers):
+    from nrp.positioning.scoring import score_answers
+
+    validation = validate(answers, ["tfidf", "guard"], cache=False, validity_kinds=KINDS)
+    assert validation.chosen() == {"relevance": "guard"}
+    topics = answers.topics
+    rows = [
+        {"answer_id": f"echo-{q}", "llm": "echo", "qid": q, "text": text}
+        for q, text in zip(topics["qid"], topics["query"], strict=True)
+    ]
+    rows.append(
+        {"answer_id": "real-q1", "llm": "real", "qid": "q1",
+         "text": "Taking vitamin C every day does not prevent colds in the general population, "
+         "according to large trials; it can make a cold a little shorter. People under heavy "
+         "physical stress, such as marathon runners, had about half as many colds."}
+    )  # fmt: skip
+    results = score_answers(answers, pd.DataFrame(rows), validation, cache=False)
+    nrp = results[results["dimension"] == "relevance"].set_index("answer_id")["nrp"]
+    # each echo is flagged: every judged document ranks above it (3 of 3: NRP 1 - 3/3)
+    assert nrp[["echo-q1", "echo-q2", "echo-q3"]].tolist() == [0.0, 0.0, 0.0]
+    assert nrp["real-q1"] > 0
+    # tfidf alone would have put every echo first
+    plain = score_answers(answers, pd.DataFrame(rows), "tfidf", cache=False)
+    assert (plain[plain["answer_id"].str.startswith("echo")]["nrp"] == 1.0).all()
