@@ -57,10 +57,14 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from nrp.errors import ConfigError
-from nrp.validation.degenerate import QueryMaterial, degenerate_text
+from nrp.validation.degenerate import (
+    FUNCTION_WORDS,
+    SENTENCE_END,
+    WORD,
+    QueryMaterial,
+    degenerate_text,
+)
 
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-WORD = re.compile(r"[A-Za-z0-9']+")
 NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w.]*\d)")
 #: auxiliaries and copulas a negation attaches to (lower case)
 AUXILIARIES = [
@@ -115,58 +119,7 @@ EMPTY_SENTENCES = (
     "It is always a good idea to stay informed and to think carefully about it.",
 )
 #: words that carry no content (drop_question_overlap, keyword_stuffing)
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "can",
-        "do",
-        "does",
-        "for",
-        "from",
-        "has",
-        "have",
-        "how",
-        "i",
-        "if",
-        "in",
-        "is",
-        "it",
-        "its",
-        "my",
-        "of",
-        "on",
-        "or",
-        "should",
-        "that",
-        "the",
-        "their",
-        "there",
-        "this",
-        "to",
-        "was",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "will",
-        "with",
-        "you",
-        "your",
-        "me",
-        "we",
-        "about",
-        "any",
-    ]
-)
+STOPWORDS = FUNCTION_WORDS
 
 
 @dataclass(frozen=True)
@@ -422,12 +375,13 @@ def keyword_stuffing(text: str, context: PerturbationContext) -> str | None:
 
 # -- degenerate answers (validity's generators) ---------------------------------------------------
 #: perturbation -> the kind of ``nrp.validation.degenerate`` that writes its text
-DEGENERATE_KINDS = {
-    "restated": "restated",
-    "padded": "padded",
-    "evasive": "evasive",
-    "refusal": "refusal",
-    "keyword_list": "keywords",
+#: perturbation -> (the degenerate kind that writes it, description)
+DEGENERATE_PERTURBATIONS = {
+    "restated": ("restated", "the question framed as a restatement (So you want to know ...)"),
+    "padded": ("padded", "the question in polite boilerplate (thanks, greetings, wishes)"),
+    "evasive": ("evasive", "the question and sentences that defer (it depends, ask an expert)"),
+    "refusal": ("refusal", "the question and a refusal to answer it"),
+    "keyword_list": ("keywords", "the question's content words as a list"),
 }
 
 
@@ -443,26 +397,11 @@ def _degenerate(kind: str, context: PerturbationContext) -> str | None:
     return degenerate_text(kind, material, context.seed)
 
 
-@register("restated", "other", "the question framed as a restatement (So you want to know ...)")
-def restated(text: str, context: PerturbationContext) -> str | None:
-    return _degenerate(DEGENERATE_KINDS["restated"], context)
+def _register_degenerate(name: str, kind: str, description: str) -> None:
+    @register(name, "other", description)
+    def written(text: str, context: PerturbationContext) -> str | None:
+        return _degenerate(kind, context)
 
 
-@register("padded", "other", "the question in polite boilerplate (thanks, greetings, wishes)")
-def padded(text: str, context: PerturbationContext) -> str | None:
-    return _degenerate(DEGENERATE_KINDS["padded"], context)
-
-
-@register("evasive", "other", "the question and sentences that defer (it depends, ask an expert)")
-def evasive(text: str, context: PerturbationContext) -> str | None:
-    return _degenerate(DEGENERATE_KINDS["evasive"], context)
-
-
-@register("refusal", "other", "the question and a refusal to answer it")
-def refusal(text: str, context: PerturbationContext) -> str | None:
-    return _degenerate(DEGENERATE_KINDS["refusal"], context)
-
-
-@register("keyword_list", "other", "the question's content words as a list")
-def keyword_list(text: str, context: PerturbationContext) -> str | None:
-    return _degenerate(DEGENERATE_KINDS["keyword_list"], context)
+for _name, (_kind, _description) in DEGENERATE_PERTURBATIONS.items():
+    _register_degenerate(_name, _kind, _description)

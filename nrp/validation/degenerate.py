@@ -57,7 +57,8 @@ HELD_OUT_FAMILY = "evasion"
 #: docnos of degenerate texts start with this (never a judged document's)
 DOCNO_PREFIX = "~degenerate"
 
-_FUNCTION_WORDS = frozenset(
+#: words that carry no content (the keywords kind; the probes' perturbations use the same list)
+FUNCTION_WORDS = frozenset(
     [
         "a",
         "an",
@@ -68,13 +69,10 @@ _FUNCTION_WORDS = frozenset(
         "be",
         "by",
         "can",
-        "could",
-        "did",
         "do",
         "does",
         "for",
         "from",
-        "had",
         "has",
         "have",
         "how",
@@ -84,13 +82,11 @@ _FUNCTION_WORDS = frozenset(
         "is",
         "it",
         "its",
-        "me",
         "my",
         "of",
         "on",
         "or",
         "should",
-        "so",
         "that",
         "the",
         "their",
@@ -98,7 +94,6 @@ _FUNCTION_WORDS = frozenset(
         "this",
         "to",
         "was",
-        "were",
         "what",
         "when",
         "where",
@@ -107,21 +102,12 @@ _FUNCTION_WORDS = frozenset(
         "why",
         "will",
         "with",
-        "would",
         "you",
         "your",
+        "me",
         "we",
-        "our",
         "about",
         "any",
-        "am",
-        "been",
-        "being",
-        "but",
-        "than",
-        "then",
-        "them",
-        "they",
     ]
 )
 
@@ -255,7 +241,7 @@ def _frame(
 def content_words(text: str) -> list[str]:
     """The words of ``text`` that carry content (not function words, at least 3 characters),
     in order, each once."""
-    words = [w for w in WORD.findall(text) if w.lower() not in _FUNCTION_WORDS and len(w) > 2]
+    words = [w for w in WORD.findall(text) if w.lower() not in FUNCTION_WORDS and len(w) > 2]
     return list(dict.fromkeys(words))
 
 
