@@ -51,13 +51,6 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=ROOT / "nrp" / "rankers" / "guard_model.json")
     parser.add_argument("--indexes", type=Path, default=ROOT / "indexes")
     parser.add_argument("--held-out", default="evasion", help="the family kept out of fitting")
-    parser.add_argument(
-        "--families",
-        default="mirror,shuffled",
-        help="the families whose texts are the negatives (off_topic is the guarded ranker's "
-        "job: a real answer about something else)",
-    )
-    parser.add_argument("--use", default="novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq")
     parser.add_argument("--per-kind", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--frequent", type=int, default=150)
@@ -142,6 +135,16 @@ def restated_answers(candidates: pd.DataFrame, grades: dict) -> pd.DataFrame:
     return rows.assign(kind="restated_answer", family="judged")
 
 
+#: the detectors fitted: (name, the degenerate kinds that are its negatives, its features): one
+#: for every way of saying nothing beyond the question, and one more for the question followed
+#: by text about another question, which a line through all kinds separates worst
+DETECTORS = (
+    ("mirror", "echo,restated,keywords,spliced,shuffled",
+     "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq"),
+    ("elsewhere", "spliced", "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq,margin_rq"),
+)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
     from dataclasses import replace
@@ -156,12 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     from nrp.rankers.registry import make_ranker
     from nrp.validation.degenerate import FAMILIES, FAMILY_OF, kind_names
 
-    negatives = kind_names(args.families)
-    if args.held_out not in FAMILIES or set(negatives) & set(FAMILIES[args.held_out]):
-        print(f"fit_guard: --held-out must be a family ({', '.join(FAMILIES)}) that "
-              "--families does not name", file=sys.stderr)  # fmt: skip
+    held = set(FAMILIES.get(args.held_out, ()))
+    if not held or any(held & set(kind_names(kinds)) for _, kinds, _ in DETECTORS):
+        print(f"fit_guard: --held-out must be a family ({', '.join(FAMILIES)}) that no "
+              "detector is fitted on", file=sys.stderr)  # fmt: skip
         return 2
-    use = tuple(args.use.split(","))
     collection, reference_texts, rows = fitting_rows(args)
     reference = fluency_reference(reference_texts, args.frequent, args.pair_docs)
     provisional = GuardModel(FEATURES, (0.0,) * len(FEATURES), 0.0, 0.5, *reference)
@@ -169,16 +171,19 @@ def main(argv: list[str] | None = None) -> int:
     features = GuardFeatures(provisional, make_ranker("dense:model=minilm"), others)
     table = feature_table(rows, features, args.features)
     restated = (rows["kind"] == "restated_answer").to_numpy()
-    fitting = rows["kind"].isin(["judged", *negatives]).to_numpy()
+    answers = rows["kind"].eq("judged").to_numpy()
     if args.restated_grade > 0:
-        fitting = fitting | (restated & (rows["grade"] >= args.restated_grade).to_numpy())
-    is_answer = (rows["family"] == "judged").to_numpy()
-    model = fit_guard_model(
-        table[fitting], is_answer[fitting], reference, features=use, l2=args.l2,
-        max_flagged=args.max_flagged,
-    )  # fmt: skip
-    p = model.probability(table[list(use)].to_numpy(dtype=float))
-    flagged = pd.Series(p < model.threshold).groupby(rows["kind"].to_numpy()).mean()
+        answers = answers | (restated & (rows["grade"] >= args.restated_grade).to_numpy())
+    detectors = []
+    for name, kinds, used in DETECTORS:
+        fitting = answers | rows["kind"].isin(kind_names(kinds)).to_numpy()
+        detector = fit_guard_model(
+            table[fitting], answers[fitting], reference, features=tuple(used.split(",")),
+            l2=args.l2, max_flagged=args.max_flagged,
+        )  # fmt: skip
+        detectors.append(replace(detector, fitted_on={"name": name, "negative_kinds": kinds}))
+    model = replace(detectors[0], also=tuple(detectors[1:]))
+    flagged = pd.Series(model.answer_share(table) < 1).groupby(rows["kind"].to_numpy()).mean()
     fitted_on = {
         "collection": "mediqa-2019-train (MEDIQA 2019 training set 2 and validation set)",
         "left_out": f"training set 1 ({LEFT_OUT_PREFIX}*: LiveQA-Med's questions), "
@@ -186,23 +191,27 @@ def main(argv: list[str] | None = None) -> int:
         "queries": int(rows["qid"].nunique()),
         "fluency_reference": f"the {len(reference_texts)} distinct documents of training set 1 "
         "(not fitted on: a fitted answer's own pairs must not make it fluent)",
-        "judged_documents": int(is_answer.sum()),
-        "degenerate_texts": int((~is_answer & fitting).sum()),
-        "negative_kinds": negatives,
+        "real_answers": int(answers.sum()),
         "restated_answers_of_grade": args.restated_grade,
         "held_out_family": args.held_out,
         "per_kind": args.per_kind,
         "seed": args.seed,
         "l2": args.l2,
-        "max_flagged": args.max_flagged,
+        "max_flagged_per_detector": args.max_flagged,
         "flagged_share_at_threshold": {k: round(float(v), 4) for k, v in flagged.items()},
         "script": "scripts/fit_guard.py",
+        "name": detectors[0].fitted_on["name"],
+        "negative_kinds": detectors[0].fitted_on["negative_kinds"],
     }
     model = replace(model, fitted_on=fitted_on)
     model.to_json(args.out)
-    weights = ", ".join(f"{f} {w:+.4f}" for f, w in zip(use, model.weights, strict=True))
-    print(f"weights: {weights}; intercept {model.intercept:+.4f}")
-    print(f"threshold {model.threshold:.4f}; flagged share per kind (family):")
+    for detector in detectors:
+        weights = ", ".join(
+            f"{f} {w:+.4f}" for f, w in zip(detector.features, detector.weights, strict=True)
+        )
+        print(f"{detector.fitted_on['name']}: {weights}; intercept {detector.intercept:+.4f}; "
+              f"threshold {detector.threshold:.4f}")  # fmt: skip
+    print("flagged share per kind (family):")
     for kind, share in flagged.items():
         print(f"  {kind:15s} {FAMILY_OF.get(kind, 'judged'):10s} {share:.3f}")
     print(f"wrote {args.out}")

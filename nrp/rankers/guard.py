@@ -23,7 +23,10 @@ the text contributes beyond the question, and does not read any wording:
   the share that occur in ordinary text (the model's reference pairs), with a prior of four
   attested pairs (a short text's few pairs say little): low for word salad;
 - ``spec_rq``: ``cos_rq`` minus the mean cosine of the rest with the other questions of the
-  collection: whether what the text adds is about *this* question rather than any question.
+  collection: whether what the text adds is about *this* question rather than any question;
+- ``margin_rq``: ``cos_rq`` minus the rest's highest cosine with another question of the
+  collection: negative when what the text adds answers another question (a question followed by
+  another topic's text).
 
 A text is flagged when the model's probability that it is a real answer is below its
 ``threshold``. Scores: the ranker's own score for an unflagged text (which must lie within
@@ -82,7 +85,7 @@ from nrp.spec import format_spec
 FLAG_OFFSET = 1.0e4
 #: the packaged model, beside this module
 PACKAGED_MODEL = Path(__file__).with_name("guard_model.json")
-FEATURES = ("novel_share", "log_novel", "cos_tq", "cos_rq", "fluency", "spec_rq")
+FEATURES = ("novel_share", "log_novel", "cos_tq", "cos_rq", "fluency", "spec_rq", "margin_rq")
 #: fluency: attested pairs counted in addition to a text's own (a prior of fluent text)
 FLUENCY_PRIOR = 4
 #: the encoder of the cosine features (the packaged all-MiniLM-L6-v2)
@@ -95,7 +98,9 @@ _WORD = re.compile(r"[A-Za-z0-9']+")
 class GuardModel:
     """A fitted guard: feature names, logistic weights and intercept, the flag threshold on the
     probability of a real answer, the fluency reference (frequent words and the attested pairs
-    among them), and where it was fitted (``fitted_on``: free text and figures)."""
+    among them), where it was fitted (``fitted_on``: free text and figures), and ``also``:
+    further detectors (logistic models of their own, each with its threshold) that flag a text
+    too: one model per way of saying nothing, rather than one line through all of them."""
 
     features: tuple[str, ...]
     weights: tuple[float, ...]
@@ -104,38 +109,52 @@ class GuardModel:
     frequent_words: tuple[str, ...] = ()
     attested_pairs: tuple[str, ...] = ()  # "first second"
     fitted_on: Mapping[str, Any] = field(default_factory=dict)
+    also: tuple[GuardModel, ...] = ()
 
     def probability(self, features: np.ndarray) -> np.ndarray:
         """P(real answer) of each row of ``features`` (columns in ``self.features``' order)."""
         z = features @ np.asarray(self.weights, dtype=float) + self.intercept
         return 1.0 / (1.0 + np.exp(-np.clip(z, -60, 60)))
 
+    def answer_share(self, table: pd.DataFrame, threshold: float | None = None) -> np.ndarray:
+        """Per row of a feature table, the least of each detector's probability divided by its
+        threshold (``threshold`` replaces this model's own): below 1, some detector flags it."""
+        own = threshold if threshold is not None else self.threshold
+        share = self.probability(table[list(self.features)].to_numpy(dtype=float)) / max(own, 1e-12)
+        for detector in self.also:
+            share = np.minimum(share, detector.answer_share(table))
+        return share
+
     def to_json(self, path: str | Path) -> None:
         data = asdict(self)
         Path(path).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
     @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GuardModel:
+        model = cls(
+            features=tuple(data["features"]),
+            weights=tuple(float(w) for w in data["weights"]),
+            intercept=float(data["intercept"]),
+            threshold=float(data["threshold"]),
+            frequent_words=tuple(data.get("frequent_words", ())),
+            attested_pairs=tuple(data.get("attested_pairs", ())),
+            fitted_on=dict(data.get("fitted_on", {})),
+            also=tuple(cls.from_dict(d) for d in data.get("also", ())),
+        )
+        unknown = [f for f in model.features if f not in FEATURES]
+        if unknown or len(model.weights) != len(model.features):
+            raise ValueError(f"unknown features {unknown} or weights of another length")
+        return model
+
+    @classmethod
     def from_json(cls, path: str | Path) -> GuardModel:
         path = Path(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            model = cls(
-                features=tuple(data["features"]),
-                weights=tuple(float(w) for w in data["weights"]),
-                intercept=float(data["intercept"]),
-                threshold=float(data["threshold"]),
-                frequent_words=tuple(data.get("frequent_words", ())),
-                attested_pairs=tuple(data.get("attested_pairs", ())),
-                fitted_on=dict(data.get("fitted_on", {})),
-            )
+            return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
         except FileNotFoundError:
             raise InputError(path, None, "file not found") from None
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
             raise InputError(path, None, f"not a guard model ({error})") from None
-        unknown = [f for f in model.features if f not in FEATURES]
-        if unknown or len(model.weights) != len(model.features):
-            raise InputError(path, None, f"unknown features {unknown} or weights of another length")
-        return model
 
 
 @cache
@@ -231,10 +250,9 @@ class GuardFeatures:
         has_rest = np.array([bool(r) for r in rests])
         r_emb = self._encode([r if r else "." for r in rests])
         cos_rq = np.where(has_rest, np.einsum("ij,ij->i", q_emb, r_emb), 0.0)
-        if "spec_rq" in self.model.features:
-            spec = cos_rq - self._mean_other_cosine(r_emb, list(queries)) * has_rest
-        else:
-            spec = np.zeros(len(rests))
+        mean_other, max_other = self._other_cosines(r_emb, list(queries))
+        spec = cos_rq - mean_other * has_rest
+        margin = cos_rq - max_other * has_rest
         return pd.DataFrame(
             {  # in the order of FEATURES
                 "novel_share": [s for s, _, _ in lexical],
@@ -243,28 +261,33 @@ class GuardFeatures:
                 "cos_rq": cos_rq,
                 "fluency": [fluency(t, self._frequent, self._attested) for t in texts],
                 "spec_rq": spec,
+                "margin_rq": margin,
             }
         ).astype(float)
 
-    def _mean_other_cosine(self, r_emb: np.ndarray, queries: list[str]) -> np.ndarray:
-        """Mean cosine of each rest with the questions other than its own."""
+    def _other_cosines(
+        self, r_emb: np.ndarray, queries: list[str]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The mean and the highest cosine of each rest with the questions other than its own
+        (zeros without other questions)."""
         if self._other_emb is None:
             self._other_emb = (
                 self.encoder.encode(self.others, desc="guard questions")
                 if self.others
                 else np.zeros((0, r_emb.shape[1]), np.float32)
             )
-        if not len(self._other_emb):
-            return np.zeros(len(r_emb))
-        sims = r_emb @ self._other_emb.T  # rows x other questions
-        own = np.array([self.others.index(q) if q in self.others else -1 for q in queries])
-        total = sims.sum(axis=1) - np.where(own >= 0, sims[np.arange(len(own)), own], 0.0)
+        position = {q: i for i, q in enumerate(self.others)}
+        own = np.array([position.get(q, -1) for q in queries], dtype=int)
         count = len(self.others) - (own >= 0)
-        return total / np.maximum(count, 1)
-
-    def probability(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
-        table = self.frame(queries, texts)
-        return self.model.probability(table[list(self.model.features)].to_numpy(dtype=float))
+        if not len(self._other_emb) or not count.any():
+            return np.zeros(len(r_emb)), np.zeros(len(r_emb))
+        sims = (r_emb @ self._other_emb.T).astype(float)  # rows x questions
+        rows = np.arange(len(own))
+        own_sim = np.where(own >= 0, sims[rows, np.maximum(own, 0)], 0.0)
+        mean = (sims.sum(axis=1) - own_sim) / np.maximum(count, 1)
+        sims[rows[own >= 0], own[own >= 0]] = -np.inf
+        highest = np.where(count > 0, sims.max(axis=1), 0.0)
+        return mean, highest
 
 
 # -- fitting --------------------------------------------------------------------------------------
@@ -461,14 +484,14 @@ class GuardRanker(Ranker):
         return self._features
 
     def assess(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """The guard's features of each row (query, text), its probability of a real answer
-        (``p_answer``) and whether it is flagged (``flagged``)."""
+        """The guard's features of each row (query, text), its ``answer_share`` (the least of
+        each detector's probability of a real answer over its threshold) and whether it is
+        flagged (``flagged``: the share below 1)."""
         queries = frame["query"].fillna("").astype(str).tolist()
         texts = frame["text"].fillna("").astype(str).tolist()
         table = self.features().frame(queries, texts)
-        model = self.model
-        p = model.probability(table[list(model.features)].to_numpy(dtype=float))
-        return table.assign(p_answer=p, flagged=p < self.threshold)
+        share = self.model.answer_share(table, self.threshold)
+        return table.assign(answer_share=share, flagged=share < 1.0)
 
     def flags(self, frame: pd.DataFrame) -> np.ndarray:
         """True for each row whose text the guard takes for no real answer."""
@@ -493,7 +516,7 @@ class GuardRanker(Ranker):
         flagged = assessed["flagged"].to_numpy(dtype=bool)
         # flagged: in [-FLAG_OFFSET, -FLAG_OFFSET / 2) by the guard's probability, spread so that
         # the relative tie tolerance at this magnitude never merges two distinct probabilities
-        share = assessed["p_answer"].to_numpy(dtype=float) / max(self.threshold, 1e-12)
+        share = assessed["answer_share"].to_numpy(dtype=float)
         below = -FLAG_OFFSET + (FLAG_OFFSET / 2) * np.minimum(share, 1.0)
         return np.where(flagged, below, scores)
 
