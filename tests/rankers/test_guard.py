@@ -97,6 +97,24 @@ def test_packaged_model_file_is_complete():
     assert 0 < model.threshold < 1
     assert model.fitted_on["held_out_family"] == "evasion"
     assert "of the" in model.attested_pairs
+    (elsewhere,) = model.also  # the detector of a question followed by another question's text
+    assert "margin_rq" in elsewhere.features and 0 < elsewhere.threshold < 1
+    # no detector was fitted on the held-out family
+    kinds = model.fitted_on["negative_kinds"] + "," + elsewhere.fitted_on["negative_kinds"]
+    assert not {"padded", "evasive", "refusal"} & set(kinds.split(","))
+
+
+def test_any_detector_flags_and_the_share_is_the_least(tmp_path):
+    table = pd.DataFrame({name: [0.0, 1.0] for name in ("novel_share", "cos_tq")})
+    first = GuardModel(("novel_share",), (10.0,), -5.0, 0.5)  # p = sigmoid(10 x - 5)
+    second = GuardModel(("cos_tq",), (-10.0,), 5.0, 0.5)  # p = sigmoid(5 - 10 x)
+    both = GuardModel(("novel_share",), (10.0,), -5.0, 0.5, also=(second,))
+    s = 1 / (1 + math.exp(-5))  # sigmoid(5)
+    assert first.answer_share(table) == pytest.approx([(1 - s) / 0.5, s / 0.5])
+    assert both.answer_share(table) == pytest.approx([(1 - s) / 0.5, (1 - s) / 0.5])
+    path = tmp_path / "guard.json"
+    both.to_json(path)
+    assert GuardModel.from_json(path) == both
 
 
 def test_guard_keeps_dense_scores_of_answers_and_puts_mirrors_below(encoder):
@@ -116,9 +134,10 @@ def test_guard_keeps_dense_scores_of_answers_and_puts_mirrors_below(encoder):
     assert scores[:3] == pytest.approx(dense[:3], abs=1e-6)  # the ranker's own scores
     assert dense[3] > dense[:3].max()  # dense alone puts the echo first
     assert scores[3:].max() < -FLAG_OFFSET / 2 < scores[:3].min()
-    # flagged texts among themselves by the guard's probability
-    p = assessed["p_answer"].to_numpy()
-    assert (scores[3] < scores[4]) == (p[3] < p[4])
+    # flagged texts among themselves by the guard's share (probability over threshold)
+    share = assessed["answer_share"].to_numpy()
+    assert (share[3:] < 1).all() and (share[:3] >= 1).all()
+    assert (scores[3] < scores[4]) == (share[3] < share[4])
 
 
 def test_a_guard_fitted_in_the_test_flags_an_unseen_echo(encoder):
