@@ -138,7 +138,7 @@ def check_gate(
     if max_flagged is None:
         return check_results(results, min_nrp, baseline, no_worse, dimension, alpha)
     _check_share(max_flagged)
-    if min_nrp is None and baseline is None and not no_worse:
+    if min_nrp is None and not no_worse:  # a baseline without no-worse is no NRP check
         return check_flagged(results, max_flagged)
     outcome = check_results(results, min_nrp, baseline, no_worse, dimension, alpha)
     flagged = check_flagged(results, max_flagged)
