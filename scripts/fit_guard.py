@@ -84,9 +84,9 @@ def feature_table(rows: pd.DataFrame, features, cache: Path | None) -> pd.DataFr
             found.iloc[np.flatnonzero(todo)] = fresh.to_numpy()
         table = found.reset_index(drop=True)
         # fluency is cheap and its definition may have changed: always computed anew
-        table["fluency"] = [
-            fluency(t, features._frequent, features._attested) for t in rows["text"]
-        ]
+        frequent = frozenset(features.model.frequent_words)
+        attested = frozenset(features.model.attested_pairs)
+        table["fluency"] = [fluency(t, frequent, attested) for t in rows["text"]]
     else:
         table = features.frame(rows["query"].tolist(), rows["text"].tolist())
     if cache is not None:

@@ -136,13 +136,17 @@ def sub_specs(value: str) -> list[str]:
             f"ranker 'fuse': rankers={value!r} must name at least two rankers joined by + "
             "(rankers=bm25+dense)"
         )
-    specs = []
-    for part in parts:
-        # the name ends at the first : or ; ("dense;batch=8": a ; may stand for the colon)
-        end = min((i for i in (part.find(":"), part.find(PARAM_SEPARATOR)) if i >= 0), default=-1)
-        name, params = (part, "") if end < 0 else (part[:end], part[end + 1 :])
-        specs.append(f"{name}:{params.replace(PARAM_SEPARATOR, ',')}" if params else name)
-    return specs
+    return [sub_spec(part) for part in parts]
+
+
+def sub_spec(part: str) -> str:
+    """One sub-ranker's spec as a wrapping ranker's value writes it: its ``;`` read as the comma
+    between its parameters (``dense:query=x;passages=128`` -> ``dense:query=x,passages=128``),
+    and a ``;`` ending the name read as the colon (``dense;batch=8`` -> ``dense:batch=8``)."""
+    part = part.strip()
+    end = min((i for i in (part.find(":"), part.find(PARAM_SEPARATOR)) if i >= 0), default=-1)
+    name, params = (part, "") if end < 0 else (part[:end], part[end + 1 :])
+    return f"{name}:{params.replace(PARAM_SEPARATOR, ',')}" if params else name
 
 
 def join_specs(rankers: Sequence[Ranker], complete: bool = False) -> str:
@@ -299,13 +303,7 @@ class FusionRanker(Ranker):
             self._cached[index] = CachedRanker(
                 ranker, ScoreCache(self._cache_at[0]), self._cache_at[1]
             )
-        ranked = self._cached[index].transform(rows[in_dq])
-        by_key = dict(zip(row_keys(ranked), ranked["score"].astype(float), strict=True))
-        scores = row_keys(frame).map(by_key).to_numpy(dtype=np.float64, copy=True)
-        if not in_dq.all():
-            others = rows[~in_dq].reset_index(drop=True)
-            scores[~in_dq] = np.asarray(ranker.score_frame(others), dtype=np.float64)
-        return scores
+        return scores_with_cache(self._cached[index], rows, in_dq)
 
     def contributions(self, frame: pd.DataFrame, raw: np.ndarray) -> np.ndarray:
         """(rankers, rows): what each sub-ranker adds per unit of weight to each row's fused
@@ -356,6 +354,19 @@ class FusionRanker(Ranker):
         if not self.depends_on_candidate_set:
             self._reference[qid] = reference
         return reference
+
+
+def scores_with_cache(cached: CachedRanker, rows: pd.DataFrame, in_dq: np.ndarray) -> np.ndarray:
+    """A wrapped ranker's scores of ``rows`` (formulated for it): the rows of D_q (``in_dq``)
+    through its score cache (read, or computed and stored), every other row (an answer) computed
+    directly and never stored under it."""
+    ranked = cached.transform(rows[in_dq])
+    by_key = dict(zip(row_keys(ranked), ranked["score"].astype(float), strict=True))
+    scores = row_keys(rows).map(by_key).to_numpy(dtype=np.float64, copy=True)
+    if not in_dq.all():
+        others = rows[~in_dq].reset_index(drop=True)
+        scores[~in_dq] = np.asarray(cached.ranker.score_frame(others), dtype=np.float64)
+    return scores
 
 
 def row_keys(frame: pd.DataFrame) -> pd.Series:

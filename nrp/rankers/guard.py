@@ -64,7 +64,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from functools import cache
+from functools import cache, cached_property
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, ClassVar
@@ -75,7 +75,7 @@ import pandas as pd
 from nrp.errors import ConfigError, InputError, NrpError
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
-from nrp.rankers.fusion import PARAM_SEPARATOR, row_keys
+from nrp.rankers.fusion import join_specs, row_keys, scores_with_cache, sub_spec
 from nrp.rankers.registry import Param, RankerInfo, make_ranker, register
 from nrp.rankers.text_pipeline import porter_stem, terrier_stopwords
 from nrp.spec import format_spec
@@ -380,16 +380,6 @@ PARAMS: dict[str, Param] = {
 }
 
 
-def _sub_spec(value: str) -> str:
-    """``dense;batch=8`` -> ``dense:batch=8``; ``dense:query=x;passages=9`` ->
-    ``dense:query=x,passages=9``."""
-    value = value.strip()
-    end = min((i for i in (value.find(":"), value.find(PARAM_SEPARATOR)) if i >= 0), default=-1)
-    if end < 0:
-        return value
-    return f"{value[:end]}:{value[end + 1 :].replace(PARAM_SEPARATOR, ',')}"
-
-
 class GuardRanker(Ranker):
     """The guarded ranker's scores, flagged texts moved below (module docstring)."""
 
@@ -399,10 +389,10 @@ class GuardRanker(Ranker):
     def __init__(self, params: Mapping[str, Any] | None = None, ranker: Ranker | None = None):
         merged = {key: p.default for key, p in PARAMS.items()}
         merged.update(params or {})
-        sub = ranker if ranker is not None else make_ranker(_sub_spec(str(merged["ranker"])))
+        sub = ranker if ranker is not None else make_ranker(sub_spec(str(merged["ranker"])))
         if isinstance(sub, GuardRanker):
             raise ConfigError("ranker 'guard': a guard inside a guard is not supported")
-        merged["ranker"] = sub.spec().replace(",", PARAM_SEPARATOR)
+        merged["ranker"] = join_specs([sub])
         if float(merged["content"]) < 0:
             raise ConfigError(
                 f"ranker 'guard': content must be at least 0, not {merged['content']}"
@@ -420,8 +410,9 @@ class GuardRanker(Ranker):
         self._dq_keys: set[str] = set()  # bound: row keys of D_q
         self._cached: CachedRanker | None = None  # bound: the guarded ranker's score cache
 
-    @property
+    @cached_property
     def model(self) -> GuardModel:
+        """The fitted model, read once per ranker (it is read on every scoring call)."""
         path = str(self.params["model"])
         return GuardModel.from_json(path) if path else packaged_model()
 
@@ -440,7 +431,7 @@ class GuardRanker(Ranker):
     def spec(self, complete: bool = False) -> str:
         if not complete:
             return super().spec()
-        params = {**self.params, "ranker": self.ranker.spec(complete=True).replace(",", ";")}
+        params = {**self.params, "ranker": join_specs([self.ranker], complete=True)}
         return format_spec(self.name, {k: v for k, v in sorted(params.items()) if v is not None})
 
     @property
@@ -471,12 +462,7 @@ class GuardRanker(Ranker):
         in_dq = row_keys(frame).isin(self._dq_keys).to_numpy()
         if cached is None or self.depends_on_candidate_set or not in_dq.any():
             return np.asarray(self.ranker.score_frame(rows), dtype=float)
-        ranked = cached.transform(rows[in_dq])
-        by_key = dict(zip(row_keys(ranked), ranked["score"].astype(float), strict=True))
-        scores = row_keys(frame).map(by_key).to_numpy(dtype=float, copy=True)
-        if not in_dq.all():
-            scores[~in_dq] = self.ranker.score_frame(rows[~in_dq].reset_index(drop=True))
-        return scores
+        return scores_with_cache(cached, rows, in_dq)
 
     def features(self) -> GuardFeatures:
         if self._features is None:

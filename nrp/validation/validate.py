@@ -332,7 +332,7 @@ def _evaluate(
                     f"{dimension!r} (scored 0): {', '.join(absent[:10])}"
                     + (" ..." if len(absent) > 10 else "")
                 )
-        validity = _validity(collection, dimension, qrels, settings, scored)
+        validity = _validity(qrels, settings, scored)
         dimensions[dimension] = _dimension_result(qrels, per_query, settings, validity)
         if not qrels.evaluated_qids:
             warnings.append(f"{dimension!r}: no query to average over; nothing chosen")
@@ -359,20 +359,18 @@ def _evaluate(
 
 
 def _validity(
-    collection: Collection,
-    dimension: str,
     qrels: DimensionQrels,
     settings: ValidationSettings,
     scored: dict[str, tuple[list[ScoredText], float]] | None,
 ) -> dict[str, Validity]:
-    """system -> its validity in ``dimension`` (empty when validity is not measured)."""
+    """system -> its validity in the dimension of ``qrels`` (empty when validity is not
+    measured); relevant: the judgments the measures use with label >= 1."""
     if not scored:
         return {}
-    evaluated = set(qrels.evaluated_qids)
-    graded = collection.qrels(dimension, settings.labels)
-    relevant: dict[str, set[str]] = {q: set() for q in evaluated}
-    for row in graded[graded["label"] >= 1].itertuples(index=False):
-        if str(row.qid) in evaluated:
+    relevant: dict[str, set[str]] = {q: set() for q in qrels.evaluated_qids}
+    frame = qrels.frame
+    for row in frame[frame["label"] >= 1].itertuples(index=False):
+        if str(row.qid) in relevant:
             relevant[str(row.qid)].add(str(row.docno))
     return {
         name: measure_validity(
