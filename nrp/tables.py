@@ -171,6 +171,17 @@ class TableFile:
     path: Path
     lines: np.ndarray | None
 
+    def first_line(self, rows: pd.Series | np.ndarray) -> int | None:
+        """The file line of the first row where ``rows`` (a boolean mask) is true (None for
+        Parquet, which has no lines)."""
+        first = int(np.flatnonzero(np.asarray(rows))[0])
+        return None if self.lines is None else int(self.lines[first])
+
+
+def text_column(column: pd.Series) -> pd.Series:
+    """Text labels, missing ones as '' (a ranker-less combined row, a run without prompts)."""
+    return column.astype(object).where(column.notna(), "").astype(str)
+
 
 def find_table(path: str | Path, folder_files: Sequence[str]) -> Path:
     """``path`` itself, or for a folder the first of ``folder_files`` in it; an InputError when

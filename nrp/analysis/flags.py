@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from nrp.collection.collection import Collection
 from nrp.errors import InputError
-from nrp.tables import read_table_file
+from nrp.tables import read_table_file, text_column
 from nrp.validation import flags as rules
 
 FLAGS_FILE = "flags.csv"
@@ -75,21 +74,20 @@ def read_flags(path: str | Path) -> pd.DataFrame:
     for column in ("answer_id", "qid", "llm", "prompt"):
         if column not in frame.columns:
             frame[column] = ""
-        frame[column] = frame[column].astype(object).where(frame[column].notna(), "").astype(str)
+        frame[column] = text_column(frame[column])
     for column in ("flagged", *FLAG_NAMES):
         text = frame[column].astype(str).str.strip().str.lower()
         bad = ~text.isin(list(_BOOLEANS))
         if bad.any():
-            first = int(np.flatnonzero(bad.to_numpy())[0])
-            line = None if table.lines is None else int(table.lines[first])
-            value = frame[column].iloc[first]
-            raise InputError(path, line, f"{column} {value!r} is not True or False")
+            value = frame[column][bad].iloc[0]
+            raise InputError(
+                path, table.first_line(bad), f"{column} {value!r} is not True or False"
+            )
         frame[column] = text.map(_BOOLEANS).astype(bool)
     repeated = frame["answer_id"].duplicated()
     if repeated.any():
-        first = int(np.flatnonzero(repeated.to_numpy())[0])
-        line = None if table.lines is None else int(table.lines[first])
-        raise InputError(path, line, f"answer_id {frame['answer_id'].iloc[first]!r} repeats")
+        value = frame["answer_id"][repeated].iloc[0]
+        raise InputError(path, table.first_line(repeated), f"answer_id {value!r} repeats")
     return frame
 
 

@@ -56,6 +56,7 @@ from nrp.tables import (
     json_export,
     read_table_file,
     records,
+    text_column,
     text_table,
 )
 from nrp.validation.report import CORRECTION_NAMES, TEST_NAMES
@@ -90,7 +91,7 @@ def read_results(path: str | Path) -> pd.DataFrame:
     if suffix == ".parquet":
         for column in TEXT_COLUMNS:
             if column in frame.columns:
-                frame[column] = _text(frame[column])
+                frame[column] = text_column(frame[column])
     else:
         _numbers(table)
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
@@ -110,18 +111,13 @@ def _numbers(table: TableFile) -> None:
         values = pd.to_numeric(text.where(text != ""), errors="coerce")
         bad = values.isna() & (text != "")
         if bad.any():
-            line = int(table.lines[np.flatnonzero(bad.to_numpy())[0]])
+            line = table.first_line(bad)
             raise InputError(table.path, line, f"{column} {text[bad].iloc[0]!r} is not a number")
         frame[column] = values.astype(float)
     if "sample" in frame.columns:
         as_numbers = pd.to_numeric(frame["sample"], errors="coerce")
         if not as_numbers.isna().any():
             frame["sample"] = as_numbers.astype(int)
-
-
-def _text(column: pd.Series) -> pd.Series:
-    """Text labels, missing ones as '' (a ranker-less combined row, a run without prompts)."""
-    return column.astype(object).where(column.notna(), "").astype(str)
 
 
 # -- result ----------------------------------------------------------------------------------------
@@ -357,7 +353,7 @@ def checked_results(frame: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
     if "ranker" not in answers.columns:
         answers["ranker"] = ""
     for column in ("llm", "prompt", "qid", "dimension", "ranker"):
-        answers[column] = _text(answers[column])
+        answers[column] = text_column(answers[column])
     answers["nrp"] = pd.to_numeric(answers["nrp"], errors="coerce").astype(float)
     without = answers["nrp"].isna()
     if without.any():
