@@ -151,9 +151,12 @@ def score_texts(
             else ranker
         )
         ranked = transformer.transform(texts[list(REQUIRED_COLUMNS)])
-        scores = dict(zip(ranked["docno"].astype(str), ranked["score"].astype(float), strict=True))
+        # by (qid, docno): another query's best document is the same text, and docno, for two
+        # queries whose draws fall on it, and its score differs with the query
+        keys = zip(ranked["qid"].astype(str), ranked["docno"].astype(str), strict=True)
+        scores = dict(zip(keys, ranked["score"].astype(float), strict=True))
         return [
-            ScoredText(row.qid, row.kind, scores[row.docno], run[row.qid])
+            ScoredText(row.qid, row.kind, scores[(row.qid, row.docno)], run[row.qid])
             for row in texts.itertuples(index=False)
         ]
     by_query = {str(q): rows for q, rows in candidates.groupby("qid", sort=False)}

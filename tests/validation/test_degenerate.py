@@ -137,3 +137,26 @@ def test_measure_validity_tolerance_makes_close_scores_ties():
     assert exact.kinds["echo"].wins == 0.0
     tolerant = measure_validity(scored, {"q1": {"d1"}}, tolerance=1e-5)
     assert tolerant.kinds["echo"].wins == 0.5 and tolerant.kinds["echo"].nrp == 0.5
+
+
+def test_a_text_shared_by_two_queries_is_scored_against_each_query():
+    """Another query's best document can be the same text, and docno, for two queries: each
+    keeps the score its own query gives it."""
+    import numpy as np
+
+    from nrp.rankers.base import Ranker
+    from nrp.validation.validity import score_texts
+
+    class QueryLength(Ranker):
+        name = "query_length"
+
+        def score_frame(self, frame: pd.DataFrame) -> np.ndarray:
+            return frame["query"].str.len().to_numpy(dtype=float)
+
+    texts = pd.DataFrame(
+        {"qid": ["q1", "q2"], "query": ["ab", "abcd"], "docno": ["~degenerate:x", "~degenerate:x"],
+         "text": ["same", "same"], "kind": ["other_best", "other_best"]}
+    )  # fmt: skip
+    run = {"q1": {"d1": 1.0}, "q2": {"d2": 1.0}}
+    scored = score_texts(QueryLength(), pd.DataFrame(), texts, run)
+    assert [(t.qid, t.score) for t in scored] == [("q1", 2.0), ("q2", 4.0)]
