@@ -76,6 +76,8 @@ _EXPORTS: dict[str, str] = {
     "RESULT_COLUMNS": "nrp.positioning.scoring",
     "ScoreSettings": "nrp.positioning.scoring",
     "result_frame": "nrp.positioning.scoring",
+    "scoring_record": "nrp.positioning.record",
+    "SCORING_FILE": "nrp.positioning.record",
     "Positioner": "nrp.positioning.positioner",
     "PositionJob": "nrp.positioning.job",
     "PositionOptions": "nrp.positioning.job",

@@ -34,6 +34,7 @@ Statistical choices (and why):
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from nrp import statistics
 from nrp.analysis.flags import FLAG_NAMES, FLAGS_FILE, flag_shares, flags_beside
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, InputError, NrpError
+from nrp.positioning.record import SCORING_FILE, scoring_record
 from nrp.tables import (
     FrameView,
     TableFile,
@@ -141,6 +143,9 @@ class Summary(FrameView):
     comparisons: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
     flags: pd.DataFrame | None = None
+    #: how the weighted NRP was made (``nrp.positioning.scoring.scoring_record``: weights and
+    #: the dimensions left out, with why), from the frame's attrs or ``scoring.json``
+    weighting: dict[str, Any] | None = None
 
     # -- look-ups -------------------------------------------------------------------------------
     def measures(self) -> list[tuple[str, str]]:
@@ -180,6 +185,7 @@ class Summary(FrameView):
             "comparisons": records(self.comparisons),
             "query_means": records(self.query_means),
             "flags": None if self.flags is None else records(self.flags),
+            "weighting": self.weighting,
             "warnings": list(self.warnings),
         }
 
@@ -203,7 +209,8 @@ class Summary(FrameView):
         return {key: self._table(*key) for key in self.measures()}
 
     def format(self) -> str:
-        parts = list(self.tables().values())
+        parts = [self.weighting_text()] if self.weighting_text() else []
+        parts += list(self.tables().values())
         if self.flags is not None:
             parts.append(self.flags_table())
         if self.warnings:
@@ -212,6 +219,18 @@ class Summary(FrameView):
 
     def __str__(self) -> str:
         return self.format()
+
+    def weighting_text(self) -> str:
+        """Which dimensions the weighted NRP averages, and those left out with why ('' when
+        the scoring record is not at hand)."""
+        if not self.weighting or not self.weighting.get("weights"):
+            return ""
+        weights = self.weighting["weights"]
+        used = ", ".join(f"{d} {w:.3f}" for d, w in weights.items() if w)
+        lines = [f"weighted NRP ({COMBINED}): the mean of {used}"]
+        for dimension, why in (self.weighting.get("left_out") or {}).items():
+            lines.append(f"  {dimension}: left out of the weighted NRP ({why})")
+        return "\n".join(lines)
 
     def flags_table(self) -> str:
         """The share of flagged answers per LLM x prompt, as text ('' without flags)."""
@@ -341,7 +360,29 @@ def summarize(
     means = _means(answers, query_means, confidence, n_boot, seed)
     comparisons = _comparisons(query_means, test, n_resamples, seed, correction, warnings)
     shares = None if flags is None else flag_shares(flags)
-    return Summary(settings, means, query_means, comparisons, warnings, shares)
+    weighting = (
+        scoring_record(results_df)
+        if isinstance(results_df, pd.DataFrame)
+        else scoring_beside(results_df)
+    )
+    return Summary(settings, means, query_means, comparisons, warnings, shares, weighting)
+
+
+def scoring_beside(results: str | Path) -> dict[str, Any] | None:
+    """The scoring record (``SCORING_FILE``) in a results folder or beside a results file; None
+    when there is none."""
+    path = Path(results)
+    path = (path if path.is_dir() else path.parent) / SCORING_FILE
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        line = getattr(error, "lineno", None)
+        raise InputError(path, line, "not a JSON scoring record") from None
+    if not isinstance(record, dict) or not isinstance(record.get("weights") or {}, dict):
+        raise InputError(path, 1, "not a scoring record (an object with weights)")
+    return record
 
 
 def checked_results(frame: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:

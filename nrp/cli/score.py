@@ -19,7 +19,7 @@ from nrp.cli.common import (
     report_executor,
 )
 from nrp.errors import NrpError
-from nrp.tables import write_aside
+from nrp.tables import json_export, write_aside
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -70,6 +70,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         action="append",
         metavar="DIM=W",
         help="weight of a dimension in the combined NRP (default: equal)",
+    )
+    parser.add_argument(
+        "--all-dimensions",
+        action="store_true",
+        help="equal weights over every dimension in the combined NRP, also those whose "
+        "chosen ranker validation found no better than random (left out by default)",
     )
     parser.add_argument(
         "--skip-invalid",
@@ -129,6 +135,7 @@ def handle(args: argparse.Namespace) -> int:
         results = api.score_answers(
             collection, answer_set.answers, rankers, ties=args.ties,
             frozen_stats=args.frozen_stats, full_rerank=args.full_rerank, weights=weights,
+            all_dimensions=args.all_dimensions,
             cache=not args.no_cache, progress=print_progress, executor=executor, trec=args.trec,
         )  # fmt: skip
         report_executor(executor)
@@ -137,9 +144,14 @@ def handle(args: argparse.Namespace) -> int:
     write_aside(args.out / "results.parquet", lambda p: results.to_parquet(p, index=False))
     write_aside(args.out / "results.csv", lambda p: results.to_csv(p, index=False))
     write_aside(args.out / api.FLAGS_FILE, lambda p: flags.to_csv(p, index=False))
+    json_export(api.scoring_record(results), args.out / api.SCORING_FILE)
     note = results.attrs.get("note")
     if note:
         print(note)
+    for dimension, why in results.attrs.get("left_out", {}).items():
+        print(f"{dimension}: left out of the weighted NRP ({why}); --all-dimensions puts it back")
+    for warning in results.attrs.get("warnings", []):
+        print(f"warning: {warning}")
     print(f"{results['answer_id'].nunique():,} answers scored; wrote {args.out}/results.parquet "
           f"and results.csv; {int(flags['flagged'].sum()):,} of {len(flags):,} answers flagged "
           f"in {api.FLAGS_FILE}")  # fmt: skip

@@ -164,6 +164,39 @@ def _from_validation(path: Path, collection: Collection) -> tuple[dict[str, str]
     return _chosen(ValidationResult.from_json(path), collection, str(path))
 
 
+def validation_of(rankers: RankerChoice) -> Any:
+    """The ``ValidationResult`` that ``rankers`` names (itself, or a validation JSON's path,
+    read), or None when ``rankers`` are given otherwise."""
+    from nrp.validation.result import ValidationResult
+
+    if isinstance(rankers, ValidationResult):
+        return rankers
+    if isinstance(rankers, str | Path) and not isinstance(rankers, pt.Transformer):
+        text = str(rankers)
+        if text.endswith(".json") or Path(text).is_file():
+            return ValidationResult.from_json(Path(text))
+    return None
+
+
+def default_weights(
+    settings: ScoreSettings, validation: Any, dimensions: list[str], warnings: list[str]
+) -> tuple[Mapping[str, float] | None, dict[str, str]]:
+    """The weights of the combined NRP before normalising (None: equal) and the dimensions left
+    out of it with the reason: explicit ``weights`` first, then ``all_dimensions`` (equal),
+    then validation's rule (``nrp.validation.selection.WEIGHTING_RULE``) when the rankers come
+    from a validation result; a warning is added when that rule finds no validated dimension."""
+    if settings.weights is not None:
+        return settings.weights, {}
+    if settings.all_dimensions or validation is None:
+        return None, {}
+    weights, left_out, unvalidated = validation.weighting()
+    if unvalidated:
+        warnings.append(unvalidated)
+    return {d: weights.get(d, 1.0) for d in dimensions}, {
+        d: why for d, why in left_out.items() if d in dimensions
+    }
+
+
 def _chosen(result: Any, collection: Collection, source: str) -> tuple[dict[str, str], list[str]]:
     """A validation result's chosen ranker per dimension, with a warning when it was validated
     on another collection (or another build of it)."""
@@ -209,6 +242,10 @@ class ScoreSettings:
     (``nrp.positioning.ties``). ``frozen_stats``: lexical rankers keep D_q's statistics instead
     of counting the answer in them. ``full_rerank``: the reference mode, D_q re-ranked from
     scratch for every answer. ``weights``: per dimension in the combined NRP (equal when None).
+    When the rankers come from a validation result and no ``weights`` are given, the weights
+    are validation's default (``ValidationResult.weighting``: a dimension whose chosen ranker is
+    not significantly better than random is left out); ``all_dimensions``: equal weights over
+    every dimension instead.
     ``cache``: use the score cache, pair cache and results cache beside the collection.
     ``chunk_size``: answers positioned and stored per batch (per partition on an executor)."""
 
@@ -216,6 +253,7 @@ class ScoreSettings:
     frozen_stats: bool = False
     full_rerank: bool = False
     weights: Mapping[str, float] | None = None
+    all_dimensions: bool = False
     cache: bool = True
     chunk_size: int = 256
 
@@ -250,8 +288,12 @@ def score_answers(
     tie_mode = check_tie_mode(settings.ties)
     options = PositionOptions(settings.frozen_stats, settings.full_rerank, settings.chunk_size)
     answers = _check_answers(answers_df)
-    by_dimension, warnings = resolve_rankers(rankers, collection)
-    weight_of = normalised_weights(settings.weights, list(by_dimension))
+    validation = validation_of(rankers)
+    by_dimension, warnings = resolve_rankers(
+        rankers if validation is None else validation, collection
+    )
+    weights, left_out = default_weights(settings, validation, list(by_dimension), warnings)
+    weight_of = normalised_weights(weights, list(by_dimension))
     candidates = collection.candidates()
     ranked, skipped = _rankable(answers, collection, candidates, warnings)
     caches = PositionCaches.beside(collection, settings.cache)
@@ -281,6 +323,7 @@ def score_answers(
             "frozen_stats": bool(settings.frozen_stats),
             "rankers": specs,
             "weights": weight_of,
+            "left_out": left_out,
             "injection": run.modes,
             "single_ranker": single,
             "note": _note(single, list(by_dimension)),

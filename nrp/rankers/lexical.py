@@ -8,12 +8,24 @@ with Terrier's ``WeightingModelLibrary.log``, the base-2 logarithm ``ln(x) * (1 
   * log2(N/df + 1)``, k1 = 1.2 (control ``tf_idf.k_1``), b = 0.75 (``tf_idf.b``).
 - ``matching/models/BM25.java``: ``log2((N - df + 0.5)/(df + 0.5)) * (k1 + 1)*tf/(K + tf)
   * (k3 + 1)*keyFrequency/(k3 + keyFrequency)`` with ``K = k1*((1 - b) + b*dl/avgdl)``;
-  k1 = 1.2 (property ``bm25.k_1``), k3 = 8, b = 0.75. The idf is negative when a term is in
-  more than half of the documents, so such a term lowers a document's score, as in Terrier.
+  k1 = 1.2 (property ``bm25.k_1``), k3 = 8, b = 0.75. That idf is negative when a term is in
+  more than half of the documents, so such a term lowers a document's score; with D_q as the
+  statistics (5-21 documents on the shared collections) most query terms are in more than half
+  of D_q. So ``bm25`` uses Lucene's idf ``log2(1 + (N - df + 0.5)/(df + 0.5))`` by default
+  (``formula=nonnegative``), never negative and ordering terms as Terrier's does; Terrier's
+  own formula is ``bm25:formula=terrier`` (reproduction). The base-2 logarithm is kept: a
+  common factor of every score, it changes no ranking.
 - ``matching/models/DPH.java``: ``f = relativeFrequency(tf, dl)`` (``tf/dl``, or 0.99999 when
   the document is the term alone, ``WeightingModelLibrary.relativeFrequency``),
   ``norm = (1 - f)^2/(tf + 1)``, score ``keyFrequency * norm * (tf*log2((tf*avgdl/dl)*(N/F))
-  + 0.5*log2(2*pi*tf*(1 - f)))`` with F the term's frequency in the collection. No parameter.
+  + 0.5*log2(2*pi*tf*(1 - f)))`` with F the term's frequency in the collection. The first log
+  is negative where a document holds the term less often than D_q's average would give it
+  (common with D_q as the statistics); by default (``formula=nonnegative``) a term's weight is
+  floored at 0, so a query term never counts against a document; ``dph:formula=terrier`` is
+  Terrier's unfloored DPH.
+
+So no default lexical ranker scores a query term negatively (``formula=nonnegative``); TF_IDF's
+idf ``log2(N/df + 1)`` is positive already and has no ``formula``.
 
 Statistics as in ``WeightingModel.prepare``: N documents (empty ones included), avgdl = tokens
 / N, df and F of the term from the lexicon; ``keyFrequency`` is the query term's weight (how
@@ -71,6 +83,9 @@ from nrp.rankers.registry import Param, RankerInfo, register
 LOG_2_OF_E = 1.0 / math.log(2.0)
 #: ``WeightingModelLibrary.relativeFrequency``: f when tf equals the document length.
 DPH_FULL_DOCUMENT_F = 0.99999
+#: ``formula`` of bm25 and dph: no query term scores negatively (the default), or Terrier's
+#: own formula (for reproduction; see the module docstring)
+NONNEGATIVE, TERRIER = "nonnegative", "terrier"
 
 
 def terrier_log(x: np.ndarray | float) -> np.ndarray:
@@ -110,25 +125,29 @@ class BM25:
     k1: float = 1.2
     b: float = 0.75
     k3: float = 8.0
+    formula: str = NONNEGATIVE  # or TERRIER: Terrier's idf, negative for common terms
     name: ClassVar[str] = "BM25"
 
     def weight(self, tf: np.ndarray, dl: np.ndarray, s: TermStatistics) -> np.ndarray:
         big_k = self.k1 * ((1 - self.b) + self.b * dl / s.avg_doc_len)
-        idf = terrier_log((s.num_docs - s.df + 0.5) / (s.df + 0.5))
+        odds = (s.num_docs - s.df + 0.5) / (s.df + 0.5)
+        idf = terrier_log(odds if self.formula == TERRIER else 1 + odds)
         query_factor = (self.k3 + 1) * s.key_frequency / (self.k3 + s.key_frequency)
         return idf * ((self.k1 + 1) * tf / (big_k + tf)) * query_factor
 
 
 @dataclass(frozen=True)
 class DPH:
-    """Terrier's ``DPH`` (hypergeometric DFR model with Popper's normalisation; no parameter)."""
+    """Terrier's ``DPH`` (hypergeometric DFR model with Popper's normalisation), each term's
+    weight floored at 0 unless ``formula`` is ``TERRIER``."""
 
+    formula: str = NONNEGATIVE
     name: ClassVar[str] = "DPH"
 
     def weight(self, tf: np.ndarray, dl: np.ndarray, s: TermStatistics) -> np.ndarray:
         f = np.where(tf < dl, tf / dl, DPH_FULL_DOCUMENT_F)
         norm = (1 - f) * (1 - f) / (tf + 1)
-        return (
+        weight = (
             s.key_frequency
             * norm
             * (
@@ -136,6 +155,7 @@ class DPH:
                 + 0.5 * terrier_log(2 * math.pi * tf * (1 - f))
             )
         )
+        return weight if self.formula == TERRIER else np.maximum(weight, 0.0)
 
 
 WeightingModel = TfIdf | BM25 | DPH
@@ -468,9 +488,16 @@ class LexicalRanker(Ranker):
             merged["collection"] = None
         super().__init__(merged)
         self.model: WeightingModel = self.model_class(
-            **{k: float(merged[k]) for k in ("k1", "b", "k3") if k in merged}
+            **{k: float(merged[k]) for k in ("k1", "b", "k3") if k in merged},
+            **({"formula": merged["formula"]} if "formula" in merged else {}),
         )
         stats, backend = merged["stats"], merged["backend"]
+        formula = merged.get("formula")
+        if backend == "pisa" and formula == TERRIER:
+            raise ConfigError(
+                f"{self.name}: backend=pisa computes PISA's formula (never negative); "
+                "formula=terrier needs backend=python"
+            )
         if stats not in ("query", "collection"):
             raise ConfigError(f"{self.name}: stats must be 'query' or 'collection', not {stats!r}")
         # With statistics over a fixed corpus a score no longer depends on the rest of D_q.
@@ -485,6 +512,11 @@ class LexicalRanker(Ranker):
                 raise ConfigError(f"{self.name}: backend=terrier is not available here: {reason}")
             if isinstance(self.model, BM25) and self.model.k3 != 8.0:
                 raise ConfigError(f"{self.name}: Terrier's BM25 has k3 fixed at 8")
+            if formula not in (None, TERRIER):
+                raise ConfigError(
+                    f"{self.name}: backend=terrier computes Terrier's own formula; give "
+                    f"{self.name}:backend=terrier,formula=terrier"
+                )
         elif backend == "pisa":
             if isinstance(self.model, TfIdf):
                 raise ConfigError("tfidf has no PISA back-end (PISA offers bm25 and dph)")
@@ -643,6 +675,13 @@ _STATS = Param(
 _COLLECTION = Param(
     str, "", "with stats=collection: the ingested collection whose documents give the statistics"
 )
+_FORMULA = Param(
+    str,
+    NONNEGATIVE,
+    "nonnegative: no query term counts against a document (bm25: Lucene's idf log2(1 + "
+    "(N-df+0.5)/(df+0.5)); dph: each term's weight floored at 0); terrier: Terrier's own formula",
+    choices=(NONNEGATIVE, TERRIER),
+)
 _K1 = Param(float, 1.2, "k1, term frequency saturation")
 _B = Param(float, 0.75, "b, document length normalisation")
 
@@ -670,12 +709,14 @@ _PARAMS: dict[str, dict[str, Param]] = {
         "k1": _K1,
         "b": _B,
         "k3": Param(float, 8.0, "k3, query term frequency saturation"),
+        "formula": _FORMULA,
         "stats": _STATS,
         "collection": _COLLECTION,
         "backend": _backend(("python", "terrier", "pisa")),
         **query_params(),
     },
     "dph": {
+        "formula": _FORMULA,
         "stats": _STATS,
         "collection": _COLLECTION,
         "backend": _backend(("python", "terrier", "pisa")),
@@ -703,8 +744,9 @@ register(
 register(
     RankerInfo(
         name="bm25",
-        description="Terrier BM25: log2((N-df+0.5)/(df+0.5)) x (k1+1)tf/(K+tf) x k3 query "
-        "factor, Terrier's text pipeline; statistics over D_q (stats=query) or the collection",
+        description="BM25 as Terrier's (k3 query factor, Terrier's text pipeline) with Lucene's "
+        "idf log2(1+(N-df+0.5)/(df+0.5)), never negative (formula=terrier: Terrier's "
+        "log2((N-df+0.5)/(df+0.5))); statistics over D_q (stats=query) or the collection",
         backend="python (terrier, pisa optional)",
         build=lambda params: BM25Ranker(params),
         params=_PARAMS["bm25"],
@@ -715,7 +757,8 @@ register(
     RankerInfo(
         name="dph",
         description="Terrier DPH: parameter-free hypergeometric DFR model, Terrier's text "
-        "pipeline; statistics over D_q (stats=query) or the collection",
+        "pipeline, each term's weight floored at 0 (formula=terrier: unfloored); statistics "
+        "over D_q (stats=query) or the collection",
         backend="python (terrier, pisa optional)",
         build=lambda params: DPHRanker(params),
         params=_PARAMS["dph"],

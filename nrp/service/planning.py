@@ -60,8 +60,8 @@ class RequestPlanner:
             raise inputs.RequestError(422, "give rankers, evaluators or both")
         weights = None
         if rankers:
-            api.normalised_weights(body.weights, list(rankers))  # checks them
-            weights = body.weights
+            weights = default_weights(body.rankers, body.weights, view)
+            api.normalised_weights(weights, list(rankers))  # checks them
             check_answer_ids(answers["answer_id"], answers["qid"], view)
         elif body.weights:
             raise inputs.RequestError(422, "weights combine rankers' NRP: give rankers too")
@@ -158,7 +158,8 @@ class RequestPlanner:
             )
         view = self.collections.get(body.collection)
         rankers = self.rankers(body.rankers, view, scope)
-        api.normalised_weights(body.weights, list(rankers))
+        weights = default_weights(body.rankers, body.weights, view)
+        api.normalised_weights(weights, list(rankers))
         rows, skipped = score_answers_of(body, view)
         check_answer_ids([r["answer_id"] for r in rows], [r["qid"] for r in rows], view)
         payload = {
@@ -169,9 +170,23 @@ class RequestPlanner:
             "ties": body.ties,
             "frozen_stats": body.frozen_stats,
             "full_rerank": body.full_rerank,
-            "weights": body.weights,
+            "weights": weights,
         }
         return payload, skipped
+
+
+def default_weights(
+    choice: str | Mapping[str, str] | None,
+    weights: Mapping[str, float] | None,
+    view: inputs.CollectionView,
+) -> Mapping[str, float] | None:
+    """The weights of a request's combined NRP: as sent; else, with ``rankers: validation``,
+    validation's default (``ValidationResult.weighting``: a dimension whose chosen ranker is not
+    significantly better than random weighs 0); else None (equal)."""
+    if weights is not None or not (isinstance(choice, str) and choice.strip() == VALIDATION):
+        return weights
+    path = view.collection.path / api.VALIDATION_FILE
+    return api.ValidationResult.from_json(path).weighting()[0] if path.is_file() else None
 
 
 def chosen_specs(choice: str | Mapping[str, str], view: inputs.CollectionView) -> dict[str, str]:

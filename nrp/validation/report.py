@@ -26,6 +26,8 @@ class ValidationResult(Protocol):
     @property
     def primary(self) -> str: ...
 
+    def weighting(self) -> tuple[dict[str, float], dict[str, str], str | None]: ...
+
 
 TEST_NAMES = {"randomization": "paired randomization test", "t": "paired t-test"}
 CI_NAMES = {"t": "t-interval", "bootstrap": "percentile bootstrap"}
@@ -93,12 +95,39 @@ def dimension_table(result: ValidationResult, dimension: str) -> str:
         lines.append(f"  chosen: {best}; {verdict}{tie}")
     for name, reason in choice.passed_over:
         lines.append(f"  passed over: {name} (fails validity: {reason})")
+    lines.extend(_against_random(result, dimension, choice, alpha))
     lines.append(
         f"  * significantly worse than the best (corrected p < {alpha}); "
         "= not significantly different"
     )
     lines.extend(validity_lines(dim, ranked))
     return "\n".join(lines)
+
+
+def _against_random(result: ValidationResult, dimension: str, choice: Any, alpha: float) -> list:
+    """The chosen ranker's test against the random control, and whether the dimension enters
+    the weighted NRP by default (``nrp.validation.selection.WEIGHTING_RULE``)."""
+    weights = result.weighting()[0]
+    enters = (
+        "enters the weighted NRP"
+        if weights.get(dimension)
+        else "no ranker validated: left out of the weighted NRP by default "
+        "(nrp score --all-dimensions puts it back)"
+    )
+    if choice.control is None:
+        return [f"  vs random: not tested (no random ranker validated); {enters}"]
+    if choice.control_p is None:
+        return [f"  vs random: {choice.best} is the random ranker; {enters}"]
+    verdict = (
+        f"significantly better (p corr. {_p(choice.control_p)} < {alpha})"
+        if choice.better_than_control
+        else f"NOT significantly better (p corr. {_p(choice.control_p)}"
+        + (f" >= {alpha})" if choice.control_p >= alpha else f", mean below {choice.control})")
+    )
+    return [
+        f"  vs random: {choice.best} {choice.control_difference:+.4f} {result.primary}, "
+        f"{verdict}; {enters}"
+    ]
 
 
 def _ci(interval: Any) -> str:

@@ -20,7 +20,7 @@ import pandas as pd
 
 from nrp.errors import InputError, NrpError
 from nrp.tables import FrameView
-from nrp.validation.selection import Choice
+from nrp.validation.selection import WEIGHTING_RULE, Choice, default_weights
 from nrp.validation.validity import Validity
 
 FORMAT_VERSION = 1
@@ -146,8 +146,15 @@ class ValidationResult(FrameView):
             if result.choice is not None
         }
 
+    def weighting(self) -> tuple[dict[str, float], dict[str, str], str | None]:
+        """The weighted NRP's default (``WEIGHTING_RULE``): dimension -> weight (1 or 0, before
+        normalising) for every dimension with a chosen ranker; dimension -> why it is left out;
+        a warning when no dimension's ranker beats random (then all enter)."""
+        return default_weights({d: r.choice for d, r in self.dimensions.items()})
+
     # -- JSON ---------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
+        weights, left_out, _ = self.weighting()
         return {
             "format_version": FORMAT_VERSION,
             "collection": self.collection,
@@ -161,6 +168,9 @@ class ValidationResult(FrameView):
             "selection_rule": self.selection_rule,
             "systems": [asdict(s) for s in self.systems],
             "chosen": self.chosen(),
+            "weighting_rule": WEIGHTING_RULE,
+            "weights": weights,
+            "left_out": left_out,
             "dimensions": {d: r.to_dict() for d, r in self.dimensions.items()},
             "warnings": self.warnings,
         }

@@ -7,7 +7,7 @@ JSON or the tables knows how the choice was made without reading code.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 SELECTION_RULE = (
     "The best ranker of a dimension is the one with the highest mean of the primary measure "
@@ -18,7 +18,21 @@ SELECTION_RULE = (
     "corrected p-value (all pairs of the dimension in one family) is >= alpha. When validity "
     "was measured, only the rankers that pass it are chosen from (and the runner-up is the "
     "next of those); a ranker with a higher mean that failed is named as passed over, with the "
-    "reason. When none passes, nothing is chosen."
+    "reason. When none passes, nothing is chosen. The chosen ranker is then tested against "
+    "the random ranker (a control validated with every ranker set; it is added when the set "
+    "lacks it): its corrected p-value from the same family of tests."
+)
+
+WEIGHTING_RULE = (
+    "The weighted NRP averages, with equal weights, the dimensions whose chosen ranker is "
+    "significantly better than the random ranker on the primary measure (mean above random's "
+    "and corrected p < alpha, in the same family of tests as the choice). A dimension whose "
+    "chosen ranker is not is left out of the weighted NRP (weight 0) and reported as 'no "
+    "ranker validated'; its own NRP is still given. A dimension whose choice was not tested "
+    "against random (no random ranker was validated) enters. When no dimension enters, every "
+    "dimension with a chosen ranker enters with equal weight and a warning says the weighted "
+    "NRP is not validated. Explicit weights (nrp score --weight) or --all-dimensions replace "
+    "this rule."
 )
 
 _DECIMALS = 12  # equal to 12 decimals = equal: float noise must not decide a choice
@@ -35,6 +49,13 @@ class Choice:
     tie_broken_by: str | None  # None, a measure name, or "order" when the means were equal
     #: rankers with a higher mean than ``best`` that failed validity: (name, reason)
     passed_over: tuple[tuple[str, str], ...] = ()
+    #: the best ranker against the random control: its name (None: no control validated), the
+    #: mean difference on the primary measure, the corrected p-value (None when ``best`` is the
+    #: control), and whether ``best`` is significantly better
+    control: str | None = None
+    control_difference: float | None = None
+    control_p: float | None = None
+    better_than_control: bool | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -44,6 +65,12 @@ class Choice:
             "runner_up_not_significantly_worse": self.runner_up_not_significantly_worse,
             "tie_broken_by": self.tie_broken_by,
             "passed_over": [list(pair) for pair in self.passed_over],
+            "against_random": {
+                "random": self.control,
+                "mean_difference": self.control_difference,
+                "p_corrected": self.control_p,
+                "significantly_better": self.better_than_control,
+            },
         }
 
     @classmethod
@@ -55,7 +82,17 @@ class Choice:
             data["runner_up_not_significantly_worse"],
             data["tie_broken_by"],
             tuple((str(a), str(b)) for a, b in data.get("passed_over", [])),
+            *_against_random(data.get("against_random") or {}),
         )
+
+
+def _against_random(data: Mapping) -> tuple:
+    return (
+        data.get("random"),
+        data.get("mean_difference"),
+        data.get("p_corrected"),
+        data.get("significantly_better"),
+    )
 
 
 def rank_systems(
@@ -78,11 +115,35 @@ def choose(
     corrected_p: Mapping[frozenset[str], float],
     alpha: float = 0.05,
     failed: Mapping[str, str] | None = None,
+    control: str | None = None,
 ) -> Choice | None:
     """Apply ``SELECTION_RULE``. ``means``: system -> measure -> mean; ``measures``: primary
     first; ``corrected_p``: {frozenset({a, b}): corrected p-value on the primary measure};
-    ``failed``: system -> why it failed validity (never chosen)."""
-    failed = failed or {}
+    ``failed``: system -> why it failed validity (never chosen); ``control``: the random
+    ranker the choice is tested against (None: not tested)."""
+    choice = _choose(means, measures, order, corrected_p, alpha, failed or {})
+    if choice is None or control is None:
+        return choice
+    difference = means[choice.best][measures[0]] - means[control][measures[0]]
+    p = None if choice.best == control else corrected_p[frozenset((choice.best, control))]
+    better = p is not None and p < alpha and difference > 0
+    return replace(
+        choice,
+        control=control,
+        control_difference=difference,
+        control_p=p,
+        better_than_control=better,
+    )
+
+
+def _choose(
+    means: Mapping[str, Mapping[str, float]],
+    measures: Sequence[str],
+    order: Sequence[str],
+    corrected_p: Mapping[frozenset[str], float],
+    alpha: float,
+    failed: Mapping[str, str],
+) -> Choice | None:
     everyone = rank_systems(means, measures, order) if order else []
     ranked = [name for name in everyone if name not in failed]
     if not ranked:
@@ -104,3 +165,33 @@ def choose(
         tie_broken_by = "order"
     p = corrected_p[frozenset((best, runner_up))]
     return Choice(best, runner_up, p, p >= alpha, tie_broken_by, passed_over)
+
+
+def default_weights(
+    choices: Mapping[str, Choice | None],
+) -> tuple[dict[str, float], dict[str, str], str | None]:
+    """``WEIGHTING_RULE``: the weight of each dimension with a chosen ranker in the weighted NRP
+    (1 or 0, before normalising), why a dimension is left out, and a warning when no dimension
+    is validated (then every chosen dimension enters)."""
+    chosen = {d: c for d, c in choices.items() if c is not None}
+    left_out = {
+        d: (
+            f"no ranker validated: {c.best} is not significantly better than {c.control} "
+            f"(mean difference {c.control_difference:+.4f}, p corr. {_p(c.control_p)})"
+        )
+        for d, c in chosen.items()
+        if c.better_than_control is False
+    }
+    if chosen and len(left_out) == len(chosen):
+        warning = (
+            "no dimension's chosen ranker is significantly better than random: the weighted "
+            "NRP averages every dimension and is not validated"
+        )
+        return dict.fromkeys(chosen, 1.0), {}, warning
+    return {d: 0.0 if d in left_out else 1.0 for d in chosen}, left_out, None
+
+
+def _p(p: float | None) -> str:
+    if p is None:
+        return "- (random itself was chosen)"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"

@@ -36,7 +36,9 @@ class ValidationSettings:
     (``nrp.statistics``). ``validity``: rank the degenerate texts of ``validity_kinds`` (None:
     every kind; ``validity_per_kind`` texts of each composed kind per query) among D_q and choose
     only rankers that pass ``validity_min_wins`` and ``validity_max_nrp``
-    (``nrp.validation.validity``)."""
+    (``nrp.validation.validity``). ``random_control``: validate the ``random`` ranker beside
+    the given ones when they lack it, so each choice is tested against chance (the weighted
+    NRP's rule, ``nrp.validation.selection.WEIGHTING_RULE``, needs that test)."""
 
     labels: LabelMode = "graded"
     measures: Sequence[str] | str = DEFAULT_MEASURES
@@ -55,6 +57,7 @@ class ValidationSettings:
     validity_max_nrp: float = DEFAULT_MAX_NRP
     validity_kinds: Sequence[str] | str | None = None
     validity_per_kind: int = 2
+    random_control: bool = True
 
     def checked(self, collection: Collection) -> ValidationSettings:
         """These settings, every option checked against ``collection``, with ``measures`` a list
@@ -98,6 +101,7 @@ class ValidationSettings:
             "validity_max_nrp": self.validity_max_nrp,
             "validity_kinds": list(self.validity_kinds or []),
             "validity_per_kind": self.validity_per_kind,
+            "random_control": self.random_control,
         }
 
 

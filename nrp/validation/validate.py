@@ -54,7 +54,7 @@ from nrp.validation.runs import (
     unique_file,
     write_runs,
 )
-from nrp.validation.selection import SELECTION_RULE, choose
+from nrp.validation.selection import SELECTION_RULE, choose, default_weights
 from nrp.validation.settings import ValidationSettings
 from nrp.validation.validity import ScoredText, Validity, measure_validity, score_texts
 
@@ -62,6 +62,8 @@ from nrp.validation.validity import ScoredText, Validity, measure_validity, scor
 GUARD_HINT = "dense,guard:ranker=dense"
 
 NO_RELEVANT = "without a relevant judgment"
+#: the chance ranker every choice is tested against (``ValidationSettings.random_control``)
+RANDOM = "random"
 Progress = Callable[[str], None]
 #: a validated system: what the result says of it, and its run (qid -> docno -> score)
 System = tuple[SystemInfo, dict[str, dict[str, float]]]
@@ -95,6 +97,8 @@ def validate(
     (``nrp.validation.runs.write_runs``; checked before any ranking)."""
     checked = settings_with(ValidationSettings, settings, overrides).checked(collection)
     rankers = _rankers(collection, default_rankers() if ranker_specs is None else ranker_specs)
+    if checked.random_control and not any(r.name == RANDOM for r in rankers):
+        rankers = [*rankers, _rankers(collection, RANDOM)[0]]  # the chance control
     executor = executor if executor is not None else active_executor()
     candidates = collection.candidates()
     if save_runs is not None:
@@ -316,6 +320,10 @@ def _evaluate(
 ) -> ValidationResult:
     measures = parse_measures(settings.measures)
     dimensions = {}
+    control = next(
+        (i.name for i, _ in systems if i.kind == "ranker" and i.spec.partition(":")[0] == RANDOM),
+        None,
+    )
     for dimension in settings.dimensions:
         qrels = load_qrels(
             collection, dimension, settings.labels, settings.qrels_scope, settings.query_set,
@@ -333,7 +341,7 @@ def _evaluate(
                     + (" ..." if len(absent) > 10 else "")
                 )
         validity = _validity(qrels, settings, scored)
-        dimensions[dimension] = _dimension_result(qrels, per_query, settings, validity)
+        dimensions[dimension] = _dimension_result(qrels, per_query, settings, validity, control)
         if not qrels.evaluated_qids:
             warnings.append(f"{dimension!r}: no query to average over; nothing chosen")
         elif validity and dimensions[dimension].choice is None:
@@ -343,6 +351,9 @@ def _evaluate(
                 f"guarded ranker: nrp validate {collection.name} --rankers "
                 f"{GUARD_HINT}"
             )
+    _, _, unvalidated = default_weights({d: r.choice for d, r in dimensions.items()})
+    if unvalidated:
+        warnings.append(unvalidated)
     return ValidationResult(
         collection=collection.name,
         collection_fingerprint=str(collection.meta.get("fingerprint", "")),
@@ -390,7 +401,10 @@ def _dimension_result(
     per_query: dict[str, dict[str, dict[str, float]]],
     settings: ValidationSettings,
     validity: dict[str, Validity] | None = None,
+    control: str | None = None,
 ) -> DimensionResult:
+    """One dimension's means, tests and choice; ``control``: the random ranker's name (None:
+    the choice is not tested against chance)."""
     names = list(per_query)
     qids = qrels.evaluated_qids
     summary: dict[str, dict[str, Summary]] = {}
@@ -438,7 +452,9 @@ def _dimension_result(
         means = {n: {m: summary[n][m].mean for m in settings.measures} for n in names}
         corrected_by_pair = {frozenset((t.a, t.b)): t.p_corrected for t in tests}
         failed = {n: v.reason for n, v in (validity or {}).items() if not v.passed}
-        choice = choose(means, settings.measures, names, corrected_by_pair, settings.alpha, failed)
+        choice = choose(
+            means, settings.measures, names, corrected_by_pair, settings.alpha, failed, control
+        )
     return DimensionResult(
         dimension=qrels.dimension,
         judged_queries=list(qrels.judged_qids),

@@ -51,6 +51,7 @@ TF = {  # per document: term -> (tf, dl)
     "d3": {"cat": (1, 5), "dog": (1, 5)},
 }
 K1, B, K3 = 1.2, 0.75, 8.0
+TERRIER_FORMULA = {"formula": "terrier"}
 
 
 def hand_tfidf(tf: float, dl: float, term: str, kf: float = 1.0) -> float:
@@ -62,6 +63,18 @@ def hand_bm25(tf: float, dl: float, term: str, kf: float = 1.0) -> float:
     big_k = K1 * ((1 - B) + B * dl / AVGDL)
     idf = math.log2((N - DF[term] + 0.5) / (DF[term] + 0.5))
     return idf * ((K1 + 1) * tf / (big_k + tf)) * ((K3 + 1) * kf / (K3 + kf))
+
+
+def hand_bm25_lucene(tf: float, dl: float, term: str, kf: float = 1.0) -> float:
+    """The default bm25: Lucene's idf log2(1 + (N - df + 0.5)/(df + 0.5)), never negative."""
+    big_k = K1 * ((1 - B) + B * dl / AVGDL)
+    idf = math.log2(1 + (N - DF[term] + 0.5) / (DF[term] + 0.5))
+    return idf * ((K1 + 1) * tf / (big_k + tf)) * ((K3 + 1) * kf / (K3 + kf))
+
+
+def hand_dph_floored(tf: float, dl: float, term: str, kf: float = 1.0) -> float:
+    """The default dph: Terrier's term weight floored at 0."""
+    return max(hand_dph(tf, dl, term, kf), 0.0)
 
 
 def hand_dph(tf: float, dl: float, term: str, kf: float = 1.0) -> float:
@@ -79,8 +92,14 @@ def hand_dph(tf: float, dl: float, term: str, kf: float = 1.0) -> float:
 
 @pytest.mark.parametrize(
     ("ranker", "formula"),
-    [(TfIdfRanker(), hand_tfidf), (BM25Ranker(), hand_bm25), (DPHRanker(), hand_dph)],
-    ids=["tfidf", "bm25", "dph"],
+    [
+        (TfIdfRanker(), hand_tfidf),
+        (BM25Ranker(TERRIER_FORMULA), hand_bm25),
+        (DPHRanker(TERRIER_FORMULA), hand_dph),
+        (BM25Ranker(), hand_bm25_lucene),
+        (DPHRanker(), hand_dph_floored),
+    ],
+    ids=["tfidf", "bm25-terrier", "dph-terrier", "bm25", "dph"],
 )
 def test_hand_computed_scores(ranker, formula):
     expected = [sum(formula(tf, dl, term) for term, (tf, dl) in TF[d].items()) for d in TF]
@@ -101,15 +120,68 @@ def test_hand_computed_values_are_what_terrier_gives():
     )
 
 
+def test_a_term_in_every_document_of_d_q_never_counts_against_one_by_default():
+    """Issue 30: D_q of three documents that all hold "flu". Terrier's BM25 idf is
+    log2((3 - 3 + 0.5)/(3 + 0.5)) = log2(1/7) = -2.807354922057604 (by its name,
+    formula=terrier); the default's (Lucene's) is log2(1 + 1/7) = 0.19264507794239583.
+    Each document: flu once, length 2 (flu plus one other term), avgdl 2, so K = 1.2 and the
+    tf factor 2.2 * 1/(1.2 + 1) = 1; the k3 factor is 1 for one query term."""
+    frame = pd.DataFrame(
+        {
+            "qid": "q",
+            "query": "flu",
+            "docno": ["a", "b", "c"],
+            "text": ["flu fever", "flu cough", "flu vaccine"],
+        }
+    )
+    default = BM25Ranker().score_frame(frame)
+    terrier = make_ranker("bm25:formula=terrier").score_frame(frame)
+    np.testing.assert_allclose(default, [0.19264507794239583] * 3, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(terrier, [-2.807354922057604] * 3, rtol=0, atol=1e-12)
+    # an answer without "flu" (score 0) ranks below D_q by default, above it by Terrier's idf
+    answer = pd.concat(
+        [frame, frame.iloc[[0]].assign(docno="answer", text="unrelated words")], ignore_index=True
+    )
+    assert BM25Ranker().score_frame(answer)[3] == 0 < BM25Ranker().score_frame(answer)[0]
+    terrier_scores = make_ranker("bm25:formula=terrier").score_frame(answer)
+    assert terrier_scores[3] == 0 > terrier_scores[0]
+    # DPH: "flu" alone four times, three times with "fever", and once among ten terms; N = 3,
+    # tokens 18, avgdl 6, F(flu) = 8. In the third (tf 1, dl 10): f = 0.1, norm = 0.81/2 =
+    # 0.405, log2((1 * 6/10) * (3/8)) = log2(0.225) = -2.152003093445049 and
+    # 0.5 log2(2 pi 0.9) = 1.2497922536727856, so Terrier's weight is 0.405 * -0.9022108397722634
+    # = -0.3654 (formula=terrier); the default floors it at 0.
+    frame = pd.DataFrame(
+        {
+            "qid": "q",
+            "query": "flu",
+            "docno": ["a", "b", "c"],
+            "text": [
+                "flu flu flu flu",
+                "flu flu flu fever",
+                "flu fever cough cold sore throat pain nausea rash chills",
+            ],
+        }
+    )
+    dph_terrier = make_ranker("dph:formula=terrier").score_frame(frame)
+    assert dph_terrier[2] == pytest.approx(
+        0.405 * (math.log2(0.225) + 0.5 * math.log2(2 * math.pi * 0.9)), abs=1e-12
+    )
+    assert dph_terrier[2] == pytest.approx(-0.3654139130497233, abs=1e-12)
+    dph = DPHRanker().score_frame(frame)
+    assert dph[2] == 0.0 and dph[1] == dph_terrier[1] > 0
+    with pytest.raises(ConfigError, match="backend=pisa computes PISA's formula"):
+        make_ranker("bm25:backend=pisa,formula=terrier")
+
+
 def test_key_frequency_and_k3():
     # "cat cats": two surface forms, adjacent after stemming -> one term with keyFrequency 2
     assert tp.query_terms("cat cats") == (("cat", 2.0),)
     frame = DOCS.assign(query="cat cats")
     tf, dl = TF["d1"]["cat"]
-    assert BM25Ranker().score_frame(frame)[0] == pytest.approx(
+    assert BM25Ranker(TERRIER_FORMULA).score_frame(frame)[0] == pytest.approx(
         hand_bm25(tf, dl, "cat", kf=2), abs=1e-9
     )
-    assert DPHRanker().score_frame(frame)[0] == pytest.approx(
+    assert DPHRanker(TERRIER_FORMULA).score_frame(frame)[0] == pytest.approx(
         hand_dph(tf, dl, "cat", kf=2), abs=1e-9
     )
     # k3's factor (k3+1)*2/(k3+2) = 1.8: not twice the single-occurrence score
@@ -120,7 +192,13 @@ def test_key_frequency_and_k3():
 
 def test_documents_without_query_terms_and_unknown_terms_score_zero():
     frame = DOCS.assign(query="fish zebra")  # zebra is in no document: skipped
-    for ranker in (TfIdfRanker(), BM25Ranker(), DPHRanker()):
+    # (dph: "Fish!" is the term alone, whose Terrier weight is a tiny negative: formula=terrier)
+    for ranker in (
+        TfIdfRanker(),
+        BM25Ranker(TERRIER_FORMULA),
+        DPHRanker(TERRIER_FORMULA),
+        BM25Ranker(),
+    ):
         scores = ranker.score_frame(frame)
         assert scores[0] == scores[2] == 0.0 and scores[1] != 0.0
     assert (TfIdfRanker().score_frame(DOCS.assign(query="the and of ?")) == 0).all()
@@ -336,7 +414,7 @@ def test_dph_agrees_with_pisa_on_mediqa(mediqa):
     with score <= 0. Measured over 150 queries: mean Kendall tau 0.995 of the raw scores,
     136 identical rankings, the same top document everywhere."""
     _, frame = mediqa
-    ours = DPHRanker().transform(frame)
+    ours = DPHRanker(TERRIER_FORMULA).transform(frame)  # PISA sums negative term weights too
     pisa = make_ranker("dph:backend=pisa").transform(frame)
     merged = ours.merge(
         pisa[["qid", "docno", "score"]], on=["qid", "docno"], suffixes=("", "_pisa")

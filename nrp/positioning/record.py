@@ -1,0 +1,23 @@
+"""The scoring record: how a results frame's weighted NRP was made, kept beside the results.
+
+``nrp score`` writes it as ``scoring.json`` next to ``results.parquet``; ``nrp summary`` (and the
+report) read it to say which dimensions the weighted NRP averages and which were left out, and
+why (``nrp.validation.selection.WEIGHTING_RULE``). Light on purpose: reading it imports no ranker.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+#: the scoring record's file name, beside the results
+SCORING_FILE = "scoring.json"
+#: the ``attrs`` of ``score_answers``' frame the record keeps
+RECORD_KEYS = ("collection", "rankers", "weights", "left_out", "ties", "warnings")
+
+
+def scoring_record(frame: pd.DataFrame) -> dict[str, Any]:
+    """The collection, rankers per dimension, normalised weights, the dimensions left out of
+    the weighted NRP (and why), the tie rule and the warnings, from a results frame's attrs."""
+    return {key: frame.attrs.get(key) for key in RECORD_KEYS}
