@@ -32,7 +32,7 @@ from typing import Any, Literal, Protocol
 
 import pandas as pd
 
-from nrp.collection.formats._io import iter_lines, iter_table, json_problem
+from nrp.collection.formats._io import iter_lines, iter_table, json_problem, loads_strict
 from nrp.collection.records import nfc
 from nrp.errors import InputError, clip, quote
 
@@ -284,8 +284,8 @@ class AnswerReader:
                 continue
             where = AnswerLocation(file, number)
             try:
-                value = json.loads(line)
-            except ValueError as err:  # JSONDecodeError, or a number of over 4,300 digits
+                value = loads_strict(line)  # a key given twice is refused, not the last kept
+            except ValueError as err:  # JSONDecodeError, a number of over 4,300 digits, a key twice
                 self._invalid(where, "malformed_json", json_problem(err))
                 continue
             if not isinstance(value, dict):
@@ -462,7 +462,11 @@ def _name(value: Any, what: str) -> str:
 
 
 def _sample(value: Any) -> int | None:
-    """An integer from 0 to ``MAX_SAMPLE``, or None when absent (then derived from the order)."""
+    """An integer from 0 to ``MAX_SAMPLE``, or None when absent (then derived from the order).
+    NaN (JSON's ``NaN``, a float Parquet column) is a bad value, not an absent one: only a null
+    or a blank is absent."""
+    if isinstance(value, float) and math.isnan(value):
+        raise _Invalid("invalid_sample", "sample is NaN; give a non-negative integer or null")
     if _is_missing(value) or (isinstance(value, str) and not value.strip()):
         return None
     number: int | None = None

@@ -171,7 +171,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = loads_strict(line)
         except ValueError as err:
             raise InputError(path, number, json_problem(err)) from None
         if not isinstance(value, dict):
@@ -179,11 +179,32 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
         yield number, value
 
 
+class DuplicateKey(ValueError):
+    """A JSON object that gives one key twice (``json.loads`` would keep the last silently)."""
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    found: dict[str, object] = {}
+    for key, value in pairs:
+        if key in found:
+            raise DuplicateKey(f"key {quote(key)} given twice in one object")
+        found[key] = value
+    return found
+
+
+def loads_strict(text: str) -> object:
+    """``json.loads`` of one JSON text, refusing an object that gives a key twice (as manifests
+    refuse a YAML key given twice): the one JSON parser of every input file reader."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
 def json_problem(err: ValueError) -> str:
     """What is wrong with a line ``json.loads`` refused: a syntax error with its column, or a
     number too long to convert (Python's 4,300-digit limit raises a plain ValueError)."""
     if isinstance(err, json.JSONDecodeError):
         return f"invalid JSON: {err.msg} at column {err.colno}"
+    if isinstance(err, DuplicateKey):
+        return f"invalid JSON: {err}"
     return f"invalid JSON: {clip(str(err).split(';')[0])}"  # a number too long, say how long
 
 

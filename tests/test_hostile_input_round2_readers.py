@@ -1,0 +1,91 @@
+"""Hostile input, second round (issue 29), the readers' items: links out of a named folder,
+YAML alias bombs and non-string fields, NaN samples and JSON keys given twice, unknown
+dimensions and ranker parameters out of their declared range, runs matching no judged document,
+and the leftovers of a killed ingest. Each case ends in one line ``nrp: error: ...`` and exit 2
+with nothing written, or in the right result; every test here failed on the code before."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from test_hostile_input import DEMO, nrp, one_line_error, write_tiny
+
+ANSWER = {"llm": "m", "prompt": "p", "qid": "d1", "text": "Vitamin C does not prevent colds."}
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo collection, ingested once for the module (its indexes folder)."""
+    indexes = tmp_path_factory.mktemp("demo") / "ix"
+    assert nrp("ingest", DEMO / "manifest.yaml", "--indexes", indexes)[0] == 0
+    return indexes
+
+
+def score(indexes: Path, answers: Path, out: Path, *extra: str) -> tuple[int, str, str]:
+    ranker = () if "--ranker" in extra else ("--ranker", "tfidf")
+    return nrp("score", "demo", answers, *ranker, "--out", out, "--indexes", indexes, *extra)
+
+
+# --- 6. NaN samples, JSON keys given twice ------------------------------------------------------
+
+
+def test_a_nan_sample_in_jsonl_is_a_one_line_error(demo, tmp_path):
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps(ANSWER) + "\n" + json.dumps({**ANSWER, "sample": float("nan")}))
+    out = tmp_path / "out"
+    line = one_line_error(*score(demo, answers, out)[::2])
+    assert line == f"nrp: error: {answers}:2: sample is NaN; give a non-negative integer or null"
+    assert not out.exists()
+
+
+def test_a_nan_sample_in_parquet_is_a_one_line_error_but_a_null_is_derived(demo, tmp_path):
+    answers = tmp_path / "answers.parquet"
+    rows = {key: [value, value] for key, value in ANSWER.items()}
+    nan = pa.array([float("nan"), None], type=pa.float64())  # NaN as written, not a null
+    pq.write_table(pa.table({**rows, "sample": nan}), answers)
+    line = one_line_error(*score(demo, answers, tmp_path / "out")[::2])
+    assert line == f"nrp: error: {answers}: row 1: sample is NaN; give a non-negative integer or null"
+    pq.write_table(pa.table({**rows, "sample": pa.array([None, None], pa.float64())}), answers)
+    code, _, err = score(demo, answers, tmp_path / "out")
+    assert code == 0, err
+    results = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    assert sorted(results["answer_id"].unique()) == ["m/p/d1/0", "m/p/d1/1"]
+
+
+def test_a_key_given_twice_in_an_answers_line_is_a_one_line_error(demo, tmp_path):
+    answers = tmp_path / "answers.jsonl"
+    body = json.dumps(ANSWER)[1:]
+    answers.write_text(json.dumps(ANSWER) + '\n{"qid": "d2", ' + body + "\n")
+    out = tmp_path / "out"
+    line = one_line_error(*score(demo, answers, out)[::2])
+    assert line == f"nrp: error: {answers}:2: invalid JSON: key 'qid' given twice in one object"
+    assert not out.exists()
+
+
+def test_a_key_given_twice_in_a_collection_jsonl_is_a_one_line_error(tmp_path):
+    manifest = write_tiny(
+        tmp_path / "data",
+        MANIFEST_JSONL,
+        topics_jsonl='{"qid": "q1", "query": "a"}\n{"qid": "q2", "query": "b", "qid": "q3"}\n',
+    )
+    line = one_line_error(*nrp("ingest", manifest, "--indexes", tmp_path / "ix")[::2])
+    assert line.endswith("topics.jsonl:2: invalid JSON: key 'qid' given twice in one object")
+    assert not (tmp_path / "ix" / "tiny" / "collection.sqlite").exists()
+
+
+MANIFEST_JSONL = """\
+name: tiny
+dimensions:
+  relevance:
+    grades: {0: not relevant, 1: relevant, 2: highly relevant}
+sources:
+  - {format: table, path: topics.jsonl, holds: topics}
+  - {format: table, path: docs.csv, holds: documents}
+  - {format: trec-qrels, path: rel.qrels, dimension: relevance}
+"""
