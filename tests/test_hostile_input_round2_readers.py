@@ -89,3 +89,31 @@ sources:
   - {format: table, path: docs.csv, holds: documents}
   - {format: trec-qrels, path: rel.qrels, dimension: relevance}
 """
+
+
+# --- 10. the leftovers of a killed ingest ----------------------------------------------------------
+
+
+def dead_pid() -> int:
+    """The PID of a process that has ended (a child, waited for)."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+def test_a_killed_ingests_leftovers_are_removed_at_the_next_start_even_if_it_fails(tmp_path):
+    manifest = write_tiny(tmp_path / "data")
+    store = tmp_path / "ix" / "tiny"
+    store.mkdir(parents=True)
+    dead, live = dead_pid(), os.getppid()
+    ends = ("", "-journal")
+    names = [f".collection.sqlite.building-{pid}{end}" for pid in (dead, live) for end in ends]
+    for name in names:
+        (store / name).write_bytes(b"SQLite format 3\0")
+    (tmp_path / "data" / "rel.qrels").unlink()  # this ingest fails: a source is missing
+    line = one_line_error(*nrp("ingest", manifest, "--indexes", tmp_path / "ix", "--force")[::2])
+    assert "rel.qrels: file not found" in line
+    # the dead ingest's store and journal are gone; a running ingest's are its own, left alone
+    assert sorted(p.name for p in store.iterdir()) == sorted(names[2:])

@@ -84,11 +84,11 @@ def ingest(
     _check_name(name)
     collection_dir = Path(indexes_dir or default_indexes_dir()) / name
     target = store_path(collection_dir)
+    remove_stale_builds(collection_dir)  # first: an ingest that fails later still cleans up
     # inputs that are not files (ir_datasets) are fingerprinted by their records: read them now
     files_only = all(get_format(s.format).reads_files for s in manifest.sources)
     contents = None if files_only else read_sources(manifest)
     fingerprint = fingerprint_of(manifest, contents)
-    remove_stale_builds(collection_dir)
     if target.exists() and not force:
         meta = read_meta(target)
         if meta.get("fingerprint") == fingerprint and meta.get("schema_version") == SCHEMA_VERSION:
