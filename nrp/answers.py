@@ -22,7 +22,6 @@ row of such a file can be trusted.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Iterator

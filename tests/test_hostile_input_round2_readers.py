@@ -50,7 +50,7 @@ def test_a_nan_sample_in_parquet_is_a_one_line_error_but_a_null_is_derived(demo,
     nan = pa.array([float("nan"), None], type=pa.float64())  # NaN as written, not a null
     pq.write_table(pa.table({**rows, "sample": nan}), answers)
     line = one_line_error(*score(demo, answers, tmp_path / "out")[::2])
-    assert line == f"nrp: error: {answers}: row 1: sample is NaN; give a non-negative integer or null"
+    assert line.endswith(f"{answers}: row 1: sample is NaN; give a non-negative integer or null")
     pq.write_table(pa.table({**rows, "sample": pa.array([None, None], pa.float64())}), answers)
     code, _, err = score(demo, answers, tmp_path / "out")
     assert code == 0, err
@@ -91,7 +91,7 @@ sources:
 """
 
 
-# --- 10. the leftovers of a killed ingest ----------------------------------------------------------
+# --- 10. the leftovers of a killed ingest ------------------------------------------------------
 
 
 def dead_pid() -> int:

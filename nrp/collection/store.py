@@ -91,7 +91,7 @@ def read_meta(path: Path) -> dict[str, Any]:
 
 
 #: a store being built (``write_store``) and SQLite's files beside it: the PID of its ingest
-BUILDING = re.compile(r"\.%s\.building-([0-9]+)(?:-journal|-wal|-shm)?" % re.escape(STORE_FILE))
+BUILDING = re.compile(rf"\.{re.escape(STORE_FILE)}\.building-([0-9]+)(?:-journal|-wal|-shm)?")
 
 
 def pid_alive(pid: int) -> bool:
