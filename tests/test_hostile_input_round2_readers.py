@@ -117,3 +117,66 @@ def test_a_killed_ingests_leftovers_are_removed_at_the_next_start_even_if_it_fai
     assert "rel.qrels: file not found" in line
     # the dead ingest's store and journal are gone; a running ingest's are its own, left alone
     assert sorted(p.name for p in store.iterdir()) == sorted(names[2:])
+
+
+# --- 7. unknown dimensions, runs matching nothing, parameter ranges ----------------------------
+
+
+def test_a_ranker_for_a_dimension_the_collection_lacks_is_a_one_line_error(demo, tmp_path):
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps(ANSWER) + "\n")
+    out = tmp_path / "out"
+    code, _, err = score(demo, answers, out, "--ranker", "relevance=tfidf", "--ranker",
+                         "clarity=tfidf")  # fmt: skip
+    assert one_line_error(code, err) == (
+        "nrp: error: collection 'demo' has no dimension 'clarity' (it has: relevance, readability)"
+    )
+    assert not out.exists()
+
+
+def test_a_run_matching_no_judged_document_is_a_one_line_error(demo, tmp_path):
+    good, other = tmp_path / "good.run", tmp_path / "other.run"
+    good.write_text("d1 Q0 d1-02 1 2.0 mine\nd1 Q0 d1-01 2 1.0 mine\n")
+    other.write_text("d1 Q0 doc-7 1 2.0 theirs\nq9 Q0 d1-01 2 1.0 theirs\n")
+    out = tmp_path / "runs.json"
+    code, _, err = nrp("validate", "demo", "--runs", good, "--runs", other, "--indexes", demo,
+                       "--out", out)  # fmt: skip
+    assert one_line_error(code, err) == (
+        f"nrp: error: {other}: matches no judged document of collection 'demo' (none of its 2 "
+        "rows' qid and docno is judged): a run of another collection?"
+    )
+    assert not out.exists()
+    code, _, err = nrp("validate", "demo", "--runs", good, "--indexes", demo, "--out", out)
+    assert code == 0, err
+    assert [s["name"] for s in json.loads(out.read_text())["systems"]] == ["good"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        ("bm25:k1=-1", "ranker 'bm25': parameter k1='-1' is out of range (k1 must be >= 0)"),
+        ("bm25:b=1.5", "ranker 'bm25': parameter b='1.5' is out of range (b must be from 0 to 1)"),
+        ("dense:batch=0",
+         "ranker 'dense': parameter batch='0' is out of range (batch must be >= 1)"),
+        ("dense:max_length=-5",
+         "ranker 'dense': parameter max_length='-5' is out of range (max_length must be >= 0)"),
+        ("fuse:rankers=bm25+tfidf,k=-60",
+         "ranker 'fuse': parameter k='-60' is out of range (k must be >= 0)"),
+    ],
+)  # fmt: skip
+def test_a_ranker_parameter_outside_its_declared_range_is_refused_at_parse(spec, problem):
+    from nrp.errors import ConfigError
+    from nrp.rankers.registry import parse_spec
+
+    with pytest.raises(ConfigError) as raised:
+        parse_spec(spec)
+    assert str(raised.value) == problem
+
+
+def test_score_refuses_a_ranker_parameter_out_of_range_in_one_line(demo, tmp_path):
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps(ANSWER) + "\n")
+    code, _, err = score(demo, answers, tmp_path / "out", "--ranker", "bm25:k1=-1")
+    assert one_line_error(code, err).endswith("parameter k1='-1' is out of range (k1 must be >= 0)")
+    code, _, err = nrp("rankers")
+    assert "    k1=1.2 (float; >= 0): k1, term frequency saturation" in err + _

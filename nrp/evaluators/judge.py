@@ -148,12 +148,16 @@ JUDGE_PARAMS: dict[str, Param] = {
         REFERENCE_CHOICES,
     ),
     "strategy": Param(str, "single", "tfn: single, sequential or adaptive", STRATEGIES),
-    "steps": Param(int, 3, "tfn adaptive: at most K reasoning turns"),
-    "threshold": Param(float, 0.5, "tfn: judge.review when confidence < threshold"),
-    "samples": Param(int, 1, "outputs per prompt (seeds seed..seed+n-1)"),
-    "temperature": Param(float, 0.0, "0: greedy; samples > 1 need > 0"),
+    "steps": Param(int, 3, "tfn adaptive: at most K reasoning turns", minimum=1),
+    "threshold": Param(
+        float, 0.5, "tfn: judge.review when confidence < threshold", minimum=0, maximum=1
+    ),
+    "samples": Param(int, 1, "outputs per prompt (seeds seed..seed+n-1)", minimum=1),
+    "temperature": Param(float, 0.0, "0: greedy; samples > 1 need > 0", minimum=0),
     "seed": Param(int, 0, "seed of sample 0"),
-    "max_new_tokens": Param(int, 0, "per generation (0: geval 16, prometheus 256, tfn 32/64)"),
+    "max_new_tokens": Param(
+        int, 0, "per generation (0: geval 16, prometheus 256, tfn 32/64)", minimum=0
+    ),
     "template": Param(str, "", "template name or file ('' = the mode's *-v1 template)"),
     "logprobs": Param(bool, True, "use token log-probabilities when the backend gives them"),
     "decoding": Param(
@@ -163,10 +167,10 @@ JUDGE_PARAMS: dict[str, Param] = {
         "the scores / labels as the reply; local backend; geval, tfn single and sequential)",
         DECODINGS,
     ),
-    "batch": Param(int, 8, "items per call (local: prompts per forward pass)"),
-    "concurrency": Param(int, 4, "openai: parallel requests"),
+    "batch": Param(int, 8, "items per call (local: prompts per forward pass)", minimum=1),
+    "concurrency": Param(int, 4, "openai: parallel requests", minimum=1),
     "timeout": Param(float, 60.0, "openai: seconds per request"),
-    "retries": Param(int, 5, "openai: retries on 429, 5xx, timeouts, connection errors"),
+    "retries": Param(int, 5, "openai: retries on 429, 5xx, timeouts, connection errors", minimum=0),
     "device": Param(str, "auto", "local: auto, cpu or cuda[:N]"),
     "dtype": Param(str, "fp32", "local: fp32; fp16 or bf16 on a GPU", ("fp32", "fp16", "bf16")),
 }

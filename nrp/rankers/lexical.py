@@ -643,8 +643,8 @@ _STATS = Param(
 _COLLECTION = Param(
     str, "", "with stats=collection: the ingested collection whose documents give the statistics"
 )
-_K1 = Param(float, 1.2, "k1, term frequency saturation")
-_B = Param(float, 0.75, "b, document length normalisation")
+_K1 = Param(float, 1.2, "k1, term frequency saturation", minimum=0)
+_B = Param(float, 0.75, "b, document length normalisation", minimum=0, maximum=1)
 
 
 def _backend(choices: tuple[str, ...]) -> Param:
@@ -669,7 +669,7 @@ _PARAMS: dict[str, dict[str, Param]] = {
     "bm25": {
         "k1": _K1,
         "b": _B,
-        "k3": Param(float, 8.0, "k3, query term frequency saturation"),
+        "k3": Param(float, 8.0, "k3, query term frequency saturation", minimum=0),
         "stats": _STATS,
         "collection": _COLLECTION,
         "backend": _backend(("python", "terrier", "pisa")),
