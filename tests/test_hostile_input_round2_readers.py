@@ -180,3 +180,117 @@ def test_score_refuses_a_ranker_parameter_out_of_range_in_one_line(demo, tmp_pat
     assert one_line_error(code, err).endswith("parameter k1='-1' is out of range (k1 must be >= 0)")
     code, _, err = nrp("rankers")
     assert "    k1=1.2 (float; >= 0): k1, term frequency saturation" in err + _
+
+
+# --- 4. YAML alias bombs, fields that must be strings, long values in errors --------------------
+
+
+def alias_bomb(depth: int = 7, width: int = 9) -> str:
+    """A list of nested aliases, one level a line: ``width ** depth`` values in a few hundred
+    bytes."""
+    lines = ['  - &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for level in range(1, depth):
+        lines.append(f"  - &a{level} [{', '.join([f'*a{level - 1}'] * width)}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_manifest_alias_bomb_is_refused_at_its_line(tmp_path):
+    manifest = write_tiny(tmp_path / "data")
+    manifest.write_text(manifest.read_text() + "citation:\n" + alias_bomb())
+    code, _, err = nrp("ingest", manifest, "--indexes", tmp_path / "ix")
+    line = one_line_error(code, err)
+    # line 14 is `- &a4 [...]`: 66,430 values (9 ** 5 strings in their lists), the first value
+    # over the bound; the error comes before a value is expanded
+    assert line == (
+        f"nrp: error: {manifest}:14: malformed YAML: aliases expand this value to 66,430 values, "
+        "over the limit of 10,000 beyond those written (an alias bomb?)"
+    )
+    assert not (tmp_path / "ix").exists()
+
+
+def test_an_experiment_alias_bomb_in_name_is_a_short_one_line_error(tmp_path):
+    experiment = tmp_path / "exp.yaml"
+    experiment.write_text("collection: demo\nrankers: {fixed: tfidf}\nllms: [{name: x}]\nname:\n"
+                          + alias_bomb())  # fmt: skip
+    line = one_line_error(*nrp("run", experiment)[::2])
+    assert line.startswith(f"nrp: error: {experiment}:9: not YAML: aliases expand this value")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_aliases_within_the_bound_are_read_and_a_recursive_one_is_refused(tmp_path):
+    shared = MANIFEST_TWO_DIMENSIONS
+    manifest = write_tiny(tmp_path / "data", shared)
+    assert nrp("ingest", manifest, "--indexes", tmp_path / "ix")[0] == 0
+    from nrp import Collection
+
+    collection = Collection.load("tiny", tmp_path / "ix")
+    assert list(collection.dimensions) == ["relevance", "clarity"]
+    assert collection.dimensions["clarity"].grades["2"].meaning == "highly relevant"
+    manifest.write_text(shared.replace("citation: x", "citation: &loop [*loop]"))
+    line = one_line_error(*nrp("ingest", manifest, "--indexes", tmp_path / "ix2")[::2])
+    assert line == (
+        f"nrp: error: {manifest}:11: malformed YAML: an alias refers to a value that holds it"
+    )
+
+
+MANIFEST_TWO_DIMENSIONS = """\
+name: tiny
+dimensions:
+  relevance:
+    grades: &scale {0: not relevant, 1: relevant, 2: highly relevant}
+  clarity: {grades: *scale}
+sources:
+  - {format: table, path: topics.tsv, holds: topics}
+  - {format: table, path: docs.csv, holds: documents}
+  - {format: trec-qrels, path: rel.qrels, dimension: relevance}
+  - {format: trec-qrels, path: rel.qrels, dimension: clarity}
+citation: x
+"""
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "problem"),
+    [
+        ("name", "[tiny, other]", "name must be a string, found list"),
+        ("description", "{a: 1}", "description must be a string, found dict"),
+        ("repeated_judgments", "{policy: [max], reason: r}",
+         "repeated_judgments: policy must be a string, found list"),
+    ],
+)  # fmt: skip
+def test_a_manifest_string_field_given_another_type_is_refused(tmp_path, key, value, problem):
+    text = MANIFEST_TWO_DIMENSIONS.replace("name: tiny\n", "") + f"{key}: {value}\n"
+    manifest = write_tiny(tmp_path / "data", text)
+    line = one_line_error(*nrp("ingest", manifest, "--indexes", tmp_path / "ix")[::2])
+    assert line == f"nrp: error: {manifest}: {problem}"
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        ("name: [a, b]", "name must be a string, found list"),
+        ("out: 5", "out must be a string, found int"),
+        ("ties: [mid]", "ties must be a string, found list"),
+        ("collection: {name: [demo]}", "collection.name must be a string, found list"),
+    ],
+)  # fmt: skip
+def test_an_experiment_string_field_given_another_type_is_refused(tmp_path, entry, problem):
+    experiment = tmp_path / "exp.yaml"
+    base = {"name": "e", "collection": "demo", "ties": "mid"}
+    key = entry.split(":")[0]
+    lines = [f"{k}: {v}" for k, v in base.items() if k != key]
+    experiment.write_text(
+        "\n".join([*lines, entry, "rankers: {fixed: tfidf}", "llms: [{name: x}]"])
+    )
+    line = one_line_error(*nrp("run", experiment)[::2])
+    assert line == f"nrp: error: {experiment}: {problem}"
+
+
+def test_an_error_line_quotes_a_long_value_in_part(tmp_path, monkeypatch):
+    experiment = tmp_path / "exp.yaml"
+    name = "n" * 100_000
+    experiment.write_text(f"name: {name}\ncollection: demo\nrankers: {{fixed: tfidf}}\n"
+                          "llms: [{name: x}]\n")  # fmt: skip
+    monkeypatch.chdir(tmp_path)  # the output folder runs/NAME: a name too long to create
+    line = one_line_error(*nrp("run", experiment)[::2])
+    assert line.startswith("nrp: error: runs/nnnn") and "(100,005 characters)" in line
+    assert len(line) < 1100

@@ -82,7 +82,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from nrp.errors import ConfigError, InputError
+from nrp.errors import ConfigError
 from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param, register
 
 FAMILY = "judge"
@@ -148,16 +148,12 @@ JUDGE_PARAMS: dict[str, Param] = {
         REFERENCE_CHOICES,
     ),
     "strategy": Param(str, "single", "tfn: single, sequential or adaptive", STRATEGIES),
-    "steps": Param(int, 3, "tfn adaptive: at most K reasoning turns", minimum=1),
-    "threshold": Param(
-        float, 0.5, "tfn: judge.review when confidence < threshold", minimum=0, maximum=1
-    ),
-    "samples": Param(int, 1, "outputs per prompt (seeds seed..seed+n-1)", minimum=1),
+    "steps": Param(int, 3, "tfn adaptive: at most K reasoning turns"),
+    "threshold": Param(float, 0.5, "tfn: judge.review when confidence < threshold"),
+    "samples": Param(int, 1, "outputs per prompt (seeds seed..seed+n-1)"),
     "temperature": Param(float, 0.0, "0: greedy; samples > 1 need > 0", minimum=0),
     "seed": Param(int, 0, "seed of sample 0"),
-    "max_new_tokens": Param(
-        int, 0, "per generation (0: geval 16, prometheus 256, tfn 32/64)", minimum=0
-    ),
+    "max_new_tokens": Param(int, 0, "per generation (0: geval 16, prometheus 256, tfn 32/64)"),
     "template": Param(str, "", "template name or file ('' = the mode's *-v1 template)"),
     "logprobs": Param(bool, True, "use token log-probabilities when the backend gives them"),
     "decoding": Param(
@@ -183,12 +179,9 @@ def _criteria_file() -> tuple[dict[str, Any], str]:
 
     path = TEMPLATE_DIR / CRITERIA_FILE
     data = path.read_bytes()
-    import yaml
+    from nrp.collection.mapping_files import read_mapping_text
 
-    try:
-        table = yaml.safe_load(data) or {}
-    except yaml.YAMLError as exc:
-        raise InputError(path, None, f"not valid YAML: {exc}") from None
+    table = read_mapping_text(path, data.decode("utf-8")) or {}
     return table, hashlib.sha256(data).hexdigest()
 
 

@@ -53,6 +53,7 @@ import yaml
 
 from nrp.analysis.flags import flags_path, read_flags
 from nrp.analysis.summary import read_results
+from nrp.collection.mapping_files import compose_yaml, yaml_error
 from nrp.errors import InputError, NrpError
 from nrp.validation.result import VALIDATION_FILE
 
@@ -457,11 +458,9 @@ def read_sizes(path: str | Path) -> dict[str, float]:
 
 def _sizes_yaml(path: Path) -> dict[str, float]:
     try:
-        node = yaml.compose(path.read_text(encoding="utf-8"))
+        node = compose_yaml(path.read_text(encoding="utf-8"))  # nrp's one YAML loader
     except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        line = None if mark is None else mark.line + 1
-        raise InputError(path, line, f"invalid YAML: {getattr(error, 'problem', error)}") from None
+        raise yaml_error(path, error, "invalid YAML") from None
     except UnicodeDecodeError:
         raise InputError(path, None, "not valid UTF-8") from None
     if isinstance(node, yaml.MappingNode) and len(node.value) == 1:
