@@ -31,7 +31,13 @@ from typing import Any, Literal, Protocol
 
 import pandas as pd
 
-from nrp.collection.formats._io import iter_lines, iter_table, json_problem, loads_strict
+from nrp.collection.formats._io import (
+    folder_files,
+    iter_lines,
+    iter_table,
+    json_problem,
+    loads_strict,
+)
 from nrp.collection.records import nfc
 from nrp.errors import InputError, clip, quote
 
@@ -186,9 +192,9 @@ def _answer_files(path: Path) -> list[Path]:
         return [path]
     if not path.is_dir():  # a device, a socket or a FIFO (e.g. /dev/null)
         raise InputError(path, None, "not a regular file or folder")
-    direct = _files_in(path)
+    direct = _files_in(path, path)
     folders = [d for d in sorted(path.iterdir()) if d.is_dir() and not d.name.startswith(".")]
-    nested = [(d, _files_in(d)) for d in folders]
+    nested = [(d, _files_in(d, path)) for d in folders]
     nested = [(d, files) for d, files in nested if files]
     if direct and nested:
         raise InputError(
@@ -203,12 +209,13 @@ def _answer_files(path: Path) -> list[Path]:
     return files
 
 
-def _files_in(folder: Path) -> list[Path]:
-    return [
-        f
-        for f in sorted(folder.iterdir())
-        if f.is_file() and not f.name.startswith(".") and f.suffix.lower() in SUFFIXES
-    ]
+def _files_in(folder: Path, named: Path) -> list[Path]:
+    """The answer files of ``folder``, each inside the folder ``named`` (``folder_files``)."""
+    return folder_files(folder, _is_answer_file, recursive=False, within=named)
+
+
+def _is_answer_file(path: Path) -> bool:
+    return not path.name.startswith(".") and path.suffix.lower() in SUFFIXES
 
 
 class _Invalid(Exception):

@@ -294,3 +294,129 @@ def test_an_error_line_quotes_a_long_value_in_part(tmp_path, monkeypatch):
     line = one_line_error(*nrp("run", experiment)[::2])
     assert line.startswith("nrp: error: runs/nnnn") and "(100,005 characters)" in line
     assert len(line) < 1100
+
+
+# --- 1. links inside a named folder -----------------------------------------------------------
+
+SECRET = "SECRET-0xC0FFEE,do not show"
+PAGE = "<html><head><title>{0}</title></head><body><p>{0}: " + "words of a page " * 8 + "</p>"
+
+
+def outside_files(tmp_path: Path) -> Path:
+    """Files outside every folder a test names: a secret line, answers, a page."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "passwd").write_text(SECRET + "\nline two\n")
+    (outside / "answers.jsonl").write_text(json.dumps({**ANSWER, "text": SECRET}) + "\n")
+    (outside / "llm").mkdir()
+    (outside / "llm" / "p.jsonl").write_text(json.dumps(ANSWER) + "\n")
+    (outside / "page.html").write_text(PAGE.format(SECRET))
+    return outside
+
+
+@pytest.mark.parametrize(
+    ("link", "target"),
+    [("zz.csv", "passwd"), ("zz.jsonl", "answers.jsonl")],
+)
+def test_an_answer_file_linking_out_of_the_named_folder_is_refused(demo, tmp_path, link, target):
+    outside = outside_files(tmp_path)
+    answers = tmp_path / "answers"
+    answers.mkdir()
+    (answers / "a.jsonl").write_text(json.dumps(ANSWER) + "\n")
+    (answers / link).symlink_to(outside / target)
+    out = tmp_path / "out"
+    code, _, err = score(demo, answers, out)
+    assert one_line_error(code, err) == (
+        f"nrp: error: {answers / link}: a symbolic link that leads outside the folder {answers}: "
+        "refused (a file found in a folder must lie inside it; copy the file in instead)"
+    )
+    assert SECRET not in err and not out.exists()
+
+
+def test_an_llm_folder_linking_out_is_refused_but_a_link_inside_is_read(demo, tmp_path):
+    outside = outside_files(tmp_path)
+    answers = tmp_path / "answers"
+    (answers / "mine").mkdir(parents=True)
+    (answers / "mine" / "p.jsonl").write_text(json.dumps({**ANSWER, "llm": "mine"}) + "\n")
+    (answers / "mine" / "q.jsonl").symlink_to(answers / "mine" / "p.jsonl")  # inside: read
+    code, _, err = score(demo, answers, tmp_path / "out")
+    assert code == 0, err
+    results = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    assert sorted(results["answer_id"].unique()) == ["mine/p/d1/0", "mine/p/d1/1"]
+    (answers / "theirs").symlink_to(outside / "llm")
+    line = one_line_error(*score(demo, answers, tmp_path / "out2")[::2])
+    assert line.startswith(f"nrp: error: {answers / 'theirs' / 'p.jsonl'}: a symbolic link that")
+
+
+HTML_MANIFEST = MANIFEST_JSONL.replace(
+    "{format: table, path: docs.csv, holds: documents}", "{format: html-folder, path: pages}"
+).replace("topics.jsonl", "topics.tsv")
+
+
+def test_an_html_folder_page_linking_out_is_refused_by_ingest(tmp_path):
+    outside = outside_files(tmp_path)
+    manifest = write_tiny(tmp_path / "data", HTML_MANIFEST)
+    pages = tmp_path / "data" / "pages"
+    pages.mkdir()
+    (pages / "d1.html").write_text(PAGE.format("Vitamin C"))
+    (pages / "d2.html").symlink_to(outside / "page.html")
+    code, _, err = nrp("ingest", manifest, "--indexes", tmp_path / "ix")
+    assert one_line_error(code, err) == (
+        f"nrp: error: {pages / 'd2.html'}: a symbolic link that leads outside the folder {pages}: "
+        "refused (a file found in a folder must lie inside it; copy the file in instead)"
+    )
+    assert SECRET not in err and not (tmp_path / "ix").exists()
+    (pages / "d2.html").unlink()
+    (pages / "d2.html").write_text(PAGE.format("Colds"))
+    assert nrp("ingest", manifest, "--indexes", tmp_path / "ix")[0] == 0
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    """``nrp serve`` on loopback, its data root holding the synth collection (ingested)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent / "service"))
+    from service_helpers import ADMIN_TOKEN, Server, write_config, write_synth
+
+    from nrp import ingest
+
+    root = tmp_path_factory.mktemp("links").resolve()
+    ingest(write_synth(root / "data"), indexes_dir=root / "indexes")
+    running = Server(write_config(root), root / "server.log").start()
+    yield root, running.client(ADMIN_TOKEN)
+    running.stop()
+
+
+@pytest.mark.slow
+def test_the_service_refuses_answer_files_and_pages_linking_out_of_the_data_root(server):
+    root, admin = server
+    outside = outside_files(root)
+    answers = root / "data" / "answers"
+    answers.mkdir()
+    record = {"llm": "m", "prompt": "p", "qid": "t0", "text": "an answer"}
+    (answers / "a.jsonl").write_text(json.dumps(record) + "\n")
+    for link, target in [("zz.csv", "passwd"), ("zz.jsonl", "answers.jsonl")]:
+        (answers / link).symlink_to(outside / target)
+        job = {"collection": "synth", "answers_path": "answers", "rankers": "bm25"}
+        response = admin.post("/v1/jobs", json=job)
+        assert response.status_code == 422, response.text
+        assert "a symbolic link that leads outside the folder" in response.json()["detail"]
+        assert SECRET not in response.text
+        (answers / link).unlink()
+    pages = root / "data" / "pages"
+    pages.mkdir()
+    (pages / "t0d0.html").write_text(PAGE.format("Vitamin C"))
+    (pages / "t0d1.html").symlink_to(outside / "page.html")
+    manifest = (root / "data" / "manifest.yaml").read_text()
+    (root / "data" / "html.yaml").write_text(
+        manifest.replace(
+            "{format: table, path: documents.tsv, holds: documents}",
+            "{format: html-folder, path: pages}",
+        )
+    )
+    response = admin.post("/v1/collections", json={"manifest": "html.yaml", "name": "html"})
+    assert response.status_code == 422, response.text
+    assert "a symbolic link that leads outside the folder" in response.json()["detail"]
+    assert SECRET not in response.text
+    assert not (root / "indexes" / "html").exists()

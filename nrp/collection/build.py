@@ -21,6 +21,7 @@ from typing import Any
 
 from nrp import __version__
 from nrp.collection.formats import ReadReport, get_format
+from nrp.collection.formats._io import folder_files
 from nrp.collection.labels import LabelScale, normalize_label, numeric_value
 from nrp.collection.manifest import Manifest, SourceSpec
 from nrp.collection.records import (
@@ -152,7 +153,7 @@ def _files_of(source: SourceSpec) -> list[Path]:
         if not source.path.exists():
             raise InputError(source.path, None, f"file not found ({source.describe()})")
         if source.path.is_dir():
-            return sorted(p for p in source.path.rglob("*") if p.is_file())
+            return folder_files(source.path)  # a link out of the folder is an error
     except OSError as err:  # a name too long, a folder that cannot be listed
         raise InputError(source.path, None, f"cannot read: {err.strerror or err}") from None
     return [source.path]

@@ -53,6 +53,7 @@ import yaml
 
 from nrp.analysis.flags import flags_path, read_flags
 from nrp.analysis.summary import read_results
+from nrp.collection.formats._io import folder_files
 from nrp.collection.mapping_files import compose_yaml, yaml_error
 from nrp.errors import InputError, NrpError
 from nrp.validation.result import VALIDATION_FILE
@@ -328,7 +329,7 @@ def read_meta(paths: str | Path | list[str | Path]) -> MetaInputs:
                 if frame is None:
                     raise InputError(folder / META_SUMMARY, 1, "not an nrp meta summary table")
                 frames.append(frame)
-            for csv in sorted(folder.glob("*.csv")):
+            for csv in folder_files(folder, _is_csv, recursive=False, within=given):
                 if csv.name in known:
                     continue
                 frame = _meta_table(csv, name)
@@ -454,6 +455,10 @@ def read_sizes(path: str | Path) -> dict[str, float]:
     if not sizes:
         raise InputError(path, None, "no model sizes in this file")
     return sizes
+
+
+def _is_csv(path: Path) -> bool:
+    return path.name.endswith(".csv")
 
 
 def _sizes_yaml(path: Path) -> dict[str, float]:
