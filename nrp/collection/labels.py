@@ -144,7 +144,8 @@ def _parse_grades(dimension: str, spec: Any, where: str) -> dict[str, Grade]:
             unknown = set(value) - {"grade", "meaning", "exclude"}
             if unknown:
                 raise ConfigError(f"{at}: unknown key(s) {quote(sorted(map(str, unknown)))}")
-            meaning = string_field(value.get("meaning"), "meaning", config_error_at(at))
+            fail = config_error_at(at)
+            meaning = string_field(value.get("meaning"), "meaning", fail, scalars=True)
             if value.get("exclude"):
                 if "grade" in value:
                     raise ConfigError(f"{at}: an excluded label has no grade")
@@ -156,7 +157,7 @@ def _parse_grades(dimension: str, spec: Any, where: str) -> dict[str, Grade]:
                 gain = _gain(_label_as_int(label, at), at)
             grades[label] = Grade(label, gain, meaning)
         else:  # short form `2: highly relevant`: the label is its own gain
-            meaning = string_field(value, "a label's meaning", config_error_at(at))
+            meaning = string_field(value, "a label's meaning", config_error_at(at), scalars=True)
             grades[label] = Grade(label, _gain(_label_as_int(label, at), at), meaning)
     return grades
 
@@ -205,7 +206,9 @@ def _parse_bins(dimension: str, spec: Any, where: str) -> tuple[Bin, ...]:
             Bin(
                 below,
                 _gain(entry["grade"], f"{at}[{position}]"),
-                string_field(entry.get("meaning"), "meaning", config_error_at(f"{at}[{position}]")),
+                string_field(
+                    entry.get("meaning"), "meaning", config_error_at(f"{at}[{position}]"), "", True
+                ),
             )
         )
     return tuple(bins)

@@ -149,12 +149,22 @@ def read_mapping_text(path: Path, text: str) -> Any:
         raise InputError(path, None, f"cannot read a value: {clip(str(err))}") from None
 
 
-def string_field(value: Any, key: str, fail: Callable[[str], Exception], default: str = "") -> str:
+def string_field(
+    value: Any,
+    key: str,
+    fail: Callable[[str], Exception],
+    default: str = "",
+    scalars: bool = False,
+) -> str:
     """A field that must be a string (a name, a path, a description): ``value``, or ``default``
     when it is absent (None); anything else raises ``fail(problem)``, since ``str()`` of a list
-    or mapping (an alias bomb's millions of values) would become a name, a folder or a message."""
+    or mapping (an alias bomb's millions of values) would become a name, a folder or a message.
+    ``scalars``: a number or boolean is taken as its text too (a grade's meaning ``yes``, which
+    YAML 1.1 reads as true, has always been read so)."""
     if value is None:
         return default
+    if scalars and isinstance(value, int | float | bool):
+        return str(value)
     if not isinstance(value, str):
         raise fail(f"{key} must be a string, found {type(value).__name__}")
     return value
