@@ -201,8 +201,6 @@ class FusionRanker(Ranker):
     def _given_weights(self) -> tuple[float, ...] | None:
         """The weights the spec gives (None for ``fit``), checked."""
         text, n = str(self.params["weights"]).strip(), len(self.rankers)
-        if self.params["k"] < 0:
-            raise ConfigError(f"ranker 'fuse': k must be at least 0, got {self.params['k']}")
         if text != FIT:
             for key in _FIT_ONLY:
                 if self.params[key] != PARAMS[key].default:
