@@ -22,7 +22,6 @@ row of such a file can be trusted.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Iterator
@@ -32,7 +31,13 @@ from typing import Any, Literal, Protocol
 
 import pandas as pd
 
-from nrp.collection.formats._io import iter_lines, iter_table, json_problem
+from nrp.collection.formats._io import (
+    folder_files,
+    iter_lines,
+    iter_table,
+    json_problem,
+    loads_strict,
+)
 from nrp.collection.records import nfc
 from nrp.errors import InputError, clip, quote
 
@@ -187,9 +192,9 @@ def _answer_files(path: Path) -> list[Path]:
         return [path]
     if not path.is_dir():  # a device, a socket or a FIFO (e.g. /dev/null)
         raise InputError(path, None, "not a regular file or folder")
-    direct = _files_in(path)
+    direct = _files_in(path, path)
     folders = [d for d in sorted(path.iterdir()) if d.is_dir() and not d.name.startswith(".")]
-    nested = [(d, _files_in(d)) for d in folders]
+    nested = [(d, _files_in(d, path)) for d in folders]
     nested = [(d, files) for d, files in nested if files]
     if direct and nested:
         raise InputError(
@@ -204,12 +209,13 @@ def _answer_files(path: Path) -> list[Path]:
     return files
 
 
-def _files_in(folder: Path) -> list[Path]:
-    return [
-        f
-        for f in sorted(folder.iterdir())
-        if f.is_file() and not f.name.startswith(".") and f.suffix.lower() in SUFFIXES
-    ]
+def _files_in(folder: Path, named: Path) -> list[Path]:
+    """The answer files of ``folder``, each inside the folder ``named`` (``folder_files``)."""
+    return folder_files(folder, _is_answer_file, recursive=False, within=named)
+
+
+def _is_answer_file(path: Path) -> bool:
+    return not path.name.startswith(".") and path.suffix.lower() in SUFFIXES
 
 
 class _Invalid(Exception):
@@ -284,8 +290,8 @@ class AnswerReader:
                 continue
             where = AnswerLocation(file, number)
             try:
-                value = json.loads(line)
-            except ValueError as err:  # JSONDecodeError, or a number of over 4,300 digits
+                value = loads_strict(line)  # a key given twice is refused, not the last kept
+            except ValueError as err:  # JSONDecodeError, a number of over 4,300 digits, a key twice
                 self._invalid(where, "malformed_json", json_problem(err))
                 continue
             if not isinstance(value, dict):
@@ -462,7 +468,11 @@ def _name(value: Any, what: str) -> str:
 
 
 def _sample(value: Any) -> int | None:
-    """An integer from 0 to ``MAX_SAMPLE``, or None when absent (then derived from the order)."""
+    """An integer from 0 to ``MAX_SAMPLE``, or None when absent (then derived from the order).
+    NaN (JSON's ``NaN``, a float Parquet column) is a bad value, not an absent one: only a null
+    or a blank is absent."""
+    if isinstance(value, float) and math.isnan(value):
+        raise _Invalid("invalid_sample", "sample is NaN; give a non-negative integer or null")
     if _is_missing(value) or (isinstance(value, str) and not value.strip()):
         return None
     number: int | None = None

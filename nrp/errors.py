@@ -9,6 +9,8 @@ from pathlib import Path
 QUOTE_LIMIT = 200
 #: the longest problem text an ``InputError`` keeps, whatever it quotes (several values, a list)
 PROBLEM_LIMIT = 1000
+#: the longest error line the CLI prints (a file name and a problem; any error, an OSError too)
+MESSAGE_LIMIT = 2 * PROBLEM_LIMIT
 
 
 def clip(text: str, limit: int = QUOTE_LIMIT) -> str:
@@ -24,6 +26,12 @@ def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
     return clip(repr(value), limit)
 
 
+def one_line(text: object, limit: int = PROBLEM_LIMIT) -> str:
+    """``text`` on one line (its whitespace runs made one space) and at most ``limit``
+    characters: what an error message may show, whatever it was built from."""
+    return clip(" ".join(str(text).split()), limit)
+
+
 class NrpError(Exception):
     """Base class of every error nrp reports to a user (the CLI prints it and exits 2)."""
 
@@ -35,7 +43,7 @@ class InputError(NrpError):
         self.path = None if path is None else str(path)
         self.line = line
         # always one line, and never a whole file's worth of quoted data
-        self.problem = clip(" ".join(str(problem).split()), PROBLEM_LIMIT)
+        self.problem = one_line(problem)
         super().__init__(self.__str__())
 
     def __str__(self) -> str:

@@ -22,10 +22,30 @@ INT_RANGE = (-(2**31), 2**31 - 1)
 
 @dataclass(frozen=True)
 class Param:
+    """A declared parameter: its type, default, what it does, and the values it may take: one of
+    ``choices``, or a number from ``minimum`` to ``maximum`` (either bound may be open, None),
+    checked when a spec is parsed, so ``bm25:k1=-1`` or ``dense:batch=0`` never reach a ranker."""
+
     type: type
     default: Any
     description: str
     choices: tuple[Any, ...] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+
+    def range_text(self) -> str:
+        """The declared range in words (``from 0 to 1``, ``>= 1``); empty when there is none."""
+        low, high = self.minimum, self.maximum
+        if low is not None and high is not None:
+            return f"from {low:g} to {high:g}"
+        if low is not None:
+            return f">= {low:g}"
+        return f"<= {high:g}" if high is not None else ""
+
+    def in_range(self, value: float) -> bool:
+        return (self.minimum is None or value >= self.minimum) and (
+            self.maximum is None or value <= self.maximum
+        )
 
 
 def convert(value: str, param: Param, kind: str, name: str, key: str) -> Any:
@@ -50,6 +70,11 @@ def convert(value: str, param: Param, kind: str, name: str, key: str) -> Any:
     if param.type is float and not math.isfinite(converted):
         raise ConfigError(
             f"{kind} {name!r}: parameter {key}={quote(value)} must be a finite number"
+        )
+    if param.type in (int, float) and not param.in_range(converted):
+        raise ConfigError(
+            f"{kind} {name!r}: parameter {key}={quote(value)} is out of range "
+            f"({key} must be {param.range_text()})"
         )
     if param.choices is not None and converted not in param.choices:
         raise ConfigError(

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from nrp import api
-from nrp.errors import NrpError
+from nrp.errors import MESSAGE_LIMIT, NrpError, one_line
 
 
 def add_indexes_option(parser: argparse.ArgumentParser) -> None:
@@ -121,12 +121,13 @@ def run_command(args: argparse.Namespace) -> int:
     permission, a name too long, a full disk); an interrupt exits 130."""
     try:
         return args.run(args)
-    except NrpError as err:
-        print(f"nrp: error: {err}{_given_as(str(err), args)}", file=sys.stderr)
+    except NrpError as err:  # one line, however long the values it was built from
+        message = one_line(err, MESSAGE_LIMIT)
+        print(f"nrp: error: {message}{_given_as(str(err), args)}", file=sys.stderr)
         return 2
-    except OSError as err:
-        where = f"{err.filename}: " if err.filename else ""
-        print(f"nrp: error: {where}{err.strerror or err}", file=sys.stderr)
+    except OSError as err:  # a name too long to open is quoted in part
+        where = f"{one_line(err.filename)}: " if err.filename else ""
+        print(f"nrp: error: {where}{one_line(err.strerror or err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("nrp: interrupted", file=sys.stderr)

@@ -66,6 +66,8 @@ def list_formats(args: argparse.Namespace) -> int:
 def parameter_line(key: str, param: Any) -> str:
     """One declared parameter of a ranker or evaluator: name=default (type; choices): what."""
     choices = f"; one of {', '.join(map(str, param.choices))}" if param.choices else ""
+    if getattr(param, "range_text", None) and param.range_text():
+        choices += f"; {param.range_text()}"
     return f"{key}={param.default!r} ({param.type.__name__}{choices}): {param.description}"
 
 

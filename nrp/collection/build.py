@@ -21,6 +21,7 @@ from typing import Any
 
 from nrp import __version__
 from nrp.collection.formats import ReadReport, get_format
+from nrp.collection.formats._io import folder_files
 from nrp.collection.labels import LabelScale, normalize_label, numeric_value
 from nrp.collection.manifest import Manifest, SourceSpec
 from nrp.collection.records import (
@@ -84,11 +85,11 @@ def ingest(
     _check_name(name)
     collection_dir = Path(indexes_dir or default_indexes_dir()) / name
     target = store_path(collection_dir)
+    remove_stale_builds(collection_dir)  # first: an ingest that fails later still cleans up
     # inputs that are not files (ir_datasets) are fingerprinted by their records: read them now
     files_only = all(get_format(s.format).reads_files for s in manifest.sources)
     contents = None if files_only else read_sources(manifest)
     fingerprint = fingerprint_of(manifest, contents)
-    remove_stale_builds(collection_dir)
     if target.exists() and not force:
         meta = read_meta(target)
         if meta.get("fingerprint") == fingerprint and meta.get("schema_version") == SCHEMA_VERSION:
@@ -152,7 +153,7 @@ def _files_of(source: SourceSpec) -> list[Path]:
         if not source.path.exists():
             raise InputError(source.path, None, f"file not found ({source.describe()})")
         if source.path.is_dir():
-            return sorted(p for p in source.path.rglob("*") if p.is_file())
+            return folder_files(source.path)  # a link out of the folder is an error
     except OSError as err:  # a name too long, a folder that cannot be listed
         raise InputError(source.path, None, f"cannot read: {err.strerror or err}") from None
     return [source.path]

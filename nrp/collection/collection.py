@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
@@ -14,7 +15,7 @@ import pandas as pd
 from nrp.collection.build import default_indexes_dir
 from nrp.collection.labels import LabelScale
 from nrp.collection.store import STORE_FILE, read_meta, store_path
-from nrp.errors import ConfigError, NrpError
+from nrp.errors import ConfigError, NrpError, quote
 
 LabelMode = Literal["graded", "raw"]
 #: the topic field rankers read unless their spec names another (``dense:query=paraphrase``)
@@ -182,11 +183,17 @@ class Collection:
         return self.candidates(qid)[["docno", "text"]]
 
     def _check_dimension(self, dimension: str) -> None:
-        if dimension not in self.dimensions:
-            raise NrpError(
-                f"collection {self.name!r} has no dimension {dimension!r} "
-                f"(it has: {', '.join(self.dimensions)})"
-            )
+        self.check_dimensions([dimension])
+
+    def check_dimensions(self, names: Iterable[object]) -> None:
+        """ConfigError naming the first of ``names`` that is not a dimension of this collection
+        (a ranker, weight or setting for it would be silently ignored)."""
+        for name in names:
+            if name not in self.dimensions:
+                raise ConfigError(
+                    f"collection {self.name!r} has no dimension {quote(name)} "
+                    f"(it has: {', '.join(self.dimensions)})"
+                )
 
 
 def list_collections(indexes_dir: str | Path | None = None) -> list[str]:

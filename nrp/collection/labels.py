@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from nrp.collection.mapping_files import config_error_at, string_field
 from nrp.errors import ConfigError, clip, quote
 
 #: the largest gain a label may have (a 32-bit signed integer, as trec_eval's qrels take)
@@ -114,7 +115,9 @@ class LabelScale:
         has_grades, has_bins = "grades" in spec, "bins" in spec
         if has_grades == has_bins:
             raise ConfigError(f"{where}: dimensions.{dimension} needs exactly one of grades, bins")
-        description = str(spec.get("description", ""))
+        description = string_field(
+            spec.get("description"), f"dimensions.{dimension}.description", config_error_at(where)
+        )
         if has_grades:
             return cls(dimension, description, _parse_grades(dimension, spec["grades"], where))
         return cls(dimension, description, bins=_parse_bins(dimension, spec["bins"], where))
@@ -141,7 +144,8 @@ def _parse_grades(dimension: str, spec: Any, where: str) -> dict[str, Grade]:
             unknown = set(value) - {"grade", "meaning", "exclude"}
             if unknown:
                 raise ConfigError(f"{at}: unknown key(s) {quote(sorted(map(str, unknown)))}")
-            meaning = str(value.get("meaning", ""))
+            fail = config_error_at(at)
+            meaning = string_field(value.get("meaning"), "meaning", fail, scalars=True)
             if value.get("exclude"):
                 if "grade" in value:
                     raise ConfigError(f"{at}: an excluded label has no grade")
@@ -153,7 +157,8 @@ def _parse_grades(dimension: str, spec: Any, where: str) -> dict[str, Grade]:
                 gain = _gain(_label_as_int(label, at), at)
             grades[label] = Grade(label, gain, meaning)
         else:  # short form `2: highly relevant`: the label is its own gain
-            grades[label] = Grade(label, _gain(_label_as_int(label, at), at), str(value or ""))
+            meaning = string_field(value, "a label's meaning", config_error_at(at), scalars=True)
+            grades[label] = Grade(label, _gain(_label_as_int(label, at), at), meaning)
     return grades
 
 
@@ -198,6 +203,12 @@ def _parse_bins(dimension: str, spec: Any, where: str) -> tuple[Bin, ...]:
             if bins and bins[-1].below is not None and below <= bins[-1].below:
                 raise ConfigError(f"{at}[{position}]: bounds must increase")
         bins.append(
-            Bin(below, _gain(entry["grade"], f"{at}[{position}]"), str(entry.get("meaning", "")))
+            Bin(
+                below,
+                _gain(entry["grade"], f"{at}[{position}]"),
+                string_field(
+                    entry.get("meaning"), "meaning", config_error_at(f"{at}[{position}]"), "", True
+                ),
+            )
         )
     return tuple(bins)

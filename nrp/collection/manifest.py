@@ -13,7 +13,11 @@ from typing import Any
 
 from nrp.collection.formats import get_format
 from nrp.collection.labels import LabelScale
-from nrp.collection.mapping_files import read_mapping_text
+from nrp.collection.mapping_files import (
+    config_error_at,
+    read_mapping_text,
+    string_field,
+)
 from nrp.errors import ConfigError, InputError, quote
 
 # The name of the rows holding an answer's weighted sum over dimensions in NRP results. Not
@@ -24,6 +28,8 @@ COMBINED = "weighted"
 DATASET_PREFIX = "irds:"
 
 REPEATED_JUDGMENT_POLICIES = ("error", "max", "min", "mean", "first", "last")
+#: top-level keys whose value is a string (or absent)
+STRING_KEYS = ("name", "description", "citation")
 _TOP_LEVEL_KEYS = {
     "name",
     "description",
@@ -143,13 +149,14 @@ class Manifest:
         if not outside:
             _confine(specs, root, where)
         policy, reason = _repeated_policy(raw.get("repeated_judgments"), where)
-        name = str(raw.get("name") or path.stem)
+        fail = config_error_at(where)
+        texts = {key: string_field(raw.get(key), key, fail) for key in STRING_KEYS}
         return cls(
             path=path,
             text=text,
-            name=name,
-            description=str(raw.get("description", "")),
-            citation=str(raw.get("citation", "")),
+            name=texts["name"] or path.stem,
+            description=texts["description"],
+            citation=texts["citation"],
             data_root=root,
             dimensions=scales,
             sources=specs,
@@ -223,8 +230,9 @@ def _repeated_policy(spec: Any, where: str) -> tuple[str, str]:
         spec = {"policy": spec}
     if not isinstance(spec, Mapping):
         raise ConfigError(f"{where}: repeated_judgments must be a mapping with policy and reason")
-    policy = str(spec.get("policy", "error"))
-    reason = str(spec.get("reason", "")).strip()
+    fail = config_error_at(f"{where}: repeated_judgments")
+    policy = string_field(spec.get("policy"), "policy", fail, "error")
+    reason = string_field(spec.get("reason"), "reason", fail).strip()
     if policy not in REPEATED_JUDGMENT_POLICIES:
         raise ConfigError(
             f"{where}: repeated_judgments.policy {quote(policy)} is not one of "

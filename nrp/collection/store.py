@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -89,8 +90,27 @@ def read_meta(path: Path) -> dict[str, Any]:
     return {key: json.loads(value) for key, value in rows}
 
 
+#: a store being built (``write_store``) and SQLite's files beside it: the PID of its ingest
+BUILDING = re.compile(rf"\.{re.escape(STORE_FILE)}\.building-([0-9]+)(?:-journal|-wal|-shm)?")
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError) as err:
+        return isinstance(err, PermissionError)
+    return True
+
+
 def remove_stale_builds(collection_dir: Path) -> None:
-    """Leftovers of ingests that were killed before their rename: never read, safe to delete."""
+    """Leftovers of ingests that were killed before their rename (a ``kill -9``): the store
+    being built and its journal, whose ingest's PID no longer runs; never read, safe to delete.
+    A build whose PID still runs is another ingest's, still writing: left alone."""
     if collection_dir.is_dir():
-        for leftover in collection_dir.glob(f".{STORE_FILE}.building-*"):
-            leftover.unlink(missing_ok=True)
+        for leftover in collection_dir.iterdir():
+            found = BUILDING.fullmatch(leftover.name)
+            if found is not None and not pid_alive(int(found[1])):
+                leftover.unlink(missing_ok=True)

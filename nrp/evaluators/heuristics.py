@@ -684,14 +684,18 @@ def _available() -> tuple[bool, str]:
 
 PARAMS: dict[str, Param] = {
     "spacy_model": Param(str, DEFAULT_MODEL, "spaCy pipeline: installed package name or folder"),
-    "window": Param(int, DEFAULT_WINDOW, "HAL window (content lemmas); weight = window - d + 1"),
+    "window": Param(
+        int, DEFAULT_WINDOW, "HAL window (content lemmas); weight = window - d + 1", minimum=1
+    ),
     "hal_direction": Param(
         str, "symmetric", "HAL pairs: unordered (symmetric) or a-before-b", HAL_DIRECTIONS
     ),
     "weights": Param(str, DEFAULT_WEIGHTS, "afas weights (support, sv, hal, overlap, type)"),
     "lowercase": Param(bool, True, "lowercase lemmas before matching"),
-    "max_chars": Param(int, 0, "cut texts at this length before parsing (0: spaCy max_length)"),
-    "batch": Param(int, 64, "items per evaluate call and docs per nlp.pipe batch"),
+    "max_chars": Param(
+        int, 0, "cut texts at this length before parsing (0: spaCy max_length)", minimum=0
+    ),
+    "batch": Param(int, 64, "items per evaluate call and docs per nlp.pipe batch", minimum=1),
 }
 
 register(

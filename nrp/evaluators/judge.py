@@ -82,7 +82,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from nrp.errors import ConfigError, InputError
+from nrp.errors import ConfigError
 from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param, register
 
 FAMILY = "judge"
@@ -151,7 +151,7 @@ JUDGE_PARAMS: dict[str, Param] = {
     "steps": Param(int, 3, "tfn adaptive: at most K reasoning turns"),
     "threshold": Param(float, 0.5, "tfn: judge.review when confidence < threshold"),
     "samples": Param(int, 1, "outputs per prompt (seeds seed..seed+n-1)"),
-    "temperature": Param(float, 0.0, "0: greedy; samples > 1 need > 0"),
+    "temperature": Param(float, 0.0, "0: greedy; samples > 1 need > 0", minimum=0),
     "seed": Param(int, 0, "seed of sample 0"),
     "max_new_tokens": Param(int, 0, "per generation (0: geval 16, prometheus 256, tfn 32/64)"),
     "template": Param(str, "", "template name or file ('' = the mode's *-v1 template)"),
@@ -163,10 +163,10 @@ JUDGE_PARAMS: dict[str, Param] = {
         "the scores / labels as the reply; local backend; geval, tfn single and sequential)",
         DECODINGS,
     ),
-    "batch": Param(int, 8, "items per call (local: prompts per forward pass)"),
-    "concurrency": Param(int, 4, "openai: parallel requests"),
+    "batch": Param(int, 8, "items per call (local: prompts per forward pass)", minimum=1),
+    "concurrency": Param(int, 4, "openai: parallel requests", minimum=1),
     "timeout": Param(float, 60.0, "openai: seconds per request"),
-    "retries": Param(int, 5, "openai: retries on 429, 5xx, timeouts, connection errors"),
+    "retries": Param(int, 5, "openai: retries on 429, 5xx, timeouts, connection errors", minimum=0),
     "device": Param(str, "auto", "local: auto, cpu or cuda[:N]"),
     "dtype": Param(str, "fp32", "local: fp32; fp16 or bf16 on a GPU", ("fp32", "fp16", "bf16")),
 }
@@ -179,12 +179,9 @@ def _criteria_file() -> tuple[dict[str, Any], str]:
 
     path = TEMPLATE_DIR / CRITERIA_FILE
     data = path.read_bytes()
-    import yaml
+    from nrp.collection.mapping_files import read_mapping_text
 
-    try:
-        table = yaml.safe_load(data) or {}
-    except yaml.YAMLError as exc:
-        raise InputError(path, None, f"not valid YAML: {exc}") from None
+    table = read_mapping_text(path, data.decode("utf-8")) or {}
     return table, hashlib.sha256(data).hexdigest()
 
 

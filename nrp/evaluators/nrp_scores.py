@@ -59,7 +59,7 @@ NRP_PARAMS: dict[str, Param] = {
     "full_rerank": Param(bool, False, "reference mode: D_q re-ranked from scratch per answer"),
     "weights": Param(str, "", "DIM=W;DIM=W weights of the combined NRP (default: equal)"),
     "cache": Param(bool, True, "use NRP's score and results caches beside the collection"),
-    "batch": Param(int, 1024, "answers per call"),
+    "batch": Param(int, 1024, "answers per call", minimum=1),
 }
 
 

@@ -364,12 +364,12 @@ BLEU_PARAMS = {
     "tokenize": Param(str, "13a", "sacrebleu tokenizer", BLEU_TOKENIZERS),
     "smooth_method": Param(str, "exp", "sacrebleu smoothing of zero counts", BLEU_SMOOTHING),
     "lowercase": Param(bool, False, "compare lowercased text"),
-    "batch": Param(int, 256, "items per call"),
+    "batch": Param(int, 256, "items per call", minimum=1),
 }
 ROUGE_PARAMS = {
     "use_stemmer": Param(bool, True, "Porter-stem tokens before matching (rouge-score)"),
     "statistic": Param(str, "f", "f (F1), p (precision) or r (recall)", tuple(ROUGE_STATISTICS)),
-    "batch": Param(int, 256, "items per call"),
+    "batch": Param(int, 256, "items per call", minimum=1),
 }
 BERTSCORE_PARAMS = {
     "model": Param(
@@ -381,7 +381,7 @@ BERTSCORE_PARAMS = {
         int, 0, "layer whose token embeddings are matched; 0: bert-score's tuned layer, else last"
     ),
     "idf": Param(bool, False, "idf token weights over the collection's documents and references"),
-    "batch": Param(int, 64, "items per call and texts per encoder batch"),
+    "batch": Param(int, 64, "items per call and texts per encoder batch", minimum=1),
     "device": Param(str, "auto", "auto (GPU when usable), cpu or cuda", DEVICES),
     "rescale_with_baseline": Param(bool, False, "rescale with bert-score's baseline file"),
     "baseline_path": Param(

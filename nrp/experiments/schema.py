@@ -28,15 +28,15 @@ package. Unknown keys are errors (a misspelt ``sampels`` must not silently mean 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from nrp.collection.mapping_files import parse_yaml
-from nrp.errors import ConfigError, InputError
+from nrp.collection.mapping_files import parse_yaml, string_field, yaml_error
+from nrp.errors import ConfigError, InputError, quote
 from nrp.generation.generate import STUDY_OPTIONS, STUDY_SAMPLES, LlmSpec, parse_llm
 from nrp.llm.backends import GenerationOptions
 from nrp.spec import split_specs
@@ -80,9 +80,14 @@ def _names(value: Any, key: str, path: Path) -> list[str]:
     raise InputError(path, None, f"{key} must be a list of strings or a comma-separated string")
 
 
+def _failing(path: Path) -> Callable[[str], InputError]:
+    """``fail`` for ``string_field``: an InputError naming the experiment file."""
+    return lambda problem: InputError(path, None, problem)
+
+
 def _int(value: Any, key: str, path: Path, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InputError(path, None, f"{key} must be an integer >= {minimum}, got {value!r}")
+        raise InputError(path, None, f"{key} must be an integer >= {minimum}, got {quote(value)}")
     return value
 
 
@@ -90,7 +95,8 @@ def load_experiment(path: str | Path) -> Experiment:
     """Read and check an experiment file (errors name the file and the key)."""
     path = Path(path)
     data = _read(path)
-    name = str(data.get("name") or path.stem)
+    fail = _failing(path)
+    name = string_field(data.get("name"), "name", fail) or path.stem
     if "/" in name:
         raise InputError(path, None, f"name {name!r} may not contain '/'")
     collection_name, manifest = _collection(data.get("collection"), path)
@@ -101,8 +107,9 @@ def load_experiment(path: str | Path) -> Experiment:
     limit = None if limit is None else _int(limit, "limit_queries", path)
     options = _options(data.get("generation") or {}, path)
     validate_rankers, fixed = _rankers(data.get("rankers"), path)
-    out = Path(str(data.get("out") or Path("runs") / name))
-    indexes = Path(str(data["indexes"])) if data.get("indexes") else None
+    out = Path(string_field(data.get("out"), "out", fail) or Path("runs") / name)
+    indexes_text = string_field(data.get("indexes"), "indexes", fail)
+    indexes = Path(indexes_text) if indexes_text else None
     return Experiment(
         path=path,
         name=name,
@@ -117,7 +124,7 @@ def load_experiment(path: str | Path) -> Experiment:
         options=options,
         validate_rankers=validate_rankers,
         fixed_rankers=fixed,
-        ties=str(data.get("ties", "mid")),
+        ties=string_field(data.get("ties"), "ties", fail, "mid"),
         evaluators=_names(data.get("evaluators"), "evaluators", path),
         report=bool(data.get("report", True)),
     )
@@ -129,9 +136,10 @@ def _read(path: Path) -> Mapping[str, Any]:
         data = parse_yaml(path.read_text(encoding="utf-8"))  # a key given twice is an error
     except FileNotFoundError:
         raise InputError(path, None, "experiment file not found") from None
-    except (yaml.YAMLError, ValueError) as exc:  # UnicodeDecodeError, a 5,000-digit number
-        line = getattr(getattr(exc, "problem_mark", None), "line", None)
-        raise InputError(path, None if line is None else line + 1, f"not YAML: {exc}") from None
+    except yaml.YAMLError as exc:  # its problem and line: never the whole snippet it quotes
+        raise yaml_error(path, exc, "not YAML") from None
+    except ValueError as exc:  # UnicodeDecodeError, a 5,000-digit number
+        raise InputError(path, None, f"not YAML: {exc}") from None
     if not isinstance(data, Mapping):
         raise InputError(path, None, "an experiment file is a YAML mapping")
     unknown = sorted(map(str, set(data) - set(KEYS)))
@@ -153,11 +161,13 @@ def _collection(collection: Any, path: Path) -> tuple[str, Path | None]:
     if extra:
         raise InputError(path, None, f"collection: unknown key(s) {', '.join(extra)}")
     manifest: Path | None = None
-    if collection.get("manifest"):
-        manifest = (path.parent / str(collection["manifest"])).resolve()
+    fail = _failing(path)
+    manifest_text = string_field(collection.get("manifest"), "collection.manifest", fail)
+    if manifest_text:
+        manifest = (path.parent / manifest_text).resolve()
         if not manifest.is_file():
             raise InputError(path, None, f"collection.manifest {manifest} not found")
-    collection_name = str(collection.get("name") or "")
+    collection_name = string_field(collection.get("name"), "collection.name", fail)
     if not collection_name and manifest is None:
         raise InputError(path, None, "collection needs a name or a manifest")
     return collection_name, manifest
@@ -208,10 +218,11 @@ def _rankers(rankers: Any, path: Path) -> tuple[list[str], dict[str, str] | str 
     validate_rankers = _names(rankers.get("validate"), "rankers.validate", path)
     value = rankers.get("fixed")
     fixed: dict[str, str] | str | None = None
+    fail = _failing(path)
     if isinstance(value, Mapping):
-        fixed = {str(k): str(v) for k, v in value.items()}
+        fixed = {str(k): string_field(v, f"rankers.fixed.{k}", fail) for k, v in value.items()}
     elif value is not None:
-        fixed = str(value)
+        fixed = string_field(value, "rankers.fixed", fail)
     if bool(validate_rankers) == (fixed is not None):
         raise InputError(path, None, "rankers: give either validate or fixed")
     return validate_rankers, fixed

@@ -90,13 +90,13 @@ LLM_PARAMS: dict[str, dict[str, Param]] = {
         "model": Param(str, "", "folder, hub id, .gguf file ('' = offline SmolLM2-135M)"),
         "device": Param(str, "auto", "cpu, cuda, cuda:N or auto (GPU when present)"),
         "dtype": Param(str, "fp32", "fp32, fp16 or bf16"),
-        "batch": Param(int, 8, "answers generated per forward pass"),
+        "batch": Param(int, 8, "answers generated per forward pass", minimum=1),
     },
     "openai": {
         **_COMMON,
         "model": Param(str, "", "model name on the server ('' = the server's only model)"),
         "base_url": Param(str, "", "server URL (default: $OPENAI_BASE_URL)"),
-        "concurrency": Param(int, 4, "requests in flight"),
+        "concurrency": Param(int, 4, "requests in flight", minimum=1),
         "timeout": Param(float, 120.0, "seconds per request"),
     },
 }

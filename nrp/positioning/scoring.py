@@ -138,6 +138,7 @@ def resolve_rankers(
         chosen = dict(rankers)
     if not chosen:
         raise ConfigError("no rankers: nothing to score answers with")
+    collection.check_dimensions(chosen)  # a ranker for no dimension would score nothing
     built: dict[str, Ranker] = {}
     by_choice: dict[Any, Ranker] = {}  # spec string or object id -> its one ranker
     for dimension, choice in chosen.items():
@@ -614,16 +615,18 @@ class NRPScorer(pt.Transformer):
                 "text": out["text"],
             }
         )
+        # a position is among D_q whatever the dimension: the first one only labels the rows
+        dimension = next(iter(self.collection.dimensions))
         result = score_answers(
             self.collection,
             answers,
-            {"nrp": self.ranker},
+            {dimension: self.ranker},
             ties=self.ties,
             frozen_stats=self.frozen_stats,
             full_rerank=self.full_rerank,
             cache=self.cache,
         )
-        rows = result[result["dimension"] == "nrp"].set_index("answer_id")
+        rows = result[result["dimension"] == dimension].set_index("answer_id")
         rows = rows.reindex(out["docno"].astype(str))
         return out.assign(
             **{

@@ -46,8 +46,12 @@ DEFAULT_CHECKPOINT = "colbert-ir/colbertv2.0"
 
 PARAMS: dict[str, Param] = {
     "model": Param(str, DEFAULT_CHECKPOINT, "ColBERT checkpoint: a local folder or hub id"),
-    "query_maxlen": Param(int, 0, "query tokens incl. [MASK] padding (0: the checkpoint's)"),
-    "doc_maxlen": Param(int, 0, "document tokens read (0: the checkpoint's, 180 for v2)"),
+    "query_maxlen": Param(
+        int, 0, "query tokens incl. [MASK] padding (0: the checkpoint's)", minimum=0
+    ),
+    "doc_maxlen": Param(
+        int, 0, "document tokens read (0: the checkpoint's, 180 for v2)", minimum=0
+    ),
     **neural_params(batch=32),
     **passage_params(),
     **query_params(),

@@ -71,7 +71,9 @@ PARAMS: dict[str, Param] = {
         "written by nrp train, or a hub id where a hub is reachable)",
     ),
     "fold": fold_param(),
-    "max_length": Param(int, 0, "input tokens of query and text together (0: the model's limit)"),
+    "max_length": Param(
+        int, 0, "input tokens of query and text together (0: the model's limit)", minimum=0
+    ),
     **neural_params(batch=32),
     **passage_params(),
     **query_params(),

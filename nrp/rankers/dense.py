@@ -70,7 +70,7 @@ PARAMS: dict[str, Param] = {
     ),
     "fold": fold_param(),
     "similarity": Param(str, "cosine", "cosine (normalized embeddings) or dot", SIMILARITIES),
-    "max_length": Param(int, 0, "tokens read per text (0: the model's max_seq_length)"),
+    "max_length": Param(int, 0, "tokens read per text (0: the model's max_seq_length)", minimum=0),
     **neural_params(batch=64),
     **passage_params(),
     **query_params(),

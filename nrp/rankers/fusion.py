@@ -90,9 +90,9 @@ PARAMS: dict[str, Param] = {
         "one weight per ranker joined by + (0.3+0.7); empty: equal weights; fit: chosen per "
         "fold on the other folds' queries (nDCG@10 in dimension)",
     ),
-    "k": Param(int, 60, "rrf: a document at rank r adds weight / (k + r)"),
+    "k": Param(int, 60, "rrf: a document at rank r adds weight / (k + r)", minimum=0),
     "dimension": Param(str, "", "weights=fit: the dimension whose nDCG@10 the weights maximise"),
-    "folds": Param(int, 5, "weights=fit: query-disjoint folds"),
+    "folds": Param(int, 5, "weights=fit: query-disjoint folds", minimum=2),
     "seed": Param(int, 0, "weights=fit: seed of the fold assignment"),
 }
 _FIT_ONLY = ("dimension", "folds", "seed")
@@ -201,8 +201,6 @@ class FusionRanker(Ranker):
     def _given_weights(self) -> tuple[float, ...] | None:
         """The weights the spec gives (None for ``fit``), checked."""
         text, n = str(self.params["weights"]).strip(), len(self.rankers)
-        if self.params["k"] < 0:
-            raise ConfigError(f"ranker 'fuse': k must be at least 0, got {self.params['k']}")
         if text != FIT:
             for key in _FIT_ONLY:
                 if self.params[key] != PARAMS[key].default:

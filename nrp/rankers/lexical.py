@@ -682,8 +682,8 @@ _FORMULA = Param(
     "(N-df+0.5)/(df+0.5)); dph: each term's weight floored at 0); terrier: Terrier's own formula",
     choices=(NONNEGATIVE, TERRIER),
 )
-_K1 = Param(float, 1.2, "k1, term frequency saturation")
-_B = Param(float, 0.75, "b, document length normalisation")
+_K1 = Param(float, 1.2, "k1, term frequency saturation", minimum=0)
+_B = Param(float, 0.75, "b, document length normalisation", minimum=0, maximum=1)
 
 
 def _backend(choices: tuple[str, ...]) -> Param:
@@ -708,7 +708,7 @@ _PARAMS: dict[str, dict[str, Param]] = {
     "bm25": {
         "k1": _K1,
         "b": _B,
-        "k3": Param(float, 8.0, "k3, query term frequency saturation"),
+        "k3": Param(float, 8.0, "k3, query term frequency saturation", minimum=0),
         "formula": _FORMULA,
         "stats": _STATS,
         "collection": _COLLECTION,

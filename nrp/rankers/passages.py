@@ -149,7 +149,9 @@ def check_aggregate(how: str) -> None:
 def neural_params(batch: int = 32) -> dict[str, Param]:
     """``batch``, ``device``, ``dtype``, ``verbose`` as every neural ranker declares them."""
     return {
-        "batch": Param(int, batch, "texts per forward pass (sorted by length to save padding)"),
+        "batch": Param(
+            int, batch, "texts per forward pass (sorted by length to save padding)", minimum=1
+        ),
         "device": Param(str, "auto", "auto (cuda when available), cpu or cuda[:N]"),
         "dtype": Param(str, "fp32", "fp32; fp16 or bf16 on a GPU only", DTYPES),
         "verbose": Param(bool, True, "progress bar on a terminal"),
@@ -164,8 +166,11 @@ def passage_params() -> dict[str, Param]:
             0,
             "split documents into passages of N words (0: whole text, "
             "truncated at the model's maximum length)",
+            minimum=0,
         ),
-        "stride": Param(int, 0, "words between passage starts (0: half the passage length)"),
+        "stride": Param(
+            int, 0, "words between passage starts (0: half the passage length)", minimum=0
+        ),
         "aggregate": Param(
             str, "max", "document score from its passages: max (MaxP) or first (FirstP)", AGGREGATES
         ),

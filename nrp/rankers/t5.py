@@ -49,6 +49,7 @@ import logging
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -329,7 +330,7 @@ def _model_params(model: str, what: str) -> dict[str, Param]:
 
 _COMMON_PARAMS: dict[str, Param] = {
     "max_length": Param(
-        int, 0, "input tokens incl. prompt (0: the config's n_positions, 512 for T5)"
+        int, 0, "input tokens incl. prompt (0: the config's n_positions, 512 for T5)", minimum=0
     ),
     **neural_params(batch=32),
 }
@@ -527,7 +528,12 @@ DUOT5_PARAMS: dict[str, Param] = {
     "mono_tok_model": Param(
         str, None, "first-stage tokenizer (default: mono_model's folder when local, else t5-base)"
     ),
-    "k": Param(int, 50, "documents of monoT5's top k per query re-ranked pairwise (k(k-1) pairs)"),
+    "k": Param(
+        int,
+        50,
+        "documents of monoT5's top k per query re-ranked pairwise (k(k-1) pairs)",
+        minimum=1,
+    ),
     "agg": Param(
         str,
         "sym-sum",
@@ -536,7 +542,7 @@ DUOT5_PARAMS: dict[str, Param] = {
     ),
     **_COMMON_PARAMS,
     **{
-        key: Param(p.type, p.default, f"monoT5 stage: {p.description}", p.choices)
+        key: replace(p, description=f"monoT5 stage: {p.description}")
         for key, p in passage_params().items()
     },
     **query_params(),

@@ -53,6 +53,8 @@ import yaml
 
 from nrp.analysis.flags import flags_path, read_flags
 from nrp.analysis.summary import read_results
+from nrp.collection.formats._io import folder_files
+from nrp.collection.mapping_files import compose_yaml, yaml_error
 from nrp.errors import InputError, NrpError
 from nrp.validation.result import VALIDATION_FILE
 
@@ -327,7 +329,7 @@ def read_meta(paths: str | Path | list[str | Path]) -> MetaInputs:
                 if frame is None:
                     raise InputError(folder / META_SUMMARY, 1, "not an nrp meta summary table")
                 frames.append(frame)
-            for csv in sorted(folder.glob("*.csv")):
+            for csv in folder_files(folder, _is_csv, recursive=False, within=given):
                 if csv.name in known:
                     continue
                 frame = _meta_table(csv, name)
@@ -455,13 +457,15 @@ def read_sizes(path: str | Path) -> dict[str, float]:
     return sizes
 
 
+def _is_csv(path: Path) -> bool:
+    return path.name.endswith(".csv")
+
+
 def _sizes_yaml(path: Path) -> dict[str, float]:
     try:
-        node = yaml.compose(path.read_text(encoding="utf-8"))
+        node = compose_yaml(path.read_text(encoding="utf-8"))  # nrp's one YAML loader
     except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        line = None if mark is None else mark.line + 1
-        raise InputError(path, line, f"invalid YAML: {getattr(error, 'problem', error)}") from None
+        raise yaml_error(path, error, "invalid YAML") from None
     except UnicodeDecodeError:
         raise InputError(path, None, "not valid UTF-8") from None
     if isinstance(node, yaml.MappingNode) and len(node.value) == 1:

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nrp.collection.formats._io import iter_records
+from nrp.collection.formats._io import folder_files, iter_records
 from nrp.errors import InputError, quote
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson", ".json")
@@ -142,7 +142,7 @@ def _table(path: Path, columns: TableColumns, report: DocumentReport) -> Iterato
 def _folder(folder: Path, report: DocumentReport) -> Iterator[SourceDocument]:
     from nrp.collection.text_extraction import ExtractionError, extract_page
 
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    files = folder_files(folder)  # a link out of the folder is an error
     for file in files:
         suffix = file.suffix.lower()
         docno = file.relative_to(folder).with_suffix("").as_posix()

@@ -68,12 +68,7 @@ class ValidationSettings:
         if self.n_resamples < 1:
             raise ConfigError("n_resamples must be at least 1")
         chosen = list(self.dimensions) if self.dimensions else list(collection.dimensions)
-        for dimension in chosen:
-            if dimension not in collection.dimensions:
-                raise ConfigError(
-                    f"collection {collection.name!r} has no dimension {dimension!r} "
-                    f"(it has: {', '.join(collection.dimensions)})"
-                )
+        collection.check_dimensions(chosen)
         names = [str(m) for m in parse_measures(self.measures)]
         if not 0 <= self.validity_min_wins <= 1 or not 0 <= self.validity_max_nrp <= 1:
             raise ConfigError("validity_min_wins and validity_max_nrp must lie between 0 and 1")

@@ -256,14 +256,29 @@ def validate_runs(
     if not run_paths:
         raise ConfigError("no run files to validate")
     known_qids = set(collection.topics["qid"].astype(str))
+    judged = collection.judgments()
+    judged_pairs = set(zip(judged["qid"].astype(str), judged["docno"].astype(str), strict=True))
     warnings: list[str] = []
-    systems = [
-        _run_system(read_run(path, run_format), names, known_qids, collection.name, warnings)
-        for path in run_paths
-    ]
+    runs = [read_run(path, run_format) for path in run_paths]
+    for run in runs:
+        _check_judged(run, judged_pairs, collection.name)
+    systems = [_run_system(run, names, known_qids, collection.name, warnings) for run in runs]
     _check_unique([info.name for info, _ in systems], "run name")
     candidates = collection.candidates() if checked.qrels_scope == "candidates" else None
     return _evaluate(collection, checked, systems, candidates, warnings)
+
+
+def _check_judged(run: RunFile, judged: set[tuple[str, str]], collection_name: str) -> None:
+    """InputError when no (qid, docno) of ``run`` is judged in the collection: every measure
+    of it would be 0 (a run of another collection, or ids written differently), not a result."""
+    pairs = zip(run.frame["qid"].astype(str), run.frame["docno"].astype(str), strict=True)
+    if not any(pair in judged for pair in pairs):
+        raise InputError(
+            run.path,
+            None,
+            f"matches no judged document of collection {collection_name!r} (none of its "
+            f"{len(run.frame):,} rows' qid and docno is judged): a run of another collection?",
+        )
 
 
 def _run_system(

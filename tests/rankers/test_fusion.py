@@ -196,7 +196,7 @@ def test_injection_is_pointwise_unless_a_ranker_depends_on_the_set(toy):
         ("fuse:rankers=bm25+dense,weights=0+0", "not all 0"),
         ("fuse:rankers=bm25+dense,weights=a+b", "are not numbers joined by +"),
         ("fuse:rankers=bm25+dense,folds=3", "folds applies with weights=fit only"),
-        ("fuse:rankers=bm25+dense,k=-1", "k must be at least 0"),
+        ("fuse:rankers=bm25+dense,k=-1", r"k='-1' is out of range \(k must be >= 0\)"),
     ],
 )
 def test_bad_specs_are_one_line_errors(spec, message):

@@ -7,7 +7,7 @@ import csv
 import io
 import json
 import xml.parsers.expat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +22,36 @@ MAX_FIELD_CHARS = 16 * 1024 * 1024
 MAX_LINE_CHARS = 16 * 1024 * 1024
 
 csv.field_size_limit(MAX_FIELD_CHARS)
+
+
+def folder_files(
+    folder: Path,
+    keep: Callable[[Path], bool] = lambda path: True,
+    *,
+    recursive: bool = True,
+    within: Path | None = None,
+) -> list[Path]:
+    """The regular files in ``folder`` (below it: ``recursive``) that ``keep`` accepts, sorted:
+    the one folder walk of every reader (answers, html-folder, warc, fingerprints, synth).
+
+    The one rule for links: a file found in a folder must lie inside the folder named
+    (``within``, default ``folder``) once symbolic links are resolved; one that leads out is
+    an InputError naming it (not the file it leads to), before any file is read. A folder named
+    inside a data root therefore never reads outside it (the service), and ``nrp ingest`` or
+    ``nrp score`` of a folder reads only that folder, whatever links it holds."""
+    base = Path(within or folder)
+    inside = base.resolve()
+    found = folder.rglob("*") if recursive else folder.iterdir()
+    files = sorted(path for path in found if path.is_file() and keep(path))
+    for file in files:
+        if not file.resolve().is_relative_to(inside):
+            raise InputError(
+                file,
+                None,
+                f"a symbolic link that leads outside the folder {base}: refused (a file found "
+                "in a folder must lie inside it; copy the file in instead)",
+            )
+    return files
 
 
 def read_text(path: Path) -> str:
@@ -171,7 +201,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = loads_strict(line)
         except ValueError as err:
             raise InputError(path, number, json_problem(err)) from None
         if not isinstance(value, dict):
@@ -179,11 +209,32 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
         yield number, value
 
 
+class DuplicateKey(ValueError):
+    """A JSON object that gives one key twice (``json.loads`` would keep the last silently)."""
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    found: dict[str, object] = {}
+    for key, value in pairs:
+        if key in found:
+            raise DuplicateKey(f"key {quote(key)} given twice in one object")
+        found[key] = value
+    return found
+
+
+def loads_strict(text: str) -> object:
+    """``json.loads`` of one JSON text, refusing an object that gives a key twice (as manifests
+    refuse a YAML key given twice): the one JSON parser of every input file reader."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
 def json_problem(err: ValueError) -> str:
     """What is wrong with a line ``json.loads`` refused: a syntax error with its column, or a
     number too long to convert (Python's 4,300-digit limit raises a plain ValueError)."""
     if isinstance(err, json.JSONDecodeError):
         return f"invalid JSON: {err.msg} at column {err.colno}"
+    if isinstance(err, DuplicateKey):
+        return f"invalid JSON: {err}"
     return f"invalid JSON: {clip(str(err).split(';')[0])}"  # a number too long, say how long
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from nrp.collection.formats import register
+from nrp.collection.formats._io import folder_files
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Document, Origin
 from nrp.collection.text_extraction import ExtractionError, extract_page
@@ -22,8 +23,13 @@ DOCNO_FROM = ("name", "path")
 
 
 def html_files(folder: Path) -> list[Path]:
-    """Every .html/.htm file below ``folder``, in a stable (sorted) order."""
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in HTML_SUFFIXES)
+    """Every .html/.htm file below ``folder``, in a stable (sorted) order; a link out of the
+    folder is an error (``folder_files``)."""
+    return folder_files(folder, _is_page)
+
+
+def _is_page(path: Path) -> bool:
+    return path.suffix.lower() in HTML_SUFFIXES
 
 
 def _docno(file: Path, folder: Path, docno_from: str) -> str:
@@ -57,9 +63,7 @@ def read(path: Path, options: Mapping[str, Any], report: ReadReport) -> Iterator
     files = html_files(folder)
     if not files:
         raise InputError(folder, None, "folder holds no .html or .htm files (searched recursively)")
-    others = sum(
-        1 for p in folder.rglob("*") if p.is_file() and p.suffix.lower() not in HTML_SUFFIXES
-    )
+    others = sum(1 for p in folder.rglob("*") if p.is_file() and not _is_page(p))  # not read
     if others:
         report.count("files skipped: not .html/.htm", others)
 

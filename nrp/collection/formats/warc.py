@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
 
 from nrp.collection.formats import register
+from nrp.collection.formats._io import folder_files
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.formats.html_folder import check_min_length
 from nrp.collection.records import Document, Origin
@@ -48,7 +49,7 @@ def warc_files(path: Path) -> list[Path]:
         raise InputError(path, None, "file or folder not found")
     if path.is_file():
         return [path]
-    files = sorted(p for p in path.rglob("*") if p.is_file() and is_warc_file(p))
+    files = folder_files(path, is_warc_file)  # a link out of the folder is an error
     if not files:
         raise InputError(
             path, None, "folder holds no .warc or .warc.gz files (searched recursively)"
