@@ -6,7 +6,7 @@ Tables (``read_table``): CSV, TSV, JSON Lines or Parquet, or an output folder (i
 read as text so ids keep their spelling (qid ``007`` stays ``007``); a column is then numeric
 when every non-empty value is a number (empty = missing), otherwise text.
 
-Human judgments (``read_human``) come in two shapes:
+Human judgments (``read_human``) come in three shapes:
 
 - **Graded labels per item**: a table with an item-id column (default ``answer_id``) and one or
   more label columns (numbers; or text labels such as TRUE / FALSE / NOT GIVEN for categorical
@@ -21,6 +21,10 @@ Human judgments (``read_human``) come in two shapes:
   group of items judged equal (``[a, [b, c], d]``): every item's label is the number of items
   ranked strictly below it (a 3, b and c 1, d 0), which is n-1, ..., 0 when there is no tie.
   An id twice in a ranking or in two rankings is an error.
+- **Label Studio exports** of ranking projects (a .json file holding a JSON list of tasks;
+  ``nrp.meta.labelstudio``): read as rankings keyed by (qid, item), the query texts mapped to
+  qids by a ``QueryMap``; several annotators of one item give it the mean of their labels
+  (``read_human_coders`` keeps them apart, for ``nrp annotators``).
 
 Every problem is one ``InputError`` line naming the file, the line (the header is line 1 of a
 delimited file; JSON Lines count from 1) and the problem; files are read by
