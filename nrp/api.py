@@ -113,6 +113,7 @@ _EXPORTS: dict[str, str] = {
     "meta_from_files": "nrp.meta.report",
     "write_meta": "nrp.meta.report",
     "annotator_agreement": "nrp.meta.annotators",
+    "QueryMap": "nrp.meta.labelstudio",
     # human review (projects, saved reviews, the human files of nrp meta, Label Studio)
     "ReviewProject": "nrp.review.project",
     "review_store_path": "nrp.review.project",

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from nrp import api
-from nrp.cli.common import check_out
+from nrp.cli.common import add_query_map_options, check_out, query_map
 from nrp.tables import write_aside
 
 
@@ -18,7 +18,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "pairwise Kendall tau of rankings",
     )
     parser.add_argument(
-        "human", type=Path, nargs="+", help="human label files as nrp meta reads them, 2 or more"
+        "human",
+        type=Path,
+        nargs="+",
+        help="human label files as nrp meta reads them, 2 or more (a Label Studio export: one "
+        "coder per annotator)",
     )
     parser.add_argument("--join", default="answer_id", help="item id column (default answer_id)")
     parser.add_argument(
@@ -31,13 +35,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--categorical", action="store_true", help="text labels (TRUE / FALSE / ...): nominal"
     )
     parser.add_argument("--out", type=Path, help="CSV file for the table")
+    add_query_map_options(parser)
     parser.set_defaults(run=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     check_out(args.out, "file")
     result = api.annotator_agreement(
-        args.human, id_column=args.join, level=args.level, categorical=args.categorical
+        args.human, args.join, args.level, args.categorical, query_map(args)
     )
     print(result.format())
     if args.out:

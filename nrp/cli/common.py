@@ -56,6 +56,32 @@ def report_executor(executor: object) -> None:
               file=sys.stderr)  # fmt: skip
 
 
+def add_query_map_options(parser: argparse.ArgumentParser) -> None:
+    """--query-map / --collection: the qids of a Label Studio export's query texts."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--query-map",
+        type=Path,
+        metavar="FILE",
+        help="a Label Studio export's query texts -> qids: a CSV/TSV/JSONL file with columns "
+        "qid and query",
+    )
+    group.add_argument(
+        "--collection",
+        metavar="NAME",
+        help="a Label Studio export's query texts -> qids: the topics of this built collection",
+    )
+    add_indexes_option(parser)
+
+
+def query_map(args: argparse.Namespace) -> Any:
+    """The query map the options name (a file path or a collection's topics), or None."""
+    if args.collection:
+        topics = api.Collection.load(args.collection, args.indexes).topics
+        return api.QueryMap.from_frame(topics, f"the topics of collection {args.collection}")
+    return args.query_map
+
+
 def print_progress(line: str) -> None:
     """The ``progress`` callback of every long command: one line on stderr."""
     print(line, file=sys.stderr)

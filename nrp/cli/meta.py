@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from nrp import api
-from nrp.cli.common import check_out
+from nrp.cli.common import add_query_map_options, check_out, query_map
 from nrp.errors import NrpError
 
 
@@ -25,8 +25,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "human",
         type=Path,
-        help="human labels: a table with the item id and label columns, or JSONL rankings "
-        '{"qid": ..., "ranking": [ids, best first]}',
+        help="human labels: a table with the item id and label columns, JSONL rankings "
+        '{"qid": ..., "ranking": [ids, best first]}, or a Label Studio export (.json) of a '
+        "ranking project",
     )
     parser.add_argument("--scores", dest="score_columns", help="score columns (default: numeric)")
     parser.add_argument("--human", dest="human_columns", help="human label columns (default: all)")
@@ -53,6 +54,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--bootstrap", type=int, default=2000, help="bootstrap resamples of queries (default 2000)"
     )
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    add_query_map_options(parser)
     parser.set_defaults(run=handle)
 
 
@@ -74,7 +76,7 @@ def handle(args: argparse.Namespace) -> int:
         query_column=args.query_column or None, system_column=system, by=args.by,
         categorical=args.categorical, label_column=args.label_column,
         confidence_column=args.confidence_column, thresholds=thresholds,
-        n_bootstrap=args.bootstrap, seed=args.seed,
+        n_bootstrap=args.bootstrap, seed=args.seed, query_map=query_map(args),
     )  # fmt: skip
     print(run.format())
     if args.out:

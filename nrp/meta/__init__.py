@@ -2,6 +2,7 @@
 
 ``nrp.meta.correlation`` (Kendall tau-b and Spearman per query, pooled and per system, with
 intervals), ``nrp.meta.human`` (reading human labels: graded per item, or rankings per query),
+``nrp.meta.labelstudio`` (Label Studio exports of ranking projects, as rankings),
 ``nrp.meta.categorical`` (accuracy of a label-producing judge, and what reviewing its
 low-confidence labels catches), ``nrp.meta.datasets`` (the public meta-evaluation sets as items
 for ``nrp.evaluators`` and human labels). ``nrp meta`` is the command line over them.

@@ -17,7 +17,7 @@ themselves, so a review that collects several labels per item reports that ceili
   each query's items (the items both labelled), averaged over the queries where it is defined
   (ranking reviews: every item of a query is labelled by its position).
 - ``annotator_agreement(paths)``: both over human files as ``nrp meta`` reads them, one coder
-  per file (``nrp annotators A B ...``).
+  per file, or per annotator of a Label Studio export (``nrp annotators A B ...``).
 """
 
 from __future__ import annotations
@@ -142,18 +142,16 @@ def annotator_agreement(
     id_column: str = "answer_id",
     level: Level = "ordinal",
     categorical: bool = False,
+    query_map: Any = None,
 ) -> AnnotatorAgreement:
     """Agreement between human files (``nrp.meta.human.read_human``: graded labels or
     rankings), each one coder's, over the dimensions they share; an item is (qid, id) when the
-    files have a qid. ``categorical``: text labels, nominal alpha."""
-    from nrp.meta.human import item_keys, read_human
+    files have a qid. ``categorical``: text labels, nominal alpha. A Label Studio export
+    (``nrp.meta.labelstudio``, query texts mapped to qids by ``query_map``) is one coder per
+    annotator."""
+    from nrp.meta.human import item_keys
 
-    if len(paths) < 2:
-        raise NrpError("agreement needs two human files or more (one per coder)")
-    frames = [read_human(p, id_column, categorical=categorical) for p in paths]
-    names = [Path(p).stem for p in paths]
-    if len(set(names)) != len(names):
-        names = [str(p) for p in paths]
+    names, frames = _coders(paths, id_column, categorical, query_map)
     shared = [d for d in frames[0].attrs["dimensions"] if all(d in f for f in frames[1:])]
     if not shared:
         raise NrpError("the human files share no label column")
@@ -189,3 +187,28 @@ def annotator_agreement(
         )
     pairs = pd.DataFrame(pair_rows, columns=["dimension", "coder_a", "coder_b", "tau"])
     return AnnotatorAgreement(pd.DataFrame(rows), pairs)
+
+
+def _coders(
+    paths: Sequence[str | Path], id_column: str, categorical: bool, query_map: Any
+) -> tuple[list[str], list[pd.DataFrame]]:
+    """The coders of the files (one per file; a Label Studio export one per annotator) and
+    their labels; names qualified by the file when two would be the same."""
+    from nrp.meta.human import read_human_coders
+
+    entries = [
+        (str(p), name, frame, len(coders))
+        for p in paths
+        for coders in [read_human_coders(p, id_column, categorical, query_map)]
+        for name, frame in coders.items()
+    ]
+    names = [name for _, name, _, _ in entries]
+    if len(set(names)) != len(names):
+        names = [f"{p}:{name}" if many > 1 else p for p, name, _, many in entries]
+    frames = [frame for _, _, frame, _ in entries]
+    if len(frames) < 2:
+        raise NrpError(
+            "agreement needs two human files or more (one per coder), or a Label Studio "
+            "export with two annotators or more"
+        )
+    return names, frames

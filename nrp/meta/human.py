@@ -6,7 +6,7 @@ Tables (``read_table``): CSV, TSV, JSON Lines or Parquet, or an output folder (i
 read as text so ids keep their spelling (qid ``007`` stays ``007``); a column is then numeric
 when every non-empty value is a number (empty = missing), otherwise text.
 
-Human judgments (``read_human``) come in two shapes:
+Human judgments (``read_human``) come in three shapes:
 
 - **Graded labels per item**: a table with an item-id column (default ``answer_id``) and one or
   more label columns (numbers; or text labels such as TRUE / FALSE / NOT GIVEN for categorical
@@ -21,6 +21,10 @@ Human judgments (``read_human``) come in two shapes:
   group of items judged equal (``[a, [b, c], d]``): every item's label is the number of items
   ranked strictly below it (a 3, b and c 1, d 0), which is n-1, ..., 0 when there is no tie.
   An id twice in a ranking or in two rankings is an error.
+- **Label Studio exports** of ranking projects (a .json file holding a JSON list of tasks;
+  ``nrp.meta.labelstudio``): read as rankings keyed by (qid, item), the query texts mapped to
+  qids by a ``QueryMap``; several annotators of one item give it the mean of their labels
+  (``read_human_coders`` keeps them apart, for ``nrp annotators``).
 
 Every problem is one ``InputError`` line naming the file, the line (the header is line 1 of a
 delimited file; JSON Lines count from 1) and the problem; files are read by
@@ -32,6 +36,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -126,14 +131,21 @@ def read_human(
     id_column: str = "answer_id",
     dimensions: Sequence[str] | None = None,
     categorical: bool = False,
+    query_map: Any = None,
 ) -> pd.DataFrame:
     """Human judgments as one row per item: ``id_column``, the label columns, and ``qid`` when
     the input has a query column or is a ranking file. ``attrs["dimensions"]`` lists the label
-    columns; ``attrs["kind"]`` is ``graded`` or ``ranking``.
+    columns; ``attrs["kind"]`` is ``graded`` or ``ranking``. A Label Studio export (a .json
+    list of tasks) is read by ``read_label_studio_human``, its query texts mapped to qids by
+    ``query_map`` (a ``nrp.meta.labelstudio.QueryMap`` or a file of qid and query).
 
     ``dimensions``: the label columns to use (default: every numeric column other than the id
     and qid; with ``categorical``, every other column). Categorical labels are kept as text."""
+    from nrp.meta.labelstudio import is_label_studio_export
+
     path = Path(path)
+    if is_label_studio_export(path):
+        return read_label_studio_human(path, id_column, query_map)
     if path.suffix.lower() in JSONL_SUFFIXES and path.is_file() and _is_ranking_file(path):
         return _read_rankings(path, id_column)
     frame = read_table(path, text_columns=[id_column, "qid"])
@@ -238,13 +250,10 @@ def _read_rankings(path: Path, id_column: str) -> pd.DataFrame:
         if not isinstance(ranking, list) or not ranking:
             raise InputError(path, number, "ranking must be a non-empty list of item ids")
         groups = [entry if isinstance(entry, list) else [entry] for entry in ranking]
-        n = sum(len(group) for group in groups)
         seen = {}
-        below = n
         for position, group in enumerate(groups):
             if not group:
                 raise InputError(path, number, f"ranking entry {position + 1} is an empty tie")
-            below -= len(group)
             for item in group:
                 if item is None or isinstance(item, list | dict) or str(item).strip() == "":
                     raise InputError(
@@ -254,7 +263,60 @@ def _read_rankings(path: Path, id_column: str) -> pd.DataFrame:
                 if item in seen:
                     raise InputError(path, number, f"item {item!r} is ranked twice in this ranking")
                 seen[item] = number
-                records.append({id_column: item, "qid": qid, RANKING_DIMENSION: float(below)})
-    frame = pd.DataFrame.from_records(records)
+        for item, grade in tie_group_grades([[str(i) for i in group] for group in groups]):
+            records.append({id_column: item, "qid": qid, RANKING_DIMENSION: grade})
+    return ranking_frame(pd.DataFrame.from_records(records), path)
+
+
+def tie_group_grades(groups: Sequence[Sequence[str]]) -> list[tuple[str, float]]:
+    """Each item of a ranking given as tie groups, best first, with its label: the number of
+    items ranked strictly below it (n-1, ..., 0 without ties; ``[a, [b, c], d]``: 3, 1, 1, 0)."""
+    below = sum(len(group) for group in groups)
+    out: list[tuple[str, float]] = []
+    for group in groups:
+        below -= len(group)
+        out.extend((item, float(below)) for item in group)
+    return out
+
+
+def ranking_frame(frame: pd.DataFrame, path: str | Path) -> pd.DataFrame:
+    """Rows of (id, qid, ``ranking`` label) marked as the rankings read from ``path``."""
     frame.attrs.update(path=str(path), dimensions=[RANKING_DIMENSION], kind="ranking")
     return frame
+
+
+def read_label_studio_human(
+    path: str | Path, id_column: str = "answer_id", query_map: Any = None
+) -> pd.DataFrame:
+    """A Label Studio export of a ranking project (``nrp.meta.labelstudio``) as rankings, each
+    item's label the mean over the annotators who ranked it (one annotator: their label).
+    ``attrs["by_text"]``: some qid is a query's text."""
+    from nrp.meta.labelstudio import read_label_studio_rankings
+
+    long = read_label_studio_rankings(path, id_column, query_map)
+    mean = long.groupby(["qid", id_column], sort=False)[RANKING_DIMENSION].mean().reset_index()
+    frame = ranking_frame(mean[[id_column, "qid", RANKING_DIMENSION]], path)
+    frame.attrs["by_text"] = long.attrs["by_text"]
+    return frame
+
+
+def read_human_coders(
+    path: str | Path,
+    id_column: str = "answer_id",
+    categorical: bool = False,
+    query_map: Any = None,
+) -> dict[str, pd.DataFrame]:
+    """The human labels of ``path`` per coder: a Label Studio export gives one ranking frame
+    per annotator (named by ``completed_by``; the file's stem when it has one annotator), any
+    other human file one frame named by its stem."""
+    from nrp.meta.labelstudio import ANNOTATOR, is_label_studio_export, read_label_studio_rankings
+
+    path = Path(path)
+    if not is_label_studio_export(path):
+        return {path.stem: read_human(path, id_column, categorical=categorical)}
+    long = read_label_studio_rankings(path, id_column, query_map)
+    coders = {}
+    for annotator, rows in long.groupby(ANNOTATOR, sort=False):
+        frame = rows.drop(columns=[ANNOTATOR]).reset_index(drop=True)
+        coders[str(annotator)] = ranking_frame(frame, path)
+    return {path.stem: next(iter(coders.values()))} if len(coders) == 1 else coders

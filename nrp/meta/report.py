@@ -77,7 +77,9 @@ class MetaFileSettings:
     ``query_column``, ``system_column`` (``auto``: ``llm`` when it has two values or more; None:
     no system level), ``by``: see ``nrp.meta.correlation.MetaSettings``. ``categorical``: the
     judge's ``label_column`` against one human column (``nrp.meta.categorical``), reviewed by
-    ``confidence_column`` at ``thresholds``. ``n_bootstrap`` resamples drawn with ``seed``."""
+    ``confidence_column`` at ``thresholds``. ``n_bootstrap`` resamples drawn with ``seed``.
+    ``query_map``: query text -> qid for a Label Studio export that names its queries by their
+    text (a ``nrp.meta.labelstudio.QueryMap`` or a file with qid and query columns)."""
 
     score_columns: Sequence[str] | None = None
     human_columns: Sequence[str] | None = None
@@ -91,6 +93,7 @@ class MetaFileSettings:
     thresholds: Sequence[float] | None = None
     n_bootstrap: int = DEFAULT_BOOTSTRAP
     seed: int = DEFAULT_SEED
+    query_map: Any = None
 
     def roles(self) -> tuple[str | None, str | None, str | None]:
         return self.query_column, self.system_column, self.by
@@ -219,11 +222,14 @@ def _join(
 ) -> _Joined:
     """The human labels read and joined to the score table (inner join on the item id)."""
     join = options.join
-    labels = read_human(
-        human, id_column=join, dimensions=options.human_columns, categorical=options.categorical
-    )
+    labels = read_human(human, join, options.human_columns, options.categorical, options.query_map)
     dimensions = list(labels.attrs["dimensions"])
     notes: list[str] = []
+    if labels.attrs.get("by_text") and "qid" in score_table.columns:
+        raise ConfigError(
+            f"{human} names its queries by their text and {scores} by qid: map the texts to "
+            "qids (--query-map FILE of qid and query, or --collection NAME)"
+        )
     if labels.attrs.get("kind") == "ranking":
         notes.append(
             "human rankings read as grades n-1 (best) .. 0 per query (dimension 'ranking')"
@@ -233,9 +239,8 @@ def _join(
         labels = labels.rename(columns={d: f"human.{d}" for d in clashes})
         dimensions = [f"human.{d}" if d in clashes else d for d in dimensions]
         notes.append(f"human columns {clashes} renamed human.<name> (the score table has them)")
+    # a query column on one side only: ids join, and the human file's queries count
     keys = item_keys(score_table, join) if "qid" in labels.columns else [join]
-    if "qid" in labels.columns and keys == [join]:
-        labels = labels.drop(columns=["qid"])  # a query column on one side only: ids join
     for table, path in ((score_table, scores), (labels, human)) if keys == [join] else ():
         if table[join].duplicated().any():
             twice = table[join][table[join].duplicated()].iloc[0]

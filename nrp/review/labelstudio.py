@@ -7,13 +7,16 @@ map to two of its task types:
 - **ranking** (a ``List`` + ``Ranker`` labeling config): ``data.items`` is the list of
   candidates ``{"id": cid, "title": cid, "body": text}``; a result of ``type: "ranker"`` holds
   ``value.ranker``: ``{RANKER_NAME: [ids best first]}`` for a strict order, or, with ``Bucket``
-  tags, ``{bucket: [ids], ...}`` with the buckets in order best first, each a tie group.
+  tags, ``{bucket: [ids], ...}`` with the buckets in order best first, each a tie group
+  (``nrp.meta.labelstudio.ranker_groups`` reads it).
 - **choices** (``Choices`` tags): a result of ``type: "choices"`` per question, ``from_name``
   the dimension (grade items) or ``label`` (verify items), ``value.choices`` one label.
 
-``data.nrp_item`` names the project item a task is for; ``completed_by`` is the reviewer (a
-name, or an object whose ``email`` is the name or ``name@...``). ``labeling_configs`` gives the
-labeling configuration of each task type, to create the matching Label Studio project.
+``data.nrp_item`` names the project item a task is for (an export without it, of a project
+nrp did not create, is read by ``nrp.meta.labelstudio``: ``nrp meta``, ``nrp annotators``);
+``completed_by`` is the reviewer (a name, or an object whose ``email`` is the name or
+``name@...``). ``labeling_configs`` gives the labeling configuration of each task type, to
+create the matching Label Studio project.
 Exporting then importing gives the reviews back unchanged (a tie exported as buckets comes
 back as the same groups).
 """
@@ -27,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from nrp.errors import InputError
+from nrp.meta.labelstudio import RANKER, ranker_groups
 from nrp.review.project import ReviewItem, ReviewProject
 from nrp.review.store import Review, ReviewStore
 
-RANKER = "rank"
 LIST = "items"
 VERDICT = "label"
 TARGET = "answer"
@@ -172,21 +175,10 @@ def _reviewer(project: ReviewProject, completed_by: Any, where: str, path: Path)
 
 
 def _value(item: ReviewItem, result: list[Any], where: str, path: Path) -> dict[str, Any]:
+    if item.kind == "rank":
+        return {"ranking": ranker_groups(result, where, path)}
     if not isinstance(result, list) or not all(isinstance(r, dict) for r in result):
         raise InputError(path, None, f"{where}: result must be a list of objects")
-    if item.kind == "rank":
-        found = [r for r in result if r.get("type") == "ranker"]
-        if len(found) != 1:
-            raise InputError(path, None, f"{where}: one ranker result expected")
-        ranker = found[0].get("value", {}).get("ranker")
-        if not isinstance(ranker, dict) or not ranker:
-            raise InputError(path, None, f"{where}: value.ranker must be an object")
-        name = found[0].get("from_name", RANKER)
-        if name in ranker and len(ranker) == 1:
-            return {"ranking": [[str(c)] for c in ranker[name]]}
-        return {
-            "ranking": [[str(c) for c in ids] for key, ids in ranker.items() if key != "_" and ids]
-        }
     choices = {}
     for r in result:
         if r.get("type") != "choices":
@@ -218,6 +210,11 @@ def read_label_studio(project: ReviewProject, path: str | Path) -> list[Review]:
         if not isinstance(task, dict) or not isinstance(task.get("data"), dict):
             raise InputError(path, None, f"{where}: no data object")
         item_id = task["data"].get("nrp_item")
+        if item_id is None and "items" in task["data"]:
+            raise InputError(
+                path, None, f"{where}: no data.nrp_item: an export of a project nrp did not "
+                "create; read its rankings with nrp meta or nrp annotators",
+            )  # fmt: skip
         item = project.item(str(item_id)) if item_id is not None else None
         if item is None:
             raise InputError(path, None, f"{where}: data.nrp_item {item_id!r} is not an item")

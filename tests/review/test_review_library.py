@@ -346,6 +346,10 @@ def test_a_bad_label_studio_file_is_one_line(tmp_path):
         {"completed_by": {"email": "eve@x.org"}, "result": []}]}]))  # fmt: skip
     with pytest.raises(InputError, match=r"task 6: completed_by .* is not a reviewer"):
         read_label_studio(project, bad)
+    # a project nrp did not create (no nrp_item, candidates in data.items): nrp meta reads it
+    bad.write_text(json.dumps([{"id": 7, "data": {"query": "q", "items": [{"id": "c1"}]}}]))
+    with pytest.raises(InputError, match=r"task 7: no data.nrp_item: an export of a project nrp"):
+        read_label_studio(project, bad)
     store = ReviewStore(tmp_path / "s.sqlite")
     assert import_reviews(store, []) == 0
     assert to_label_studio(project, [])[0]["annotations"] == []
