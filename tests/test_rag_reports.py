@@ -258,3 +258,18 @@ def test_skip_invalid_lists_the_bad_report(tmp_path):
     assert (skipped.line, skipped.kind, skipped.llm) == (2, "invalid_citation", "runA")
     with pytest.raises(InputError, match="references has 0 entries"):
         read_answers(path)
+
+
+def test_leaderboard_refuses_a_run_id_with_whitespace(scored, tmp_path, capsys):
+    results = pd.read_csv(scored / "results.csv", dtype={"qid": str})
+    results["llm"] = results["llm"].replace("runB", "run B")
+    folder = tmp_path / "spaced"
+    folder.mkdir()
+    results.to_csv(folder / "results.csv", index=False)
+    out = tmp_path / "board"
+    code, _, err = run(capsys, "leaderboard", str(folder), "--out", str(out))
+    assert code == 2 and not out.exists()
+    assert err == (
+        "nrp: error: cannot write a TREC leaderboard: run_id 'run B' is empty or holds "
+        "whitespace (the file's columns are whitespace separated)\n"
+    )
