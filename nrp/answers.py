@@ -5,6 +5,12 @@ Formats (by suffix; a folder is read file by file, see ``read_answers``):
 
 - long layout, one answer per row: JSON Lines (``.jsonl``/``.ndjson``), CSV, TSV, Parquet, with
   columns ``llm, prompt, qid, text`` and optionally ``answer_id`` and ``sample``;
+- TREC RAG reports (JSON Lines, detected by content: the file's first record has ``metadata``,
+  ``answer``, ``responses`` or ``references`` and no ``llm``): the report format of TREC RAG
+  2024/2025, RAGTIME, DRAGUN and the AutoJudge track. One report is one answer: llm = the
+  run_id, qid = the topic_id (or narrative_id), prompt = ``REPORT_PROMPT``, text = the
+  sentences' texts joined by one space, answer_id = ``run_id/topic_id``, and the column
+  ``citations``: the cited doc ids in citation order, each once (``report_citations``);
 - wide layout of the source study (``answers/<llm>/<prompt>.csv``): columns ``qid``, ``query`` and
   ``answer1..answerN``; the LLM is the parent folder's name, the prompt the file's stem, sample is
   N - 1. A CSV, TSV or Parquet file is wide when it has answerN columns and no ``text`` column.
@@ -42,6 +48,12 @@ from nrp.collection.records import nfc
 from nrp.errors import InputError, clip, quote
 
 COLUMNS = ["answer_id", "llm", "prompt", "qid", "sample", "text"]
+#: the column of cited doc ids (a tuple per answer), in the frame when a report file was read
+CITATIONS = "citations"
+#: the keys that make a JSON Lines file a file of TREC RAG reports
+REPORT_KEYS = ("metadata", "answer", "responses", "references")
+#: the prompt of every answer read from a report (a run's prompts are not in its reports)
+REPORT_PROMPT = "report"
 # llm and prompt are required, not defaulted: NRP is aggregated per llm x prompt, and a default
 # would silently pool different systems' answers under one name (and make their derived
 # answer_ids collide). The wide layout takes both from its path instead.
@@ -263,6 +275,8 @@ class AnswerReader:
         self.files: list[Path] = []
         self.first_seen: dict[str, AnswerLocation] = {}
         self.group_position: dict[tuple[str, str, str], int] = {}
+        self.citations: list[tuple[str, ...]] = []
+        self.has_reports = False  # the frame has the column CITATIONS when a report was read
 
     # --- files ---------------------------------------------------------------------------------
 
@@ -285,6 +299,7 @@ class AnswerReader:
 
     def _read_jsonl(self, file: Path) -> None:
         # not iter_jsonl: a malformed line must be skippable, and its generator ends at the first
+        reports: bool | None = None  # decided by the file's first JSON object
         for number, line in iter_lines(file):
             if not line.strip():
                 continue
@@ -299,12 +314,18 @@ class AnswerReader:
                     where, "malformed_json", f"expected a JSON object, found {type(value).__name__}"
                 )
                 continue
+            if reports is None:
+                reports = "llm" not in value and any(key in value for key in REPORT_KEYS)
+            if reports:
+                self.read_report(where, value)
+                continue
             missing = [key for key in LONG_REQUIRED if key not in value]
             if missing:
                 # a key absent is a missing column (the writer's schema is wrong), not a bad value
                 raise where.error(
                     f"missing key(s) {', '.join(map(repr, missing))}; every answer needs "
-                    f"{', '.join(LONG_REQUIRED)} (answer_id and sample are optional)"
+                    f"{', '.join(LONG_REQUIRED)} (answer_id and sample are optional), or a "
+                    "TREC RAG report has metadata and answer or responses"
                 )
             self.read_record(where, value)
 
@@ -370,6 +391,24 @@ class AnswerReader:
         except _Invalid as invalid:
             self._invalid(where, invalid.kind, invalid.reason, llm, prompt)
 
+    def read_report(self, where: AnswerLocation, report: dict[str, Any]) -> None:
+        """One TREC RAG report at ``where`` (see the module docstring): added, skipped or an
+        error. A report without ``metadata`` or sentences is an error even under
+        ``skip_invalid`` (the file is not what it seems); a bad value in it is skippable."""
+        sentences = _report_sentences(where, report)
+        llm = None
+        try:
+            llm, qid = _report_ids(report["metadata"])
+            position = self.group_position.get((llm, REPORT_PROMPT, qid), 0)
+            self.group_position[(llm, REPORT_PROMPT, qid)] = position + 1
+            texts = [_sentence_text(number, s) for number, s in enumerate(sentences, start=1)]
+            text = _text(" ".join(texts), "answer")
+            cited = report_citations(sentences, report.get("references"))
+            self.has_reports = True
+            self._add(where, f"{llm}/{qid}", llm, REPORT_PROMPT, qid, position, text, cited)
+        except _Invalid as invalid:
+            self._invalid(where, invalid.kind, invalid.reason, llm, REPORT_PROMPT)
+
     def _wide_row(
         self,
         where: AnswerLocation,
@@ -404,6 +443,7 @@ class AnswerReader:
         qid: str,
         sample: int,
         text: str,
+        cited: tuple[str, ...] = (),
     ) -> None:
         if self.known_qids is not None and qid not in self.known_qids:
             raise _Invalid(
@@ -417,6 +457,7 @@ class AnswerReader:
         self.first_seen[answer_id] = where
         for column, value in zip(COLUMNS, (answer_id, llm, prompt, qid, sample, text), strict=True):
             self.rows[column].append(value)
+        self.citations.append(cited)
 
     def _invalid(
         self,
@@ -434,9 +475,12 @@ class AnswerReader:
 
     def frame(self) -> pd.DataFrame:
         frame = pd.DataFrame(self.rows, columns=COLUMNS)
-        return frame.astype({column: str for column in COLUMNS if column != "sample"}).astype(
+        frame = frame.astype({column: str for column in COLUMNS if column != "sample"}).astype(
             {"sample": "int64"}
         )
+        if self.has_reports:
+            frame[CITATIONS] = pd.Series(self.citations, index=frame.index, dtype=object)
+        return frame
 
 
 # --- values --------------------------------------------------------------------------------------
@@ -504,6 +548,103 @@ def _text(value: Any, what: str) -> str:
     return value
 
 
+# --- TREC RAG reports ----------------------------------------------------------------------------
+
+
+def _report_sentences(where: AnswerLocation, report: dict[str, Any]) -> list[Any]:
+    """The report's sentences (``responses``, else ``answer``; both: the same list); an error at
+    ``where`` when metadata or sentences are missing or not what the format says."""
+    if not isinstance(report.get("metadata"), dict):
+        found = "missing" if "metadata" not in report else type(report["metadata"]).__name__
+        raise where.error(f"a TREC RAG report needs a metadata object (found: {found})")
+    given = [report[key] for key in ("responses", "answer") if report.get(key) is not None]
+    if not given:
+        raise where.error("a TREC RAG report needs its sentences as answer or responses")
+    if len(given) == 2 and given[0] != given[1]:
+        raise where.error("answer and responses are both given and differ; give one")
+    if not isinstance(given[0], list):
+        raise where.error(f"answer/responses must be a list, found {type(given[0]).__name__}")
+    return given[0]
+
+
+def _report_ids(metadata: dict[str, Any]) -> tuple[str, str]:
+    """run_id and the topic id (topic_id, else narrative_id; both: the same) of a report."""
+    llm = _name(metadata.get("run_id"), "metadata.run_id")
+    topic = _optional_name(metadata.get("topic_id"), "metadata.topic_id")
+    narrative = _optional_name(metadata.get("narrative_id"), "metadata.narrative_id")
+    if topic is not None and narrative is not None and topic != narrative:
+        raise _Invalid(
+            "invalid_value",
+            f"metadata.topic_id {quote(topic)} and narrative_id {quote(narrative)} differ",
+        )
+    qid = topic if topic is not None else narrative
+    if qid is None:
+        raise _Invalid("missing_value", "metadata has no topic_id or narrative_id")
+    return llm, qid
+
+
+def _sentence_text(number: int, sentence: Any) -> str:
+    if not isinstance(sentence, dict):
+        raise _Invalid(
+            "invalid_value", f"sentence {number} is not an object ({type(sentence).__name__})"
+        )
+    text = sentence.get("text")
+    if not isinstance(text, str):
+        raise _Invalid("invalid_value", f"sentence {number} has no text string")
+    return text
+
+
+def report_citations(sentences: list[Any], references: Any) -> tuple[str, ...]:
+    """The doc ids a report's sentences cite, in citation order, each once. A citation is an
+    index into ``references`` (TREC RAG 2024), a doc id (2025), or a ``{doc_id: confidence}``
+    mapping (RAGTIME: highest confidence first). ``_Invalid`` names the sentence of a bad one."""
+    cited: dict[str, None] = {}
+    for number, sentence in enumerate(sentences, start=1):
+        given = sentence.get("citations") if isinstance(sentence, dict) else None
+        if given is None:
+            continue
+        if isinstance(given, dict):
+            given = _by_confidence(number, given)
+        if not isinstance(given, list):
+            raise _Invalid(
+                "invalid_citation",
+                f"sentence {number}: citations must be a list or an object, "
+                f"found {type(given).__name__}",
+            )
+        for citation in given:
+            cited.setdefault(_cited_doc(number, citation, references), None)
+    return tuple(cited)
+
+
+def _by_confidence(number: int, citations: dict[str, Any]) -> list[str]:
+    for doc, confidence in citations.items():
+        if isinstance(confidence, bool) or not isinstance(confidence, int | float):
+            raise _Invalid(
+                "invalid_citation",
+                f"sentence {number}: the confidence of {quote(doc)} is not a number",
+            )
+    return sorted(citations, key=lambda doc: -citations[doc])  # stable: ties keep their order
+
+
+def _cited_doc(number: int, citation: Any, references: Any) -> str:
+    """The doc id one citation names: itself (a string) or ``references[citation]``."""
+    if isinstance(citation, str):
+        return _name(citation, f"sentence {number}: citation")
+    if isinstance(citation, bool) or not isinstance(citation, int):
+        raise _Invalid(
+            "invalid_citation",
+            f"sentence {number}: a citation is an index or a doc id, found {quote(citation)}",
+        )
+    count = len(references) if isinstance(references, list) else 0
+    if not 0 <= citation < count:
+        raise _Invalid(
+            "invalid_citation",
+            f"sentence {number}: citation index {citation} is out of range "
+            f"(references has {count} entr{'y' if count == 1 else 'ies'})",
+        )
+    return _name(references[citation], f"references[{citation}]")
+
+
 def _chain(
     first: tuple[int, dict[str, Any]], rest: Iterator[tuple[int, dict[str, Any]]]
 ) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -554,4 +695,12 @@ def _decode(file: Path, row: int, column: str, item: bytes | None) -> str | None
         ) from None
 
 
-__all__ = ["COLUMNS", "AnswerSet", "SkippedRow", "read_answers"]
+__all__ = [
+    "CITATIONS",
+    "COLUMNS",
+    "REPORT_PROMPT",
+    "AnswerSet",
+    "SkippedRow",
+    "read_answers",
+    "report_citations",
+]

@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "read_answers": "nrp.answers",
     "AnswerReader": "nrp.answers",
     "AnswerLocation": "nrp.answers",
+    "report_citations": "nrp.answers",
     # rankers
     "all_rankers": "nrp.rankers.registry",
     "make_ranker": "nrp.rankers.registry",
@@ -98,6 +99,12 @@ _EXPORTS: dict[str, str] = {
     "FLAG_NAMES": "nrp.analysis.flags",
     "assert_nrp": "nrp.analysis.check",
     "CheckResult": "nrp.analysis.check",
+    "cite_answers": "nrp.analysis.citations",
+    "has_citations": "nrp.analysis.citations",
+    "read_citations": "nrp.analysis.citations",
+    "CITATIONS_FILE": "nrp.analysis.citations",
+    "leaderboard": "nrp.analysis.leaderboard",
+    "write_leaderboard": "nrp.analysis.leaderboard",
     # evaluators
     "all_evaluators": "nrp.evaluators.base",
     "make_evaluator": "nrp.evaluators.base",
@@ -109,6 +116,8 @@ _EXPORTS: dict[str, str] = {
     "EVALUATION_CACHE_FILE": "nrp.evaluators.cache",
     "nrp_measures": "nrp.evaluators.pt_measures",
     "NRPMeasure": "nrp.evaluators.pt_measures",
+    "NrpJudge": "nrp.evaluators.autojudge",
+    "report_answers": "nrp.evaluators.autojudge",
     # meta-evaluation
     "meta_from_files": "nrp.meta.report",
     "write_meta": "nrp.meta.report",

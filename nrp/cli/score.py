@@ -1,7 +1,9 @@
 """``nrp score``: the NRP of generated answers, each ranked among its query's judged documents
 by each dimension's ranker (from a validation JSON or named with --ranker); beside the results,
 ``flags.csv``: the flags of degenerate answers (an echo of the question, a copy of a judged
-document, little content), which ``nrp summary``, ``nrp report`` and ``nrp check`` read."""
+document, little content), which ``nrp summary``, ``nrp report`` and ``nrp check`` read; and when
+any answer cites documents (TREC RAG reports), ``citations.csv``: the cited documents judged per
+dimension, which ``nrp leaderboard`` reads."""
 
 from __future__ import annotations
 
@@ -30,8 +32,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "answers",
         type=Path,
-        help="answer set: JSONL/CSV/TSV/Parquet (answer_id, llm, prompt, qid, sample, text) or "
-        "the wide layout <llm>/<prompt>.csv (qid, query, answer1..answerN): file or folder",
+        help="answer set: JSONL/CSV/TSV/Parquet (answer_id, llm, prompt, qid, sample, text), "
+        "the wide layout <llm>/<prompt>.csv (qid, query, answer1..answerN), or TREC RAG report "
+        "JSONL (metadata, answer/responses with citations): file or folder",
     )
     chooser = parser.add_mutually_exclusive_group()
     chooser.add_argument(
@@ -47,7 +50,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="ranker for a dimension (repeat), or SPEC for every dimension",
     )
     parser.add_argument(
-        "--out", type=Path, required=True, help="folder for results.parquet/.csv and flags.csv"
+        "--out",
+        type=Path,
+        required=True,
+        help="folder for results.parquet/.csv, flags.csv and (answers with citations) "
+        "citations.csv",
     )
     parser.add_argument(
         "--ties",
@@ -140,11 +147,16 @@ def handle(args: argparse.Namespace) -> int:
         )  # fmt: skip
         report_executor(executor)
     flags = api.flag_answers(collection, answer_set.answers)
+    cited = api.has_citations(answer_set.answers)
+    citations = api.cite_answers(collection, answer_set.answers) if cited else None
     args.out.mkdir(parents=True, exist_ok=True)
     write_aside(args.out / "results.parquet", lambda p: results.to_parquet(p, index=False))
     write_aside(args.out / "results.csv", lambda p: results.to_csv(p, index=False))
     write_aside(args.out / api.FLAGS_FILE, lambda p: flags.to_csv(p, index=False))
     json_export(api.scoring_record(results), args.out / api.SCORING_FILE)
+    if citations is not None:
+        write_aside(args.out / api.CITATIONS_FILE, lambda p: citations.to_csv(p, index=False))
+        print(f"wrote the cited documents judged per dimension to {api.CITATIONS_FILE}")
     note = results.attrs.get("note")
     if note:
         print(note)

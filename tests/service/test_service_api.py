@@ -127,6 +127,34 @@ def test_oversized_streamed_body_without_length_is_413(admin):
     assert response.status_code == 413
 
 
+def test_a_report_file_as_answers_path_is_scored(env, admin, read):
+    """TREC RAG report files (docs/rag.md) as answers_path: read as nrp score reads them (run_id
+    as the llm, answer_id run_id/topic_id), the rows those of score_answers."""
+    reports = [
+        {
+            "metadata": {"run_id": "rag", "topic_id": f"t{topic}"},
+            "references": [f"t{topic}d0"],
+            "answer": [{"text": "what helps", "citations": [0]}, {"text": "rest and water"}],
+        }
+        for topic in range(2)
+    ]
+    path = env["root"] / "data" / "rag-reports.jsonl"
+    path.write_text("".join(json.dumps(report) + "\n" for report in reports))
+    try:
+        body = {"collection": "synth", "answers_path": path.name, "rankers": "bm25"}
+        submitted = admin.post("/v1/jobs", json=body)
+        assert submitted.status_code == 202
+        done = wait_for_job(read, submitted.json()["id"])
+        assert done["status"] == "done", done
+        answers = read_answers(path, collection(env)).answers
+    finally:
+        path.unlink()
+    assert answers["answer_id"].tolist() == ["rag/t0", "rag/t1"]
+    assert answers["text"].tolist() == ["what helps rest and water"] * 2
+    expected = score_answers(collection(env), answers, "bm25", cache=False)
+    assert all_rows(read, done["id"]) == expected_rows(expected)
+
+
 @pytest.mark.parametrize(
     ("body", "status", "detail"),
     [

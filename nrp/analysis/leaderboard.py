@@ -1,0 +1,113 @@
+"""A TREC leaderboard of NRP results: the file the TREC RAG and AutoJudge tools read.
+
+One line per run, measure and topic, whitespace separated: ``run_id measure topic_id value``
+(the ``tot`` layout of ``autojudge_base.Leaderboard``), and per run and measure a line with
+topic ``all``: the mean over the run's topics that have the measure.
+
+- **Runs**: the LLM; when the results hold more than one prompt, ``llm/prompt``. Answers read
+  from TREC RAG reports are llm = run_id, prompt ``report``, so their runs keep their ids.
+- **Per topic**: the mean over the run's answers to the topic (its samples; a report: one).
+- **Measures**: ``nrp_<dimension>`` for each dimension and ``nrp_weighted`` (the weighted NRP of
+  ``nrp score``); with the citations of ``nrp score`` beside the results
+  (``nrp.analysis.citations``), ``cited_relevant_<dimension>`` (share of the judged cited
+  documents with label >= 1) and ``cited_grade_<dimension>`` (their mean label). A topic where no
+  cited document is judged has no citation measure (undefined, not 0), so it is left out of the
+  line and of the ``all`` mean.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from nrp.analysis.citations import citations_path, read_citations
+from nrp.analysis.summary import checked_results, read_results
+from nrp.errors import NrpError, quote
+from nrp.tables import write_aside
+
+LEADERBOARD_COLUMNS = ("run_id", "measure", "topic_id", "value")
+ALL_TOPICS = "all"
+#: citations.csv column -> leaderboard measure prefix
+CITATION_MEASURES = {"share_relevant": "cited_relevant", "mean_grade": "cited_grade"}
+
+
+def leaderboard(
+    results: pd.DataFrame | str | Path, citations: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """``LEADERBOARD_COLUMNS`` rows: per run, the per-topic values of each measure, then its
+    ``all`` rows (see the module docstring). ``results``: the frame of ``score_answers`` or a
+    path ``read_results`` accepts (a path's ``citations.csv``, when there, adds the citation
+    measures); ``citations``: the frame of ``cite_answers``, for a results frame."""
+    if not isinstance(results, pd.DataFrame):
+        beside = citations_path(results)
+        if citations is None and beside.is_file():
+            citations = read_citations(beside)
+        results = read_results(results)
+    frame = checked_results(results, [])
+    several_prompts = frame["prompt"].nunique() > 1
+    long = [_long(frame, "dimension", {"nrp": "nrp"}, several_prompts)]
+    if citations is not None and len(citations):
+        long.append(_long(citations, "dimension", CITATION_MEASURES, several_prompts))
+    per_topic = pd.concat(long, ignore_index=True).dropna(subset=["value"])
+    per_topic = per_topic.groupby(["run_id", "measure", "topic_id"], sort=False).mean()
+    per_topic = per_topic.reset_index()
+    overall = per_topic.groupby(["run_id", "measure"], sort=False)["value"].mean().reset_index()
+    overall["topic_id"] = ALL_TOPICS
+    table = pd.concat([per_topic, overall[list(LEADERBOARD_COLUMNS)]], ignore_index=True)
+    _check_names(table)
+    return _in_order(table[list(LEADERBOARD_COLUMNS)])
+
+
+def _in_order(table: pd.DataFrame) -> pd.DataFrame:
+    """Runs in order of appearance, then topics (``all`` last), then measures (each in order of
+    appearance): a run's lines together, one topic's measures together."""
+    keys = [table[column].map({v: i for i, v in enumerate(dict.fromkeys(table[column]))})
+            for column in ("run_id", "topic_id", "measure")]  # fmt: skip
+    order = pd.DataFrame({"run": keys[0], "topic": keys[1], "measure": keys[2]})
+    order["topic"] = order["topic"].where(table["topic_id"] != ALL_TOPICS, len(table))
+    ranked = order.sort_values(["run", "topic", "measure"], kind="stable").index
+    return table.loc[ranked].reset_index(drop=True)
+
+
+def _long(
+    frame: pd.DataFrame, by: str, measures: dict[str, str], several_prompts: bool
+) -> pd.DataFrame:
+    """run_id, measure, topic_id, value of each answer: one row per answer x ``by`` x column of
+    ``measures`` (column -> measure prefix; the measure is ``prefix_<by value>``)."""
+    llm = frame["llm"].astype(str)
+    run = llm + "/" + frame["prompt"].astype(str) if several_prompts else llm
+    parts = [
+        pd.DataFrame(
+            {
+                "run_id": run,
+                "measure": prefix + "_" + frame[by].astype(str),
+                "topic_id": frame["qid"].astype(str),
+                "value": pd.to_numeric(frame[column], errors="coerce").astype(float),
+            }
+        )
+        for column, prefix in measures.items()
+    ]
+    return pd.concat(parts, ignore_index=True)
+
+
+def _check_names(table: pd.DataFrame) -> None:
+    """Run ids, measures and topics must be single words: the file is whitespace separated."""
+    for column in ("run_id", "measure", "topic_id"):
+        bad = table[column][(table[column] == "") | table[column].str.contains(r"\s", regex=True)]
+        if len(bad):
+            raise NrpError(
+                f"cannot write a TREC leaderboard: {column} {quote(bad.iloc[0])} is empty or "
+                "holds whitespace (the file's columns are whitespace separated)"
+            )
+
+
+def write_leaderboard(table: pd.DataFrame, path: str | Path) -> Path:
+    """``table`` (``leaderboard``) as a whitespace-separated file, written aside (never half)."""
+    path = Path(path)
+    lines = [
+        f"{row.run_id} {row.measure} {row.topic_id} {float(row.value)!r}\n"
+        for row in table.itertuples(index=False)
+    ]
+    write_aside(path, lambda partial: partial.write_text("".join(lines), encoding="utf-8"))
+    return path

@@ -1,0 +1,275 @@
+"""Answers from RAG systems: TREC RAG 2024- and 2025-style report files (tests/rag_collection.py)
+read as answers, scored with TF-IDF, their citations judged by the collection's judgments, the
+TREC leaderboard read back by the track's own reader, nrp as an AutoJudge judge through the
+track's runner, and bad report files as one-line errors with exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from rag_collection import RUN_A, RUN_B, nltk_stand_in, write_collection, write_reports
+
+from nrp import api, ingest
+from nrp.answers import CITATIONS, read_answers
+from nrp.cli import main
+from nrp.errors import ConfigError, InputError
+from nrp.evaluators.autojudge import autojudge_module
+
+# hand values (see rag_collection.py): (run, topic) -> NRP, the same in every dimension
+NRP = {("runA", "q1"): 1.0, ("runA", "q2"): 0.2, ("runB", "q1"): 0.125, ("runB", "q2"): 1.0}
+RANKS = {("runA", "q1"): (0.0, 4, 0), ("runA", "q2"): (4.0, 5, 2),
+         ("runB", "q1"): (3.5, 4, 1), ("runB", "q2"): (0.0, 5, 0)}  # fmt: skip
+# (run, topic, dimension) -> n_cited, n_judged, n_unjudged, n_relevant, share, mean grade
+CITED = {
+    # runA q1 cites c1 (rel 2, cred 1), c3 (rel 0, cred 1), zz (in no collection)
+    ("runA", "q1", "relevance"): (3, 2, 1, 1, 0.5, 1.0),
+    ("runA", "q1", "credibility"): (3, 2, 1, 2, 1.0, 1.0),
+    # runA q2 cites w4 (rel 0, cred 0)
+    ("runA", "q2", "relevance"): (1, 1, 0, 0, 0.0, 0.0),
+    ("runA", "q2", "credibility"): (1, 1, 0, 0, 0.0, 0.0),
+    # runB q1 cites c3 (rel 0, cred 1), x1 (judged for q2 only), c4 (rel 0, no cred)
+    ("runB", "q1", "relevance"): (3, 2, 1, 0, 0.0, 0.0),
+    ("runB", "q1", "credibility"): (3, 1, 2, 1, 1.0, 1.0),
+    # runB q2 cites w1 (rel 2, cred 1), w2 (rel 1, cred 1)
+    ("runB", "q2", "relevance"): (2, 2, 0, 2, 1.0, 1.5),
+    ("runB", "q2", "credibility"): (2, 2, 0, 2, 1.0, 1.0),
+}
+MEASURES = {
+    "nrp_relevance": lambda run, topic: NRP[run, topic],
+    "nrp_credibility": lambda run, topic: NRP[run, topic],
+    "nrp_weighted": lambda run, topic: NRP[run, topic],
+    **{
+        f"{prefix}_{dim}": (lambda run, topic, d=dim, i=index: CITED[run, topic, d][i])
+        for dim in ("relevance", "credibility")
+        for prefix, index in (("cited_relevant", 4), ("cited_grade", 5))
+    },
+}
+
+
+def expected_leaderboard() -> dict[tuple[str, str, str], float]:
+    """(run, measure, topic) -> value, with ``all``: the mean over the two topics."""
+    values = {}
+    for run in ("runA", "runB"):
+        for measure, value_of in MEASURES.items():
+            per_topic = [value_of(run, topic) for topic in ("q1", "q2")]
+            values.update(
+                {(run, measure, t): v for t, v in zip(("q1", "q2"), per_topic, strict=True)}
+            )
+            values[run, measure, "all"] = sum(per_topic) / 2
+    return values
+
+
+@pytest.fixture(scope="module")
+def autojudge(tmp_path_factory):
+    """``autojudge_base``, imported with NLTK stand-in data where the real ones are missing
+    (``nltk_stand_in``); NLTK's search path is restored after the import."""
+    import nltk
+
+    saved = list(nltk.data.path)
+    stand_in = nltk_stand_in(tmp_path_factory.mktemp("nltk_data"))
+    if stand_in is not None:
+        nltk.data.path.insert(0, stand_in)
+    try:
+        yield autojudge_module()
+    finally:
+        nltk.data.path[:] = saved
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rag-collection")
+    ingest(write_collection(root / "data"), indexes_dir=root / "ix")
+    return str(root / "ix")
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("reports") / "runs"
+    write_reports(folder / "runA.jsonl", RUN_A)
+    write_reports(folder / "runB.jsonl", RUN_B)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def scored(indexes, reports, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("scored") / "out"
+    code = main(["score", "rag-tiny", str(reports), "--ranker", "tfidf", "--out", str(out),
+                 "--indexes", indexes])  # fmt: skip
+    assert code == 0
+    return out
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_reports_read_as_answers(reports):
+    answers = read_answers(reports).answers
+    assert answers["answer_id"].tolist() == ["runA/q1", "runA/q2", "runB/q1", "runB/q2"]
+    assert answers["llm"].tolist() == ["runA", "runA", "runB", "runB"]
+    assert set(answers["prompt"]) == {"report"} and answers["sample"].tolist() == [0, 0, 0, 0]
+    assert answers["text"].tolist() == [
+        "Vitamin C may prevent colds in children. Vitamin C may prevent colds in children.",
+        "Bicycles need chains.",
+        "Oranges are tasty. Spring is mild. That is all.",
+        "Adults drink water every day. Adults drink water every day.",
+    ]
+    # indices resolved through references; each document once, in citation order
+    assert answers[CITATIONS].tolist() == [("c1", "c3", "zz"), ("w4",), ("c3", "x1", "c4"),
+                                           ("w1", "w2")]  # fmt: skip
+
+
+def test_report_citation_shapes():
+    """2024 indices, 2025 doc ids, RAGTIME {doc: confidence} (highest first, ties in order)."""
+    sentences = [{"text": "a", "citations": [1, "d9"]}, {"text": "b", "citations": None},
+                 {"text": "c", "citations": {"d2": 10, "d3": 50, "d4": 10}}]  # fmt: skip
+    assert api.report_citations(sentences, ["d0", "d1"]) == ("d1", "d9", "d3", "d2", "d4")
+
+
+def test_score_ranks_reports_and_judges_citations(scored):
+    results = pd.read_csv(scored / "results.csv", dtype={"qid": str})
+    for row in results.itertuples():
+        assert row.nrp == pytest.approx(NRP[row.llm, row.qid])
+        if row.dimension != "weighted":
+            assert (row.rank, row.n_docs, row.ties) == RANKS[row.llm, row.qid]
+    citations = api.read_citations(scored / api.CITATIONS_FILE)
+    assert len(citations) == 8  # 4 answers x 2 dimensions
+    for row in citations.itertuples():
+        counts = (row.n_cited, row.n_judged, row.n_unjudged, row.n_relevant)
+        assert counts == CITED[row.llm, row.qid, row.dimension][:4]
+        assert row.share_relevant == pytest.approx(CITED[row.llm, row.qid, row.dimension][4])
+        assert row.mean_grade == pytest.approx(CITED[row.llm, row.qid, row.dimension][5])
+
+
+def test_leaderboard_reads_back_with_the_tracks_reader(scored, tmp_path, capsys, autojudge):
+    path = tmp_path / "nrp.leaderboard"
+    code, out, _ = run(capsys, "leaderboard", str(scored), "--out", str(path))
+    assert code == 0 and "2 run(s), 7 measure(s)" in out
+    assert path.read_text().splitlines()[0] == "runA nrp_relevance q1 1.0"
+    loaded = autojudge.Leaderboard.load(path, format="tot")
+    read = {
+        (e.run_id, m, e.topic_id): float(v) for e in loaded.entries for m, v in e.values.items()
+    }
+    expected = expected_leaderboard()
+    assert read.keys() == expected.keys() and len(expected) == 2 * 7 * 3
+    for key, value in expected.items():
+        assert read[key] == pytest.approx(value), key
+    assert read["runB", "nrp_weighted", "all"] == pytest.approx(0.5625)  # (0.125 + 1) / 2
+
+
+def test_autojudge_runner_calls_nrp(indexes, reports, tmp_path, autojudge):
+    from autojudge_base.judge_runner import run_judge
+
+    responses = [r for f in sorted(reports.iterdir()) for r in autojudge.load_report(f)]
+    topics = [autojudge.Request(request_id=q, title=q) for q in ("q1", "q2")]
+    no_llm = autojudge.LlmConfigBase(model="none")  # the runner records it; nrp calls no LLM
+    result = run_judge(
+        auto_judge=api.NrpJudge(), rag_responses=responses, rag_topics=topics, llm_config=no_llm,
+        judge_settings={"collection": "rag-tiny", "indexes": indexes, "ranker": "tfidf"},
+        judge_output_path=tmp_path / "nrp", out_dir=tmp_path, leaderboard_format="tot",
+        judge_uses_nuggets=False, judge_uses_qrels=False,
+    )  # fmt: skip
+    values = {(e.run_id, m, e.topic_id): v for e in result.leaderboard.entries
+              for m, v in e.values.items()}  # fmt: skip
+    assert values == pytest.approx(expected_leaderboard())
+    written = [p for p in tmp_path.iterdir() if p.is_file() and p.suffix != ".yml"]
+    assert len(written) == 1  # the runner wrote the leaderboard
+    loaded = autojudge.Leaderboard.load(written[0], format="tot")
+    assert {(e.run_id, e.topic_id) for e in loaded.entries} == {
+        (run, topic) for run in ("runA", "runB") for topic in ("q1", "q2", "all")
+    }
+
+
+def test_without_nltk_data_the_judge_says_why(monkeypatch, tmp_path):
+    import nltk
+
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])
+    with pytest.raises(ConfigError, match="corpora/stopwords, tokenizers/punkt"):
+        autojudge_module()
+
+
+def test_judge_settings_are_checked(indexes):
+    with pytest.raises(ConfigError, match="needs the setting collection"):
+        api.NrpJudge().judge(rag_responses=[])
+    with pytest.raises(ConfigError, match="no setting 'rankers'"):
+        api.NrpJudge(collection="rag-tiny", rankers="tfidf")
+
+
+def test_report_without_citations_writes_no_citations_file(indexes, tmp_path):
+    report = {"metadata": {"run_id": "plain", "topic_id": "q1"},
+              "answer": [{"text": "Vitamin C.", "citations": []}]}  # fmt: skip
+    path = write_reports(tmp_path / "plain.jsonl", [report])
+    code = main(["score", "rag-tiny", str(path), "--ranker", "tfidf", "--out",
+                 str(tmp_path / "out"), "--indexes", indexes])  # fmt: skip
+    assert code == 0 and not (tmp_path / "out" / api.CITATIONS_FILE).exists()
+
+
+BAD = {
+    "missing_metadata": (
+        [RUN_B[0], {"responses": [{"text": "x", "citations": []}]}],
+        ":2: a TREC RAG report needs a metadata object (found: missing)",
+    ),
+    "index_out_of_range": (
+        [{**RUN_A[0], "references": ["c1", "c3"]}],
+        ":1: sentence 2: citation index 2 is out of range (references has 2 entries)",
+    ),
+    "topic_ids_differ": (
+        [{**RUN_B[0], "metadata": {"run_id": "r", "topic_id": "q1", "narrative_id": "q2"}}],
+        ":1: metadata.topic_id 'q1' and narrative_id 'q2' differ",
+    ),
+    "no_sentences": (
+        [{"metadata": {"run_id": "r", "topic_id": "q1"}, "references": []}],
+        ":1: a TREC RAG report needs its sentences as answer or responses",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_report_is_one_line_exit_2(indexes, tmp_path, capsys, name):
+    records, problem = BAD[name]
+    path = write_reports(tmp_path / f"{name}.jsonl", records)
+    out = tmp_path / "out"
+    code, _, err = run(capsys, "score", "rag-tiny", str(path), "--ranker", "tfidf",
+                       "--out", str(out), "--indexes", indexes)  # fmt: skip
+    assert code == 2 and err == f"nrp: error: {path}{problem}\n"
+    assert not out.exists()  # nothing half-written
+
+
+def test_report_line_not_json_is_one_line_exit_2(indexes, tmp_path, capsys):
+    path = tmp_path / "broken.jsonl"
+    path.write_text(json.dumps(RUN_A[0]) + "\n" + '{"metadata": {"run_id": \n')
+    code, _, err = run(capsys, "score", "rag-tiny", str(path), "--ranker", "tfidf",
+                       "--out", str(tmp_path / "out"), "--indexes", indexes)  # fmt: skip
+    assert code == 2 and err.startswith(f"nrp: error: {path}:2: ") and err.count("\n") == 1
+
+
+def test_skip_invalid_lists_the_bad_report(tmp_path):
+    bad = {**RUN_A[1], "references": []}
+    path = write_reports(tmp_path / "some_bad.jsonl", [RUN_A[0], bad])
+    answer_set = read_answers(path, ["q1", "q2"], skip_invalid=True)
+    assert answer_set.answers["answer_id"].tolist() == ["runA/q1"]
+    [skipped] = answer_set.skipped
+    assert (skipped.line, skipped.kind, skipped.llm) == (2, "invalid_citation", "runA")
+    with pytest.raises(InputError, match="references has 0 entries"):
+        read_answers(path)
+
+
+def test_leaderboard_refuses_a_run_id_with_whitespace(scored, tmp_path, capsys):
+    results = pd.read_csv(scored / "results.csv", dtype={"qid": str})
+    results["llm"] = results["llm"].replace("runB", "run B")
+    folder = tmp_path / "spaced"
+    folder.mkdir()
+    results.to_csv(folder / "results.csv", index=False)
+    out = tmp_path / "board"
+    code, _, err = run(capsys, "leaderboard", str(folder), "--out", str(out))
+    assert code == 2 and not out.exists()
+    assert err == (
+        "nrp: error: cannot write a TREC leaderboard: run_id 'run B' is empty or holds "
+        "whitespace (the file's columns are whitespace separated)\n"
+    )
