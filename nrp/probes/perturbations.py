@@ -23,7 +23,7 @@ the claims and damages the answer, ``other`` replaces or pads it):
   by another number of the same kind (integer or decimal) from the collection's documents.
 - ``swap_entities`` (meaning): every named entity spaCy finds (people, organisations, places,
   dates, products, ...: ``ENTITY_LABELS``) replaced by another of the same label from the
-  collection's documents (``entities``).
+  judged documents of the answer's query (``entities``; ``nrp.probes.entities``).
 - ``antonyms`` (meaning): words of a fixed list of antonym pairs (increase/decrease, safe/unsafe,
   more/less, ...) swapped with their opposite.
 - ``first_sentence``, ``first_half`` (form): the answer cut to its first sentence / its first
@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from nrp.errors import ConfigError
+from nrp.probes.entities import ENTITY_LABELS
 from nrp.validation.degenerate import (
     FUNCTION_WORDS,
     SENTENCE_END,
@@ -127,7 +128,7 @@ class PerturbationContext:
     """What perturbations of one answer may draw on. ``judged``: the query's judged documents as
     (grade, text), best first; ``others``: the best-graded judged document of each other query;
     ``numbers``: numbers found in the collection's documents (as written); ``entities``: label ->
-    named entities found in them (``find_entities``)."""
+    named entities found in the query's judged documents (``nrp.probes.entities``)."""
 
     answer_id: str
     query: str
@@ -266,20 +267,6 @@ def swap_numbers(text: str, context: PerturbationContext) -> str | None:
         return str(int(number) * 10) if not decimal else f"{float(number) * 10:g}"
 
     return NUMBER.sub(lambda m: other(m.group(1)), text)
-
-
-#: spaCy entity labels ``swap_entities`` swaps (numbers are ``swap_numbers``'s)
-ENTITY_LABELS = ("PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "DATE", "PRODUCT", "EVENT", "LAW")
-
-
-def find_entities(texts: Sequence[str]) -> dict[str, list[str]]:
-    """label -> the distinct named entities of ``texts`` (sorted), for ``ENTITY_LABELS``."""
-    found: dict[str, set[str]] = {}
-    for doc in spacy_pipeline().pipe(list(texts), batch_size=64):
-        for entity in doc.ents:
-            if entity.label_ in ENTITY_LABELS:
-                found.setdefault(entity.label_, set()).add(entity.text)
-    return {label: sorted(values) for label, values in sorted(found.items())}
 
 
 @register("swap_entities", "meaning", "named entities replaced by others of the same label")

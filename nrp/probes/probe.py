@@ -27,11 +27,11 @@ import pandas as pd
 from nrp.collection.collection import Collection
 from nrp.errors import ConfigError
 from nrp.evaluators.run import evaluate_answers
+from nrp.probes.entities import query_entities
 from nrp.probes.perturbations import (
     NUMBER,
     PERTURBATIONS,
     PerturbationContext,
-    find_entities,
     perturb,
     perturbation_names,
 )
@@ -138,13 +138,18 @@ def contexts(
     keys = list(zip(candidates["qid"].astype(str), candidates["docno"].astype(str), strict=True))
     candidates = candidates.assign(grade=[float(grades.get(k, 0.0)) for k in keys])
     judged: dict[str, list[tuple[float, str]]] = {}
+    documents: dict[str, list[tuple[str, str]]] = {}  # qid -> (docno, text), for the entities
     for qid, group in candidates.groupby("qid", sort=True):
         ordered = group.sort_values(["grade", "docno"], ascending=[False, True])
-        judged[str(qid)] = list(zip(ordered["grade"], ordered["text"].astype(str), strict=True))
+        texts = ordered["text"].astype(str).tolist()
+        judged[str(qid)] = list(zip(ordered["grade"], texts, strict=True))
+        documents[str(qid)] = list(zip(ordered["docno"].astype(str), texts, strict=True))
     best = {qid: docs[0][1] for qid, docs in judged.items() if docs}
     texts = collection.docs["text"].astype(str).tolist()
     numbers = sorted({n for text in texts for n in NUMBER.findall(text)})
-    entities = find_entities(texts) if with_entities else {}
+    entities = (
+        query_entities(collection, documents, answers["qid"].astype(str)) if with_entities else {}
+    )
     queries = collection.topic_texts()
     out = {}
     for row in answers.itertuples():
@@ -155,7 +160,7 @@ def contexts(
             judged=judged.get(qid, []),
             others=[text for other, text in best.items() if other != qid],
             numbers=numbers,
-            entities=entities,
+            entities=entities.get(qid, {}),
             seed=seed,
         )
     return out

@@ -1,0 +1,100 @@
+"""Named entities of judged documents for ``swap_entities``: per query, found once per build.
+
+``swap_entities`` replaces each named entity of an answer by another of its label. The pool it
+draws from is the entities of the answer's own query's judged documents (D_q): entities a
+reader of that topic would meet, and a cost proportional to the probed queries, not to the
+collection (spaCy's NER over all 1,108 MEDIQA documents took 110 s of a 119 s probe of 30
+answers). Each document's entities are found once per collection build and model: they are
+kept in ``entities.json`` beside the collection (keyed by the collection's fingerprint and the
+spaCy model's name and version; another build or model starts it afresh), so a second probe of
+the same queries runs no NER on documents at all. Only the pipes NER reads run (tok2vec, ner):
+the entities are those of the full pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+
+from nrp.collection.collection import Collection
+from nrp.tables import write_text
+
+#: the file beside the collection that keeps each judged document's entities
+ENTITIES_FILE = "entities.json"
+#: spaCy entity labels ``swap_entities`` swaps (numbers are ``swap_numbers``'s)
+ENTITY_LABELS = ("PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "DATE", "PRODUCT", "EVENT", "LAW")
+
+Entities = dict[str, list[str]]  # label -> distinct entities, sorted
+
+
+def find_entities(texts: Sequence[str]) -> Entities:
+    """label -> the distinct named entities of ``texts`` (sorted), for ``ENTITY_LABELS``."""
+    found: dict[str, set[str]] = {}
+    for entities in _each_text_entities(texts):
+        for label, values in entities.items():
+            found.setdefault(label, set()).update(values)
+    return {label: sorted(values) for label, values in sorted(found.items())}
+
+
+def _each_text_entities(texts: Sequence[str]) -> Iterable[Entities]:
+    from nrp.probes.perturbations import spacy_pipeline
+
+    nlp = spacy_pipeline()
+    wanted = [name for name in ("tok2vec", "ner") if name in nlp.pipe_names]
+    with nlp.select_pipes(enable=wanted):
+        for doc in nlp.pipe(list(texts), batch_size=64):
+            found: dict[str, set[str]] = {}
+            for entity in doc.ents:
+                if entity.label_ in ENTITY_LABELS:
+                    found.setdefault(entity.label_, set()).add(entity.text)
+            yield {label: sorted(values) for label, values in sorted(found.items())}
+
+
+def query_entities(
+    collection: Collection, judged: Mapping[str, Sequence[tuple[str, str]]], qids: Iterable[str]
+) -> dict[str, Entities]:
+    """qid -> the entities of its judged documents, for each of ``qids``. ``judged``: qid ->
+    its documents as (docno, text). Documents whose entities the cache lacks are run through
+    NER and the cache written back."""
+    qids = list(dict.fromkeys(qids))
+    cache = _EntityCache(collection)
+    missing = {
+        docno: text for q in qids for docno, text in judged.get(q, ()) if docno not in cache.docs
+    }
+    if missing:
+        found = _each_text_entities(list(missing.values()))
+        cache.docs.update(zip(missing, found, strict=True))
+        cache.save()
+    pools = {}
+    for qid in qids:
+        merged: dict[str, set[str]] = {}
+        for docno, _ in judged.get(qid, ()):
+            for label, values in cache.docs[docno].items():
+                merged.setdefault(label, set()).update(values)
+        pools[qid] = {label: sorted(values) for label, values in sorted(merged.items())}
+    return pools
+
+
+class _EntityCache:
+    """``ENTITIES_FILE`` of a collection: docno -> entities, valid for one build and model."""
+
+    def __init__(self, collection: Collection):
+        self.path = collection.path / ENTITIES_FILE
+        self.key = {"fingerprint": collection.meta.get("fingerprint"), "model": _model_id()}
+        self.docs: dict[str, Entities] = {}
+        try:
+            stored = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return  # absent or unreadable: found again
+        if isinstance(stored, dict) and stored.get("key") == self.key:
+            self.docs = dict(stored.get("docs") or {})
+
+    def save(self) -> None:
+        write_text(self.path, json.dumps({"key": self.key, "docs": self.docs}, sort_keys=True))
+
+
+def _model_id() -> str:
+    from nrp.probes.perturbations import spacy_pipeline
+
+    meta = spacy_pipeline().meta
+    return f"{meta.get('lang')}_{meta.get('name')}-{meta.get('version')}"

@@ -1,0 +1,79 @@
+"""The entity pools of ``swap_entities`` (``nrp.probes.entities``): each query's pool holds the
+named entities of its own judged documents only, NER runs once per document per collection
+build (``entities.json`` beside the collection), and a second probe reads them back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nrp import ingest
+from nrp.collection.collection import Collection
+from nrp.probes.entities import ENTITIES_FILE, find_entities, query_entities
+
+MANIFEST = """\
+name: entity-tiny
+description: two queries whose documents name different places and companies
+citation: nrp tests
+data_root: .
+dimensions:
+  relevance:
+    description: relevant or not
+    grades: {0: "no", 1: "yes"}
+sources:
+  - {format: table, path: topics.tsv, holds: topics}
+  - {format: table, path: documents.tsv, holds: documents}
+  - {format: table, path: qrels.tsv, holds: judgments, dimensions: [relevance]}
+"""
+DOCUMENTS = {
+    "a1": "Pfizer sells the vaccine in Germany.",
+    "a2": "The trial ran in France.",
+    "b1": "Bayer opened a plant in Japan.",
+}
+
+
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory):
+    root = tmp_path_factory.mktemp("entity-tiny")
+    data = root / "data"
+    data.mkdir()
+    (data / "manifest.yaml").write_text(MANIFEST)
+    (data / "topics.tsv").write_text("qid\tquery\nqa\tvaccine abroad\nqb\tnew plants\n")
+    (data / "documents.tsv").write_text(
+        "docno\ttext\n" + "".join(f"{d}\t{t}\n" for d, t in DOCUMENTS.items())
+    )
+    (data / "qrels.tsv").write_text("qid\tdocno\trelevance\nqa\ta1\t1\nqa\ta2\t0\nqb\tb1\t1\n")
+    ingest(data / "manifest.yaml", indexes_dir=root / "ix")
+    return Collection.load("entity-tiny", root / "ix")
+
+
+JUDGED = {
+    "qa": [("a1", DOCUMENTS["a1"]), ("a2", DOCUMENTS["a2"])],
+    "qb": [("b1", DOCUMENTS["b1"])],
+}
+
+
+def test_each_query_draws_on_its_own_documents_and_the_cache_is_kept(collection):
+    whole = find_entities(list(DOCUMENTS.values()))
+    assert whole["GPE"] == ["France", "Germany", "Japan"]
+    pools = query_entities(collection, JUDGED, ["qa"])
+    assert list(pools) == ["qa"]
+    assert pools["qa"]["GPE"] == ["France", "Germany"]  # Japan is qb's
+    stored = json.loads((collection.path / ENTITIES_FILE).read_text())
+    assert sorted(stored["docs"]) == ["a1", "a2"]  # qb's document was not run through NER
+    assert stored["key"]["fingerprint"] == collection.meta["fingerprint"]
+    # what is stored is what is served: a changed entry comes back as written
+    stored["docs"]["a2"] = {"GPE": ["Atlantis"]}
+    (collection.path / ENTITIES_FILE).write_text(json.dumps(stored))
+    again = query_entities(collection, JUDGED, ["qa", "qb"])
+    assert again["qa"]["GPE"] == ["Atlantis", "Germany"]
+    assert again["qb"]["GPE"] == ["Japan"]
+    assert sorted(json.loads((collection.path / ENTITIES_FILE).read_text())["docs"]) == [
+        "a1", "a2", "b1"
+    ]  # fmt: skip
+    # another build (fingerprint) starts afresh
+    stored = json.loads((collection.path / ENTITIES_FILE).read_text())
+    stored["key"]["fingerprint"] = "another build"
+    (collection.path / ENTITIES_FILE).write_text(json.dumps(stored))
+    assert query_entities(collection, JUDGED, ["qa"])["qa"]["GPE"] == ["France", "Germany"]
