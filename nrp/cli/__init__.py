@@ -35,6 +35,7 @@ from nrp.cli import (
     validate,
 )
 from nrp.cli.common import run_command
+from nrp.models.folders import close_hub_unless_allowed
 
 __all__ = ["build_parser", "main"]
 
@@ -97,4 +98,5 @@ def path_options(parser: argparse.ArgumentParser) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    close_hub_unless_allowed()  # no model hub unless NRP_MODEL_HUB=1 (docs/security.md)
     return run_command(build_parser().parse_args(argv))
