@@ -136,9 +136,7 @@ def write_config(root: Path, **settings: Any) -> Path:
 class Server:
     """``nrp serve`` in a subprocess; ``client(token)`` gives an httpx client for it."""
 
-    def __init__(
-        self, config: Path, log: Path, cwd: Path | None = None, env: dict | None = None
-    ):
+    def __init__(self, config: Path, log: Path, cwd: Path | None = None, env: dict | None = None):
         self.config = config
         self.log = log
         self.cwd = cwd  # the server's working folder (default: the test's)

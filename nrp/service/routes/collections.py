@@ -12,11 +12,12 @@ from fastapi import APIRouter, Response
 from nrp import api
 from nrp.service import inputs
 from nrp.service.auth import ADMIN, READ
+from nrp.service.bodies import StrictJSONRoute
 from nrp.service.schemas import IngestRequest
 from nrp.service.state import ServiceDep
 
 log = logging.getLogger("nrp.service")
-router = APIRouter(tags=["collections"])
+router = APIRouter(tags=["collections"], route_class=StrictJSONRoute)
 
 
 @router.get("/v1/collections", dependencies=[READ])
