@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from nrp import __version__
+from nrp import __version__, api
 from nrp.cli import (
     agreement,
     annotators,
@@ -35,7 +35,6 @@ from nrp.cli import (
     validate,
 )
 from nrp.cli.common import run_command
-from nrp.models.folders import close_hub_unless_allowed
 
 __all__ = ["build_parser", "main"]
 
@@ -98,5 +97,5 @@ def path_options(parser: argparse.ArgumentParser) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    close_hub_unless_allowed()  # no model hub unless NRP_MODEL_HUB=1 (docs/security.md)
+    api.close_hub_unless_allowed()  # no model hub unless NRP_MODEL_HUB=1 (docs/security.md)
     return run_command(build_parser().parse_args(argv))

@@ -31,7 +31,6 @@ from pydantic import BaseModel, Field
 
 from nrp import api
 from nrp.errors import NrpError
-from nrp.review.store import SaveIdReused
 from nrp.service.auth import REVIEW, reviewer_of
 from nrp.service.bodies import StrictJSONRoute
 
@@ -160,7 +159,7 @@ def save(
             },
             status_code=409,
         )
-    except SaveIdReused as reused:
+    except api.SaveIdReused as reused:
         raise HTTPException(409, str(reused)) from None
     except NrpError as err:
         raise HTTPException(422, getattr(err, "problem", str(err))) from None
