@@ -4,8 +4,9 @@ or cannot be written back is refused before a route sees it.
 - a key twice in one object (``{"sample": 1, "sample": 2}``): ``json`` keeps the last silently;
 - ``NaN``, ``Infinity`` and numbers beyond a float (``1e400``): not JSON, and a 422 that quoted
   them could not be serialised (a 500);
-- a lone surrogate in a string (``"x\\ud800y"``): not Unicode; no file, table or response can
-  hold it.
+- a lone surrogate in a string (``"x\\ud800y"``, or encoded in the bytes): not Unicode; no
+  file, table or response can hold it; a body that is not UTF-8;
+- an integer of over 4,300 digits, or nesting deeper than Python's recursion limit.
 
 Each is a ``json.JSONDecodeError`` from ``StrictJSONRequest.json``, which FastAPI answers with
 its own 422 (``json_invalid``, the reason under ``ctx.error``). Every router is made with
@@ -65,16 +66,33 @@ def _lone_surrogate(value: Any) -> bool:
     return False
 
 
+def _lone_surrogate_or_deep(value: Any) -> bool:
+    try:
+        return _lone_surrogate(value)
+    except RecursionError:
+        return True
+
+
 def strict_loads(body: bytes | str) -> Any:
-    """``json.loads`` that refuses what the module docstring lists (``json.JSONDecodeError``)."""
+    """``json.loads`` that refuses what the module docstring lists (``json.JSONDecodeError``).
+    Bytes must be UTF-8 (RFC 8259): ``json`` would also take a surrogate encoded in them."""
     raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
     try:
+        text = raw.decode("utf-8")
         value = json.loads(
-            body, object_pairs_hook=_pairs, parse_float=_float, parse_constant=_constant
+            text, object_pairs_hook=_pairs, parse_float=_float, parse_constant=_constant
         )
+    except UnicodeDecodeError as err:
+        raise json.JSONDecodeError(f"not UTF-8 at byte {err.start}", "", err.start) from None
     except _Refused as err:
-        raise json.JSONDecodeError(str(err), raw.decode("utf-8", "replace"), 0) from None
-    if _ESCAPED_SURROGATE.search(raw) and _lone_surrogate(value):
+        raise json.JSONDecodeError(str(err), "", 0) from None
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", "", 0) from None
+    except ValueError as err:  # an integer of over 4,300 digits
+        if isinstance(err, json.JSONDecodeError):
+            raise
+        raise json.JSONDecodeError(str(err).split(";")[0][:200], "", 0) from None
+    if _ESCAPED_SURROGATE.search(raw) and _lone_surrogate_or_deep(value):
         raise json.JSONDecodeError(
             "a string holds a lone surrogate (\\ud800-\\udfff): not valid Unicode", "", 0
         )

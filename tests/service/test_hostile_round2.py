@@ -173,16 +173,23 @@ ODD_SCORE_BODIES = {
     "surrogate qid": SCORE_BODY % '{"qid": "t\\udfff", "text": "fever"}',
     "surrogate key": SCORE_BODY % '{"qid": "t0", "text": "fever", "\\ud800": 1}',
     "duplicate key": SCORE_BODY % '{"qid": "t0", "text": "fever", "qid": "t1"}',
+    "integer of 5,000 digits": SCORE_BODY
+    % ('{"qid": "t0", "text": "fever", "x": %s}' % ("9" * 5000)),
+    "deep nesting": SCORE_BODY
+    % ('{"qid": "t0", "text": "\\ud800", "x": %s}' % ("[" * 5000 + "]" * 5000)),
 }
 
 
-@pytest.mark.parametrize("name", list(ODD_SCORE_BODIES))
+@pytest.mark.parametrize("name", [*ODD_SCORE_BODIES, "surrogate in the bytes", "latin-1"])
 def test_odd_json_in_a_score_request_is_a_422_with_a_readable_body(read, name):
-    response = read.post(
-        "/v1/score",
-        content=ODD_SCORE_BODIES[name].encode(),
-        headers={"Content-Type": "application/json"},
-    )
+    raw = {
+        "surrogate in the bytes": (SCORE_BODY % '{"qid": "t0", "text": "x\udfffy"}').encode(
+            "utf-8", "surrogatepass"
+        ),
+        "latin-1": (SCORE_BODY % '{"qid": "t0", "text": "caf\xe9"}').encode("latin-1"),
+    }
+    content = raw[name] if name in raw else ODD_SCORE_BODIES[name].encode()
+    response = read.post("/v1/score", content=content, headers={"Content-Type": "application/json"})
     assert response.status_code == 422, response.text
     assert json.loads(response.text)["detail"]
 
