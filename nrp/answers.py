@@ -500,7 +500,7 @@ def _optional_name(value: Any, what: str) -> str | None:
         raise _Invalid(
             "invalid_value", f"{what} must be a string or integer, found {type(value).__name__}"
         )
-    text = nfc(value.strip()) if isinstance(value, str) else str(value)
+    text = nfc(_unicode(value, what).strip()) if isinstance(value, str) else str(value)
     return text or None
 
 
@@ -545,6 +545,20 @@ def _text(value: Any, what: str) -> str:
         raise _Invalid("empty_text", f"{what} is empty or whitespace only")
     if not isinstance(value, str):
         raise _Invalid("invalid_value", f"{what} must be a string, found {type(value).__name__}")
+    return _unicode(value, what)
+
+
+def _unicode(value: str, what: str) -> str:
+    """``value`` when it is valid Unicode: a lone surrogate (JSON's ``"\\ud800"``) cannot be
+    written to any file or table."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise _Invalid(
+            "invalid_value",
+            f"{what} holds a lone surrogate {value[err.start]!r} at character {err.start}: "
+            "not valid Unicode",
+        ) from None
     return value
 
 

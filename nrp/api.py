@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "Ranker": "nrp.rankers.base",
     "ScoreCache": "nrp.rankers.cache",
     "PACKAGED_MODELS": "nrp.models.folders",
+    "close_hub_unless_allowed": "nrp.models.folders",
     "SCORE_CACHE_FILE": "nrp.rankers.cache",
     # validation
     "validate": "nrp.validation.validate",
@@ -129,6 +130,7 @@ _EXPORTS: dict[str, str] = {
     "ReviewDesk": "nrp.review.desk",
     "NotAssigned": "nrp.review.desk",
     "StaleVersion": "nrp.review.store",
+    "SaveIdReused": "nrp.review.store",
     "create_review_project": "nrp.review.create",
     "write_review_human_files": "nrp.review.export",
     "write_label_studio": "nrp.review.labelstudio",

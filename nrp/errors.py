@@ -55,3 +55,19 @@ class InputError(NrpError):
 
 class ConfigError(NrpError):
     """A manifest, spec string or option that is not valid (file and key named in the message)."""
+
+
+class ModelError(ConfigError):
+    """A model that cannot be used: not a local folder or packaged model (hub access off), or a
+    folder its loader refuses. ``spec`` and ``param`` name the spec and parameter, ``value`` the
+    model as given: the service answers with them alone (``not a model this server offers``),
+    never with the loader's message, which may quote the files it read."""
+
+    def __init__(self, message: str, *, spec: str, param: str, value: str, kind: str = "ranker"):
+        super().__init__(message)
+        self.spec, self.param, self.value, self.kind = spec, param, value, kind
+
+    @property
+    def what(self) -> str:
+        """``ranker 'cross' parameter model``: the words the service's request checks use."""
+        return f"{self.kind} {self.spec!r} parameter {self.param}"

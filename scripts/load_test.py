@@ -95,6 +95,7 @@ class OwnServer:
 
         self.workdir = workdir
         self.token = secrets.token_hex(16)
+        self.admin_token = secrets.token_hex(16)  # /readyz names the worker's pid to admins only
         indexes = workdir / "indexes"
         result = ingest(manifest, name, indexes)
         self.collection = result.name
@@ -112,7 +113,11 @@ class OwnServer:
         )
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "NRP_TOKENS": f"read:{self.token}", "HF_HUB_OFFLINE": "1"}
+        env = {
+            **os.environ,
+            "NRP_TOKENS": f"read:{self.token},admin:{self.admin_token}",
+            "HF_HUB_OFFLINE": "1",
+        }
         env["TRANSFORMERS_OFFLINE"] = "1"
         # the server runs the nrp this script imports (the in-process run's), whatever the
         # working folder: ``python -m`` would put the working folder first
@@ -142,7 +147,10 @@ class OwnServer:
 
     def pids(self) -> tuple[int, ...]:
         """The server process and its worker's."""
-        worker = httpx.get(f"{self.url}/readyz", timeout=5).json().get("worker_pid")
+        headers = {"Authorization": f"Bearer {self.admin_token}"}
+        worker = (
+            httpx.get(f"{self.url}/readyz", headers=headers, timeout=5).json().get("worker_pid")
+        )
         return (self.process.pid, *([int(worker)] if worker else []))
 
     def stop(self) -> None:

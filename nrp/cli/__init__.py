@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from nrp import __version__
+from nrp import __version__, api
 from nrp.cli import (
     agreement,
     annotators,
@@ -99,4 +99,5 @@ def path_options(parser: argparse.ArgumentParser) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    api.close_hub_unless_allowed()  # no model hub unless NRP_MODEL_HUB=1 (docs/security.md)
     return run_command(build_parser().parse_args(argv))

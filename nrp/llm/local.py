@@ -225,8 +225,12 @@ def load_model(source: ModelSource, device: str = "auto", dtype: str = "fp32") -
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
+        from nrp.models.folders import local_model
+
         converted = converted_folder(source) if source.gguf_file else None
         folder, extra = source.source, {"gguf_file": source.gguf_file} if source.gguf_file else {}
+        if source.path is None:  # a hub id: from the cache, or the hub with the opt-in
+            folder = local_model(folder, spec="judge", kind="evaluator")
         if converted is not None and (converted / CONVERTED_MARK).is_file():
             folder, extra = str(converted), {}
         verbosity = hf_logging.get_verbosity()

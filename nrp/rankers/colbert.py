@@ -31,9 +31,9 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from nrp.errors import ConfigError
 from nrp.models.checksums import checksum_path
 from nrp.models.device import resolve_device, resolve_dtype, run_length_sorted
+from nrp.models.folders import load_model, local_model
 from nrp.rankers.base import Ranker, query_params
 from nrp.rankers.passages import neural_params, passage_params, score_with_passages
 from nrp.rankers.registry import Param, RankerInfo, register
@@ -100,14 +100,12 @@ def load_checkpoint(
         overrides["query_maxlen"] = query_maxlen
     if doc_maxlen > 0:
         overrides["doc_maxlen"] = doc_maxlen
-    try:
-        with _quiet(), _without_cpu_extension():
-            checkpoint = Checkpoint(name, colbert_config=ColBERTConfig(**overrides), verbose=0)
-    except OSError as error:
-        raise ConfigError(
-            f"colbert: cannot load checkpoint {name!r} ({error}); with no model hub, give a "
-            "local checkpoint folder (model=/path)"
-        ) from None
+    path = local_model(name, spec="colbert")
+    overrides["checkpoint"] = path
+    with _quiet(), _without_cpu_extension():
+        checkpoint = load_model(
+            Checkpoint, path, spec="colbert", colbert_config=ColBERTConfig(**overrides), verbose=0
+        )
     checkpoint.amp_manager.activated = False
     checkpoint.use_gpu = False  # colbert would cast document embeddings to fp16 otherwise
     checkpoint.to(device=device, dtype=dtype)

@@ -45,6 +45,7 @@ import pandas as pd
 from nrp.errors import ConfigError
 from nrp.models.checksums import checksum_path
 from nrp.models.device import resolve_device, resolve_dtype, run_length_sorted
+from nrp.models.folders import load_model
 from nrp.rankers.base import Ranker, query_params
 from nrp.rankers.passages import (
     neural_params,
@@ -107,15 +108,13 @@ class PairClassifier:
 
         device = resolve_device(self.device)
         torch_dtype = resolve_dtype(self.dtype, device)
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(self.path)
-            model = AutoModelForSequenceClassification.from_pretrained(self.path, dtype=torch_dtype)
-        except (OSError, ValueError) as error:
-            raise ConfigError(
-                f"{self.label}: cannot load sequence-classification model {self.path!r} (not a "
-                f"local checkpoint folder with its tokenizer, and no model hub here?): "
-                f"{str(error).splitlines()[0]}"
-            ) from None
+        tokenizer = load_model(AutoTokenizer.from_pretrained, self.path, spec=self.label)
+        model = load_model(
+            AutoModelForSequenceClassification.from_pretrained,
+            self.path,
+            spec=self.label,
+            dtype=torch_dtype,
+        )
         self.max_input = input_limit(tokenizer, model.config, self.max_length, self.label)
         self._tokenizer = tokenizer
         self._model = model.to(device).eval()

@@ -43,8 +43,9 @@ import pyterrier as pt
 from nrp.errors import ConfigError
 from nrp.models.checksums import checksum_path
 from nrp.models.device import resolve_device, resolve_dtype, run_length_sorted
-from nrp.models.folders import minilm_path, resolve_model
+from nrp.models.folders import load_model, minilm_path, resolve_model
 from nrp.rankers.base import Ranker, query_params
+from nrp.rankers.cross import input_limit
 from nrp.rankers.passages import neural_params, passage_params, score_with_passages, split_passages
 from nrp.rankers.registry import Param, RankerInfo, register
 from nrp.rankers.trained import ALL_DIR, TrainedFolds, fold_param
@@ -137,16 +138,13 @@ class DenseRanker(TrainedFolds, Ranker):
     def _load(self, device: Any, dtype: Any) -> SentenceTransformer:
         from sentence_transformers import SentenceTransformer
 
-        try:
-            model = SentenceTransformer(self.model_path, device=device)
-        except OSError as error:
-            raise ConfigError(
-                f"dense: cannot load model {self.params['model']!r} ({error}); offline, give "
-                "a local folder (model=/path) or model=minilm"
-            ) from None
+        model = load_model(SentenceTransformer, self.model_path, spec="dense", device=device)
         model = model.to(dtype)
         if self.params["max_length"] > 0:
-            model.max_seq_length = int(self.params["max_length"])
+            # within the position embeddings (the tokenizer's length is only the trained one)
+            encoder = getattr(getattr(model[0], "auto_model", None), "config", None)
+            asked = int(self.params["max_length"])
+            model.max_seq_length = input_limit(None, encoder, asked, "dense")
         return model.eval()
 
     def encode(self, texts: Sequence[str], desc: str = "embedding") -> np.ndarray:

@@ -59,6 +59,7 @@ import pandas as pd
 from nrp.errors import ConfigError
 from nrp.models.checksums import checksum_path
 from nrp.models.device import resolve_device, resolve_dtype, run_length_sorted
+from nrp.models.folders import load_model
 from nrp.rankers.base import DEFAULT_QUERY_FIELD, Ranker, query_params
 from nrp.rankers.passages import (
     neural_params,
@@ -155,14 +156,15 @@ class T5RelevanceModel:
 
         device = resolve_device(self.device)
         torch_dtype = resolve_dtype(self.dtype, device)
-        try:
-            tokenizer = T5Tokenizer.from_pretrained(self.tokenizer_name)
-            model = T5ForConditionalGeneration.from_pretrained(self.model_name, dtype=torch_dtype)
-        except OSError as error:
-            raise ConfigError(
-                f"{self.label}: cannot load model {self.model_name!r} / tokenizer "
-                f"{self.tokenizer_name!r} (not a local folder, and no model hub here?): {error}"
-            ) from None
+        tokenizer = load_model(
+            T5Tokenizer.from_pretrained, self.tokenizer_name, spec=self.label, param="tok_model"
+        )
+        model = load_model(
+            T5ForConditionalGeneration.from_pretrained,
+            self.model_name,
+            spec=self.label,
+            dtype=torch_dtype,
+        )
         # pyterrier-t5's token choice: the first id of encode('true') / encode('false'). A
         # tokenizer without them as single pieces would silently score on '▁' or <unk>.
         true_id, false_id = tokenizer.encode("true")[0], tokenizer.encode("false")[0]

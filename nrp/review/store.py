@@ -6,8 +6,11 @@ Why these settings: a reviewer's work must survive a closed tab and a server kil
 only after that: an acknowledged save is never lost.
 
 - **Idempotent**: the client names each save with a ``save_id``; a save whose id is already
-  stored changes nothing and returns what the first one returned (a retried request after a
-  lost answer does not make a second version).
+  stored with the same item, value and base version changes nothing and returns what the first
+  one returned (a retried request after a lost answer does not make a second version). The same
+  id with another item, value or base version is ``SaveIdReused``: never acknowledged as saved
+  while the store keeps the first. (Saves stored before the request was kept are compared by
+  item only.)
 - **Optimistic locking**: each (item, reviewer) has a version, 0 before the first save. A save
   names the version it was based on; when another save came first (a second tab, a second
   device) it is refused with ``StaleVersion`` carrying the current value and version, and the
@@ -38,9 +41,12 @@ CREATE TABLE IF NOT EXISTS saves (
     save_id TEXT PRIMARY KEY,
     item_id TEXT NOT NULL,
     reviewer TEXT NOT NULL,
-    version INTEGER NOT NULL
+    version INTEGER NOT NULL,
+    request TEXT
 );
 """
+#: the column stores made before save ids were checked against their request lack
+ADD_REQUEST = "ALTER TABLE saves ADD COLUMN request TEXT"
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,13 @@ class StaleVersion(Exception):
         self.current = current
 
 
+class SaveIdReused(Exception):
+    """A save id already stored for another item, value or base version."""
+
+    def __init__(self) -> None:
+        super().__init__("this save id was sent before with another item or value; use a new id")
+
+
 class ReviewStore:
     """Reviews of one project in the SQLite file at ``path`` (created when absent)."""
 
@@ -68,6 +81,9 @@ class ReviewStore:
         with self._connection() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(saves)")}
+            if "request" not in columns:
+                db.execute(ADD_REQUEST)
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
@@ -84,14 +100,18 @@ class ReviewStore:
     ) -> Review:
         """Store ``value`` as version ``base_version + 1``; committed to disk on return."""
         text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+        request = json.dumps([item_id, reviewer, base_version, value], sort_keys=True)
         with self._connection() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
                 done = db.execute(
-                    "SELECT item_id, reviewer, version FROM saves WHERE save_id = ?", (save_id,)
+                    "SELECT item_id, reviewer, version, request FROM saves WHERE save_id = ?",
+                    (save_id,),
                 ).fetchone()
-                if done is not None:  # a retry: the version the first one got
+                if done is not None:  # a retry gets the first answer; another save, a refusal
                     db.execute("ROLLBACK")
+                    if (done[0], done[1]) != (item_id, reviewer) or done[3] not in (None, request):
+                        raise SaveIdReused()
                     return Review(done[0], done[1], value, done[2])
                 current = self._get(db, item_id, reviewer)
                 if (current.version if current else 0) != base_version:
@@ -106,8 +126,9 @@ class ReviewStore:
                     (item_id, reviewer, text, version, time.time()),
                 )
                 db.execute(
-                    "INSERT INTO saves (save_id, item_id, reviewer, version) VALUES (?, ?, ?, ?)",
-                    (save_id, item_id, reviewer, version),
+                    "INSERT INTO saves (save_id, item_id, reviewer, version, request) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (save_id, item_id, reviewer, version, request),
                 )
                 db.execute("COMMIT")
             except BaseException:

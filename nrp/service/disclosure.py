@@ -9,6 +9,8 @@ quote the content of a file it could not parse. So:
 - ``redact_paths(text, roots)``: every absolute path in a message becomes the part relative to
   the root it lies in (``answers.jsonl:3: ...``, as the caller named it), or ``<server path>``.
   A token such as ``/v1/score`` is a path only when its first folder exists on the server.
+- ``redact_tree(value, roots)``: the same for every string of a JSON-like value (a collection's
+  description names its manifest and sources).
 - ``internal_error(log, what, err)``: logs the exception with its trace under a new error id and
   gives the one line the caller sees.
 """
@@ -42,6 +44,19 @@ def redact_paths(text: str, roots: Sequence[Path]) -> str:
         return SERVER_PATH
 
     return _ABSOLUTE_PATH.sub(replace, text)
+
+
+def redact_tree(value: Any, roots: Sequence[Path]) -> Any:
+    """``value`` (JSON-like: dicts, lists, strings) with ``redact_paths`` applied to every
+    string in it: what the library reports about a collection (its manifest, its sources)
+    names the server's files."""
+    if isinstance(value, str):
+        return redact_paths(value, roots)
+    if isinstance(value, dict):
+        return {key: redact_tree(item, roots) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_tree(item, roots) for item in value]
+    return value
 
 
 def trace(err: BaseException) -> str:

@@ -132,13 +132,31 @@ class ModelPlaces:
             return _spec_path(value, self.roots, what, self.label)  # inside a root, or refused
         for root in self.roots:
             candidate = (root / pure).resolve()
-            if candidate.is_relative_to(root) and candidate.exists():
+            if candidate.is_relative_to(root) and _is_model_place(candidate):
                 return str(candidate)
-        raise RequestError(
+        raise self.refusal(what, value)
+
+    def refusal(self, what: str, value: str) -> RequestError:
+        """The one answer for a model the server does not offer, whether the name is missing,
+        a file, or a folder the loader refuses (``ModelError`` in the worker): it tells nothing
+        of what exists in the roots."""
+        return RequestError(
             422,
             f"{what}: {value!r} is not a model this server offers (it offers: {self.offered()}; "
             f"or a folder relative to one of its {self.label})",
         )
+
+    def as_sent(self, resolved: str) -> str:
+        """A model as a request names it: a named model's name, a folder relative to its root
+        (the inverse of ``resolve``); else as given."""
+        for name, target in self.named:
+            if target == resolved:
+                return name
+        path = Path(resolved)
+        for root in self.roots:
+            if path.is_absolute() and path.is_relative_to(root):
+                return str(path.relative_to(root))
+        return resolved
 
     def offered(self) -> str:
         return ", ".join([*api.PACKAGED_MODELS, *dict(self.named)])
@@ -149,6 +167,11 @@ class ModelPlaces:
         if resolved in api.PACKAGED_MODELS or resolved in dict(self.named).values():
             return True
         return Path(resolved).is_absolute() and api.inside_roots(Path(resolved), self.roots)
+
+
+def _is_model_place(path: Path) -> bool:
+    """A model lives in a folder (a GGUF file for a local LLM): any other file is none."""
+    return path.is_dir() or (path.is_file() and path.suffix == ".gguf")
 
 
 def check_spec_paths(

@@ -72,11 +72,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from nrp import api
-from nrp.errors import NrpError
+from nrp.errors import ModelError, NrpError
 from nrp.service.compute import job_tables, run_evaluate_units, run_rank_units, score_requests
 from nrp.service.config import ServiceConfig
 from nrp.service.disclosure import internal_error, redact_paths, trace
-from nrp.service.inputs import EVALUATE
+from nrp.service.inputs import EVALUATE, ModelPlaces
 from nrp.service.pool import ModelPool, PoolLimits
 from nrp.service.store import Store
 
@@ -95,6 +95,11 @@ class _ScoreRequest:
     @property
     def size(self) -> int:
         return len(self.payload["answers"])
+
+    @property
+    def abandoned(self) -> bool:
+        """Its requester has had its 504 (``deadline``, wall clock, set by the route)."""
+        return time.time() > self.payload.get("deadline", float("inf"))
 
 
 class Worker:
@@ -155,6 +160,7 @@ class Worker:
             self._take(0 if self.busy else self.config.poll_interval_s)
             while self._take(0):
                 pass
+        self._drop_abandoned()
         if not self.pending:
             return []
         deadline = self.pending[0].received + self.config.batch_max_wait_ms / 1000
@@ -169,6 +175,13 @@ class Worker:
             batch.append(request)
             size += request.size
         return batch
+
+    def _drop_abandoned(self) -> None:
+        """Forget the requests whose requester has gone (answered 504): nobody reads them."""
+        dropped = [r.id for r in self.pending if r.abandoned]
+        if dropped:
+            self.pending = [r for r in self.pending if not r.abandoned]
+            log.warning("dropped abandoned score requests", extra={"fields": {"ids": dropped}})
 
     # -- main loop -------------------------------------------------------------------------
     def run(self) -> None:
@@ -417,6 +430,13 @@ class Worker:
         return {"ok": False, "status": 500, "error": message, "error_id": error_id}
 
     def _public(self, err: NrpError) -> str:
+        """The caller's line for a library error: a model the loader refused is the request
+        checks' refusal (``ModelPlaces.refusal``: nothing of what the folder held, nor that it
+        exists; the log keeps the loader's message); else the message, paths redacted."""
+        if isinstance(err, ModelError):
+            log.warning("model refused", extra={"fields": {"error": str(err)}})
+            places = ModelPlaces.of(self.config)
+            return str(places.refusal(err.what, places.as_sent(err.value)))
         return redact_paths(str(err), self.config.server_roots)
 
     def _fail(self, job_id: str, err: Exception) -> None:

@@ -153,7 +153,7 @@ def test_registry_spec_and_errors(models):
     )
     with pytest.raises(ConfigError, match="cross needs model=DIR"):
         make_ranker("cross")
-    with pytest.raises(ConfigError, match="cannot load sequence-classification model"):
+    with pytest.raises(ConfigError, match="is not a local folder, a packaged model"):
         make_ranker("cross:model=/nonexistent/folder").score_frame(FRAME)
     # fold means nothing for a plain checkpoint: same fingerprint, same cached scores
     plain_cross = make_ranker(f"cross:model={models['one']}")

@@ -136,10 +136,11 @@ def write_config(root: Path, **settings: Any) -> Path:
 class Server:
     """``nrp serve`` in a subprocess; ``client(token)`` gives an httpx client for it."""
 
-    def __init__(self, config: Path, log: Path, cwd: Path | None = None):
+    def __init__(self, config: Path, log: Path, cwd: Path | None = None, env: dict | None = None):
         self.config = config
         self.log = log
         self.cwd = cwd  # the server's working folder (default: the test's)
+        self.env = env or {}  # variables set (a value) or removed (None) for the server
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
@@ -152,6 +153,11 @@ class Server:
         )
         for name in ("NRP_TOKENS", "NRP_SERVICE_STORE", "NRP_INDEXES"):
             env.pop(name, None)
+        for name, value in self.env.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
         with open(self.log, "ab") as out:
             command = [sys.executable, "-m", "nrp", "serve", "--config", str(self.config)]
             self.process = subprocess.Popen(
@@ -178,7 +184,8 @@ class Server:
         return httpx.Client(base_url=self.url, headers=headers, timeout=120)
 
     def worker_pid(self) -> int:
-        return int(httpx.get(f"{self.url}/readyz", timeout=5).json()["worker_pid"])
+        headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}  # the pid is for admins only
+        return int(httpx.get(f"{self.url}/readyz", headers=headers, timeout=5).json()["worker_pid"])
 
     def kill9(self) -> None:
         assert self.process is not None

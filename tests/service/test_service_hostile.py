@@ -105,17 +105,17 @@ def test_a_model_name_without_a_slash_never_loads_a_folder_beside_the_server(pla
     assert SECRET not in (plain["root"] / "server.log").read_text()  # never even read
 
 
-def test_a_500_says_only_an_error_id_and_the_log_has_the_detail(plain, read):
+def test_a_model_the_loader_refuses_is_refused_as_unknown_and_the_log_has_the_detail(plain, read):
+    # (issue 29: a folder the loader chokes on was a 500, a missing name a 422: an oracle)
     response = read.post("/v1/score", json=score_body("dense:model=models/broken"))
-    assert response.status_code == 500
-    body = response.json()
-    assert re.fullmatch(r"[0-9a-f]{12}", body["error_id"])
-    assert body["detail"] == (
-        f"internal error (error id {body['error_id']}); the server log has the detail"
+    assert response.status_code == 422
+    assert response.json()["detail"] == (
+        "ranker 'dense' parameter model: 'models/broken' is not a model this server offers "
+        "(it offers: minilm, mpnet; or a folder relative to one of its data roots)"
     )
     log = [json.loads(line) for line in (plain["root"] / "server.log").read_text().splitlines()]
-    logged = [r for r in log if r.get("error_id") == body["error_id"]]
-    assert len(logged) == 1 and SECRET in logged[0]["error"]
+    logged = [r for r in log if r.get("msg") == "model refused" and SECRET in r["error"]]
+    assert len(logged) == 1
 
 
 def test_an_unexpected_error_in_a_route_is_a_json_500_with_an_error_id(plain, read):
@@ -139,7 +139,7 @@ def test_4xx_messages_carry_no_absolute_server_path(plain, admin, read):
     assert (missing.status_code, missing.json()) == (404, {"detail": "unknown collection 'nope'"})
     empty = read.post("/v1/score", json=score_body("dense:model=models/empty"))
     assert empty.status_code == 422
-    assert "dense: cannot load model 'models/empty'" in empty.json()["detail"]
+    assert "'models/empty' is not a model this server offers" in empty.json()["detail"]
     job = {"collection": "synth", "answers_path": "bad.jsonl", "rankers": "bm25"}
     bad = admin.post("/v1/jobs", json=job)
     assert bad.status_code == 422
@@ -237,7 +237,10 @@ def test_models_come_from_the_model_roots_or_the_settings_names(limited):
             in (outside.json()["detail"])
         )
         broken = read.post("/v1/score", json=score_body("dense:model=broken"))
-        assert broken.status_code == 500 and "error_id" in broken.json()
+        assert broken.status_code == 422  # the loader refuses it: as if it were not there
+        assert broken.json()["detail"].startswith(
+            "ranker 'dense' parameter model: 'broken' is not a model this server offers"
+        )
         if minilm_path() is not None:
             named = read.post("/v1/score", json=score_body("dense:model=mini,passages=3"))
             assert named.status_code == 200, named.text

@@ -12,11 +12,13 @@ from fastapi import APIRouter, Response
 from nrp import api
 from nrp.service import inputs
 from nrp.service.auth import ADMIN, READ
+from nrp.service.bodies import StrictJSONRoute
+from nrp.service.disclosure import redact_tree
 from nrp.service.schemas import IngestRequest
 from nrp.service.state import ServiceDep
 
 log = logging.getLogger("nrp.service")
-router = APIRouter(tags=["collections"])
+router = APIRouter(tags=["collections"], route_class=StrictJSONRoute)
 
 
 @router.get("/v1/collections", dependencies=[READ])
@@ -38,7 +40,8 @@ def list_collections_route(service: ServiceDep) -> dict[str, list[dict[str, Any]
 
 @router.get("/v1/collections/{name}", dependencies=[READ])
 def collection_info_route(name: str, service: ServiceDep) -> dict[str, Any]:
-    return api.collection_info(service.collections.get(name).collection)
+    info = api.collection_info(service.collections.get(name).collection)
+    return redact_tree(info, service.config.server_roots)  # the manifest's path, relative
 
 
 @router.post(
@@ -58,5 +61,5 @@ def ingest_route(body: IngestRequest, response: Response, service: ServiceDep) -
         "rebuilt": result.rebuilt,
         "fingerprint": result.fingerprint,
         "counts": result.counts,
-        "warnings": result.warnings,
+        "warnings": redact_tree(list(result.warnings), config.server_roots),
     }

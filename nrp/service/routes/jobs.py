@@ -20,12 +20,13 @@ from fastapi.responses import StreamingResponse
 
 from nrp.service import inputs
 from nrp.service.auth import ADMIN, READ
+from nrp.service.bodies import StrictJSONRoute
 from nrp.service.schemas import ROW_NUMBER_MAX, JobOut, JobRequest, JobStatus, ResultsPage
 from nrp.service.state import Service, ServiceDep
 from nrp.service.store import ACTIVE, DONE, Store, frame_of
 
 log = logging.getLogger("nrp.service")
-router = APIRouter(tags=["jobs"])
+router = APIRouter(tags=["jobs"], route_class=StrictJSONRoute)
 
 
 @router.post(

@@ -8,10 +8,11 @@ from typing import Any
 from fastapi import APIRouter
 
 from nrp.service.auth import READ
+from nrp.service.bodies import StrictJSONRoute
 from nrp.service.schemas import LeaderboardOut
 from nrp.service.state import ServiceDep
 
-router = APIRouter(tags=["leaderboard"])
+router = APIRouter(tags=["leaderboard"], route_class=StrictJSONRoute)
 
 
 @router.get("/v1/leaderboard", response_model=LeaderboardOut, dependencies=[READ])

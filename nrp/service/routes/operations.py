@@ -1,17 +1,19 @@
 """``GET /healthz`` (the process answers) and ``GET /readyz`` (store reachable and worker
-ready), both without a token so probes need none; ``GET /metrics`` [read]: Prometheus text."""
+ready), both without a token so probes need none (the worker's pid only to an admin token);
+``GET /metrics`` [read]: Prometheus text."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import PlainTextResponse
 
-from nrp.service.auth import READ
+from nrp.service.auth import READ, authenticate
+from nrp.service.bodies import StrictJSONRoute
 from nrp.service.state import ServiceDep
 
-router = APIRouter(tags=["operations"])
+router = APIRouter(tags=["operations"], route_class=StrictJSONRoute)
 
 
 @router.get("/healthz", summary="the process answers")
@@ -20,18 +22,27 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", summary="store reachable and worker ready")
-def readyz(response: Response, service: ServiceDep) -> dict[str, Any]:
+def readyz(request: Request, response: Response, service: ServiceDep) -> dict[str, Any]:
     store_ok = service.store is not None and service.store.ping()
     worker_ok = service.worker_ready or not service.start_worker
     ready = store_ok and worker_ok
     response.status_code = 200 if ready else 503
-    worker = service.worker
-    return {
+    reply: dict[str, Any] = {
         "status": "ready" if ready else "not ready",
         "store": "ok" if store_ok else "unreachable",
         "worker": "ready" if worker_ok else "starting or down",
-        "worker_pid": worker.info.get("pid") if worker is not None else None,
     }
+    if _is_admin(request) and service.worker is not None:  # the process, for admins only
+        reply["worker_pid"] = service.worker.info.get("pid")
+    return reply
+
+
+def _is_admin(request: Request) -> bool:
+    try:
+        scope = authenticate(request.app.state.auth_config, request.headers.get("authorization"))
+    except HTTPException:
+        return False
+    return scope == "admin"
 
 
 @router.get(

@@ -10,7 +10,8 @@
 - ``PUT /v1/review/projects/{project}/items/{item}`` [review]: save ``{value, version,
   save_id}``; 200 ``{version, value}`` once committed to disk, 409 ``{detail, current}`` when
   the version is stale (``current``: the stored value and version), 422 for a value the item
-  does not take. A save id already stored answers as the first time (idempotent).
+  does not take. A save id already stored answers as the first time when the item, value and
+  version are the same (a retry); with another item, value or version it is a 409.
 - ``GET /v1/review/projects/{project}/progress`` [review]: done and assigned per reviewer.
 
 A reviewer token (``review/NAME``) reaches only the projects that list NAME, and only its own
@@ -31,15 +32,28 @@ from pydantic import BaseModel, Field
 from nrp import api
 from nrp.errors import NrpError
 from nrp.service.auth import REVIEW, reviewer_of
+from nrp.service.bodies import StrictJSONRoute
 
-router = APIRouter(tags=["review"])
+router = APIRouter(tags=["review"], route_class=StrictJSONRoute)
 STATIC = Path(__file__).resolve().parents[1] / "static" / "review"
+#: the page runs its own script and style and talks to its own origin only; no frames, no
+#: inline code, no content-type guessing (docs/security.md, "Headers of the review page")
+PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+        "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+MAX_VERSION = 2**53 - 1  # a JSON number every client reads exactly; SQLite holds it
 ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
 
 
 class SaveIn(BaseModel):
     value: dict[str, Any]
-    version: int = Field(ge=0)
+    version: int = Field(ge=0, le=MAX_VERSION)
     save_id: str = Field(min_length=1, max_length=100)
 
 
@@ -76,14 +90,14 @@ def page_redirect() -> RedirectResponse:
 
 @router.get("/review/", include_in_schema=False)
 def page() -> FileResponse:
-    return FileResponse(STATIC / "index.html", media_type="text/html")
+    return FileResponse(STATIC / "index.html", media_type="text/html", headers=PAGE_HEADERS)
 
 
 @router.get("/review/static/{name}", include_in_schema=False)
 def asset(name: str) -> FileResponse:
     if name not in ASSETS:
         raise HTTPException(404, "no such file")
-    return FileResponse(STATIC / name, media_type=ASSETS[name])
+    return FileResponse(STATIC / name, media_type=ASSETS[name], headers=PAGE_HEADERS)
 
 
 @router.get("/v1/review/me")
@@ -145,6 +159,8 @@ def save(
             },
             status_code=409,
         )
+    except api.SaveIdReused as reused:
+        raise HTTPException(409, str(reused)) from None
     except NrpError as err:
         raise HTTPException(422, getattr(err, "problem", str(err))) from None
     return {"version": saved.version, "value": saved.value}

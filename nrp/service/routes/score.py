@@ -10,6 +10,7 @@ thread. A failure the worker did not expect is a 500 with an error id only.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException
@@ -17,10 +18,11 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from nrp.service.auth import READ
+from nrp.service.bodies import StrictJSONRoute
 from nrp.service.schemas import ScoreOut, ScoreRequest
 from nrp.service.state import ServiceDep
 
-router = APIRouter(tags=["score"])
+router = APIRouter(tags=["score"], route_class=StrictJSONRoute)
 
 
 @router.post(
@@ -43,6 +45,8 @@ async def score(
     def deliver(reply: dict[str, Any]) -> None:
         loop.call_soon_threadsafe(lambda: future.done() or future.set_result(reply))
 
+    # past it the requester has its 504: the worker drops the request instead of computing it
+    payload["deadline"] = time.time() + service.config.score_timeout_s
     service.worker.submit(payload, deliver)
     try:
         reply = await asyncio.wait_for(future, service.config.score_timeout_s)
