@@ -137,7 +137,10 @@ def test_rankers_come_from_a_validation_json(tiny, tmp_path):
     per_dimension = scored[scored["dimension"] != "weighted"]
     chosen = per_dimension.groupby("dimension")["ranker"].first().to_dict()
     assert chosen == result.chosen()
-    assert scored.attrs["warnings"] == []
+    # three queries: no chosen ranker is significantly better than the random control, so every
+    # dimension enters the weighted NRP, with the warning that says so
+    assert scored.attrs["warnings"] == [result.weighting()[2]]
+    assert scored.attrs["warnings"][0].startswith("no dimension's chosen ranker is significantly")
     # a validation of another collection (fingerprint) is used, with a warning
     data = json.loads(path.read_text())
     data["collection_fingerprint"] = "0" * 64
