@@ -178,7 +178,7 @@ class InjectionState:
         if todo:
             rows = pd.concat([self.dq[q] for q in todo], ignore_index=True)
             if self.score_cache is not None:
-                scores = self._cached_scores(rows, scorer)
+                scores = self._cached_scores(rows, scorer, self.score_cache)
             else:
                 scores = np.asarray(scorer.score_frame(rows), dtype=np.float64)
                 self.counts.documents_scored += len(rows)
@@ -190,13 +190,10 @@ class InjectionState:
                 start += n
         return {q: self._doc_scores[(key, q)] for q in qids}
 
-    def _cached_scores(self, rows: pd.DataFrame, scorer: Ranker) -> np.ndarray:
+    def _cached_scores(self, rows: pd.DataFrame, scorer: Ranker, cache: ScoreCache) -> np.ndarray:
         """Scores of ``rows`` through the score cache, in the rows' order."""
-        assert self.score_cache is not None
         if id(scorer) not in self._cached_rankers:
-            self._cached_rankers[id(scorer)] = CachedRanker(
-                scorer, self.score_cache, self.fingerprint
-            )
+            self._cached_rankers[id(scorer)] = CachedRanker(scorer, cache, self.fingerprint)
         cached = self._cached_rankers[id(scorer)]
         before = cached.computed
         out = cached.transform(rows)
