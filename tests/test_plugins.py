@@ -6,6 +6,7 @@ itself: explicit registration, one declaration per name, a declaration named by 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -271,3 +272,93 @@ def test_a_ranker_must_declare_a_known_injection_kind():
 
             def score_frame(self, frame):
                 return frame
+
+
+# -- a statistics ranker from another package ---------------------------------------------------
+STATISTICS_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "nrp-plugin-bm25"
+version = "0.1"
+
+[project.entry-points."nrp.rankers"]
+okapi = "nrp_plugin_bm25.ranker"
+
+[tool.setuptools]
+packages = ["nrp_plugin_bm25"]
+"""
+
+# Positions the demo answers with the plug-in's okapi and nrp's bm25, with recomputed and with
+# frozen statistics, and prints what the test compares.
+OKAPI_AGAINST_BM25 = """\
+import json
+from importlib import resources
+
+import pandas as pd
+
+from nrp import api
+
+demo = resources.files("nrp") / "data" / "demo"
+api.ingest(demo / "manifest.yaml", indexes_dir=INDEXES)
+collection = api.Collection.load("demo", INDEXES)
+answers = pd.read_json(demo / "answers.jsonl", lines=True, dtype={"qid": str})
+columns = ["answer_id", "dimension", "score", "rank", "ties", "n_docs", "nrp"]
+found = {"module": type(api.make_ranker("okapi")).__module__}
+for frozen in (False, True):
+    results = {
+        spec: api.score_answers(collection, answers, spec, frozen_stats=frozen, cache=False)
+        for spec in ("okapi", "bm25")
+    }
+    okapi, bm25 = (results[spec] for spec in ("okapi", "bm25"))
+    found[f"frozen={frozen}"] = {
+        "mode": okapi.attrs["injection"]["okapi"],
+        "equal": okapi[columns].equals(bm25[columns]),
+        "answers": int(okapi["answer_id"].nunique()),
+        "distinct_nrp": int(okapi["nrp"].nunique()),
+    }
+print(json.dumps(found))
+"""
+
+
+@pytest.fixture(scope="module")
+def statistics_plugin_site(tmp_path_factory) -> Path:
+    """docs/examples/my_statistics_ranker.py as a package of its own, pip-installed."""
+    source = tmp_path_factory.mktemp("nrp-plugin-bm25")
+    (source / "pyproject.toml").write_text(STATISTICS_PYPROJECT)
+    package = source / "nrp_plugin_bm25"
+    package.mkdir()
+    (package / "__init__.py").write_text('"""A BM25 plug-in with statistics over D_q."""\n')
+    shutil.copy(EXAMPLES / "my_statistics_ranker.py", package / "ranker.py")
+    site = tmp_path_factory.mktemp("site-bm25")
+    install = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation"]
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    done = subprocess.run(
+        [*install, "--quiet", "--target", str(site), str(source)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return site
+
+
+def test_a_statistics_ranker_from_another_package_gives_bm25s_nrp(statistics_plugin_site, tmp_path):
+    """The plug-in subclasses only ``Ranker`` and has what ``StatisticsScorer`` names: nrp
+    positions its answers in the fast lexical modes (not the full re-rank), and every score,
+    rank, tie count and NRP equals the built-in bm25's, bit for bit."""
+    script = OKAPI_AGAINST_BM25.replace("INDEXES", repr(str(tmp_path / "indexes")))
+    done = _run((statistics_plugin_site,), "-c", script)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["module"] == "nrp_plugin_bm25.ranker"  # built through the entry point
+    recomputed, frozen = found["frozen=False"], found["frozen=True"]
+    assert recomputed["mode"].startswith("okapi: fast:lexical-recomputed: D_q tokenised once")
+    assert frozen["mode"].startswith("okapi: fast:lexical-frozen: statistics frozen")
+    for run in (recomputed, frozen):
+        assert run["equal"] is True
+        assert run["answers"] == 64
+        assert run["distinct_nrp"] > 10  # the answers land at many ranks, not one

@@ -48,16 +48,10 @@ from nrp.collection.shipping import CollectionRef
 from nrp.components import shipped_component
 from nrp.errors import NrpError
 from nrp.executors.base import Executor, balanced_size, partition_by_query, remove_tree
-from nrp.positioning.injection import (
-    DUOT5_TOP_K,
-    LEXICAL_FROZEN,
-    POINTWISE,
-    AnswerInjector,
-    InjectionCounts,
-    injection_mode,
-)
+from nrp.positioning.injection import AnswerInjector, InjectionCounts, injection_mode
 from nrp.positioning.job import PositionJob
 from nrp.positioning.results_cache import PairCache
+from nrp.positioning.strategies import strategy_of_mode
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, ScoreCache
 from nrp.rankers.registry import all_rankers, make_ranker
@@ -71,17 +65,11 @@ PairRows = dict[str, list[tuple[str, str, str, float]]]  # scope -> (qid, a, b, 
 def cache_scopes(
     ranker: Ranker, collection_fingerprint: str, mode: str
 ) -> tuple[dict[str, str], str | None]:
-    """The score-cache scopes (scope -> scorer spec) and the duoT5 pair scope that
-    ``AnswerInjector`` reads in ``mode``: the ranker's own scores (pointwise, frozen lexical
-    statistics), monoT5's scores and duoT5's document pairs (duoT5), none otherwise."""
-    prefix = collection_fingerprint[:20]
-    if mode in (POINTWISE, LEXICAL_FROZEN):
-        return {f"{prefix}/{ranker.fingerprint()}": ranker.spec()}, None
-    if mode == DUOT5_TOP_K:
-        mono = ranker.mono  # type: ignore[attr-defined]
-        pair_scope = PairCache.scope(collection_fingerprint, ranker.pair_fingerprint())  # type: ignore[attr-defined]
-        return {f"{prefix}/{mono.fingerprint()}": mono.spec()}, pair_scope
-    return {}, None
+    """The score-cache scopes (scope -> scorer spec) and the pair scope that
+    ``AnswerInjector`` reads in ``mode``, as its strategy declares them
+    (``Strategy.cache_scopes``): the ranker's own scores (pointwise, frozen lexical
+    statistics), the first stage's scores and the document pairs (pairwise), none otherwise."""
+    return strategy_of_mode(mode).cache_scopes(ranker, collection_fingerprint)
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,15 @@ code (``nrp.positioning.injection``) never asks which class a ranker is:
 - ``"statistics"``: scores use statistics of the rows ranked together (lexical models: N, avgdl,
   df over D_q with ``stats=query``, or over a corpus with ``stats=collection``). The ranker's
   ``stats`` and ``backend`` parameters say whether an answer's statistics are recomputed
-  incrementally, frozen, or the set re-ranked in full.
-- ``"pairwise"``: a pointwise first stage, then pairs of its top k compared (duoT5).
+  incrementally, frozen, or the set re-ranked in full. Such a ranker is a ``StatisticsScorer``
+  (``build_index``, ``model``, ``background``), whatever its class.
+- ``"pairwise"``: a pointwise first stage, then pairs of its top k compared (duoT5). Such a
+  ranker is a ``PairwiseScorer`` (``mono``, ``pair_scorer``, ``score_pairs``, ``rerank``,
+  ``pair_fingerprint``, and ``k`` in its parameters).
+
+A ranker that declares "statistics" or "pairwise" without what its Protocol names is refused
+with a ``ConfigError`` naming the missing members (``missing_members``), before any answer is
+positioned.
 
 Query formulations. A topic may have several query texts (LiveQA-Med: the consumer's message,
 the NIST paraphrase, the summary; CLEF: query and narrative; ``Collection.query_fields``). A
@@ -33,8 +40,9 @@ fingerprint, so rankers keep their names and cached scores.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 import pandas as pd
@@ -45,6 +53,9 @@ from nrp.collection.collection import DEFAULT_QUERY_FIELD
 from nrp.components import Component
 from nrp.errors import ConfigError, NrpError
 from nrp.spec import Param
+
+if TYPE_CHECKING:
+    from nrp.rankers.lexical import CorpusStatistics, LexicalIndex, TermStatistics
 
 REQUIRED_COLUMNS = ("qid", "query", "docno", "text")
 #: how a ranker's answers are injected among D_q (see the module docstring)
@@ -167,3 +178,71 @@ class Ranker(Component, pt.Transformer):
         scores = np.asarray(self.score_frame(frame), dtype=float)
         out = frame.drop(columns=["score", "rank"], errors="ignore").assign(score=scores)
         return add_ranks(out)
+
+
+# -- what an injection strategy needs of a ranker (nrp.positioning.strategies) --------------------
+class TermWeighting(Protocol):
+    """A weighting model: the weight of a term in documents, from the term's frequency ``tf`` and
+    the documents' lengths ``dl`` (arrays, one entry per posting) and the statistics ``s`` the
+    documents are scored with (N, avgdl, df, F, keyFrequency). ``nrp.rankers.lexical``'s TfIdf,
+    BM25 and DPH are three."""
+
+    def weight(self, tf: np.ndarray, dl: np.ndarray, s: TermStatistics) -> np.ndarray: ...
+
+
+class StatisticsScorer(Protocol):
+    """What injecting an answer with D_q's statistics uses of a ranker that declares
+    "statistics": ``build_index`` (D_q as a ``LexicalIndex`` with the ranker's statistics, the
+    recomputed mode rescoring it with each answer counted), ``model`` (its term weights, also for
+    an answer scored against frozen statistics) and ``background`` (corpus statistics with
+    stats=collection, None when the statistics are D_q's own). The ``stats`` and ``backend``
+    parameters, when declared, choose recomputed or frozen statistics (``backend`` other than
+    python: no incremental index, D_q re-ranked in full per answer)."""
+
+    model: TermWeighting
+
+    @property
+    def background(self) -> CorpusStatistics | None: ...
+
+    def build_index(
+        self, texts: Iterable[str], docnos: Iterable[str] | None = None
+    ) -> LexicalIndex: ...
+
+
+class PairwiseScorer(Protocol):
+    """What the pairwise injection uses of a ranker that declares "pairwise" (duoT5): ``mono``,
+    the pointwise first stage (its scores of D_q are cached like any ranker's); ``params["k"]``,
+    the size of the pairwise stage; ``score_pairs`` (log P(a more relevant than b) per row of
+    ordered pairs); ``pair_scorer``, the callable ``rerank`` asks for pair scores (replaced
+    while positioning by one that serves cached pairs); ``rerank(frame, first_stage_scores)``,
+    the final scores; and ``pair_fingerprint()``, the scope of the pair cache."""
+
+    mono: Ranker
+    pair_scorer: Callable[[pd.DataFrame], np.ndarray]
+
+    def score_pairs(self, pairs: pd.DataFrame) -> np.ndarray: ...
+
+    def rerank(
+        self, frame: pd.DataFrame, mono_scores: np.ndarray, include: np.ndarray | None = None
+    ) -> np.ndarray: ...
+
+    def pair_fingerprint(self) -> str: ...
+
+
+def protocol_members(protocol: type) -> tuple[str, ...]:
+    """The attributes and methods a Protocol declares (its annotations and its own public
+    names), in declaration order."""
+    names = [*vars(protocol).get("__annotations__", {}), *vars(protocol)]
+    return tuple(dict.fromkeys(n for n in names if not n.startswith("_")))
+
+
+def missing_members(obj: object, protocol: type) -> list[str]:
+    """The members of ``protocol`` that ``obj`` lacks. Looked up without running them
+    (``inspect.getattr_static``): a property such as a lexical ranker's ``background`` may
+    build corpus statistics when read."""
+    absent = object()
+    return [
+        name
+        for name in protocol_members(protocol)
+        if inspect.getattr_static(obj, name, absent) is absent
+    ]

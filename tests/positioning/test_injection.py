@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from nrp import Collection, ingest
+from nrp.errors import ConfigError
 from nrp.positioning.injection import (
     DUOT5_TOP_K,
     FULL_LEXICAL_FROZEN,
@@ -316,12 +317,62 @@ def test_injection_modes_per_ranker_kind():
     assert injection_mode(make_ranker("monot5:model=/m")) == POINTWISE
 
 
+class DeclaresStatistics(Ranker):
+    """Declares "statistics" with a term-weighting model and nothing else of StatisticsScorer."""
+
+    name = "declares-statistics"
+    injection = "statistics"
+
+    def __init__(self, params=None):
+        super().__init__(params or {})
+        self.model = make_ranker("bm25").model
+
+    def score_frame(self, frame: pd.DataFrame) -> np.ndarray:
+        return np.zeros(len(frame))
+
+
+class DeclaresPairwise(FixedScores):
+    """Declares "pairwise" with a first stage and no pair scoring."""
+
+    name = "declares-pairwise"
+    injection = "pairwise"
+
+    def __init__(self):
+        super().__init__()
+        self.mono = FixedScores()
+
+
+def test_a_ranker_without_what_its_injection_needs_is_refused_by_name(tiny):
+    """Not an AssertionError deep in positioning: a ConfigError, before any answer is ranked,
+    naming the Protocol and the members the ranker lacks; with a full re-rank, which needs
+    nothing but ``transform``, the same rankers run."""
+    lacking = [
+        (DeclaresStatistics(), "'statistics'.*StatisticsScorer.*lacks background, build_index;"),
+        (
+            DeclaresPairwise(),
+            "'pairwise'.*PairwiseScorer.*lacks pair_scorer, score_pairs, rerank, pair_fingerprint;",
+        ),
+    ]
+    for ranker, message in lacking:
+        with pytest.raises(ConfigError, match=message):
+            injection_mode(ranker)
+        with pytest.raises(ConfigError, match=message):
+            AnswerInjector(tiny, ranker)
+    with pytest.raises(ConfigError, match="lacks background, build_index;"):
+        injection_mode(DeclaresStatistics(), frozen_stats=True)
+    answers = pd.DataFrame({"answer_id": ["a"], "qid": ["q1"], "text": ["two"]})
+    for ranker, _ in lacking:
+        assert injection_mode(ranker, full_rerank=True) == FULL_TRANSFORM
+    out = AnswerInjector(tiny, DeclaresPairwise(), full_rerank=True).position(answers)
+    assert out[["above", "ties", "n_docs"]].values.tolist() == [[4, 0, 5]]  # 5 4 3 3 > 2 > 1
+
+
 def test_frozen_statistics_leave_the_answer_out_of_n_df_and_f(tiny):
     """Frozen: the answer's tf and length against D_q's N, avgdl, df and F; by hand for TF_IDF
     (k1 1.2, b 0.75, log2(N/df + 1)). D_q of q3 is 'fever' and 'cough fever'."""
     ranker = make_ranker("tfidf")
     injector = AnswerInjector(tiny, ranker, frozen_stats=True)
-    stats = injector.frozen_statistics("q3")
+    stats = injector.strategy.frozen_statistics("q3")
     assert (stats.num_docs, stats.num_tokens, stats.df["fever"], stats.cf["fever"]) == (2, 3, 2, 2)
     answer = "fever fever cough"
     out = injector.position(pd.DataFrame({"answer_id": ["a"], "qid": ["q3"], "text": [answer]}))
@@ -329,7 +380,7 @@ def test_frozen_statistics_leave_the_answer_out_of_n_df_and_f(tiny):
     expected = 1.2 * tf / (tf + 1.2 * (1 - 0.75 + 0.75 * dl / avgdl)) * np.log2(n / df + 1)
     assert out["score"].iloc[0] == pytest.approx(expected, rel=1e-12)
     # recomputed statistics count the answer: N 3, 6 tokens, df(fever) 3
-    with_answer = AnswerInjector(tiny, ranker)._index("q3").with_extra(answer)
+    with_answer = AnswerInjector(tiny, ranker).strategy.index("q3").with_extra(answer)
     assert with_answer.collection_size() == (3, 6)
     assert with_answer.term_frequencies("fever") == (3, 4)
 
