@@ -7,7 +7,7 @@ The library API mirrors the CLI: ``nrp.ingest(manifest, name)`` builds a collect
 quick and no package of nrp imports this one's names back.
 """
 
-__version__ = "0.1.0"
+from nrp.version import __version__
 
 __all__ = ["Collection", "NRPScorer", "__version__", "ingest", "list_collections", "score"]
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nrp import __version__
 from nrp.collection.formats import ReadReport, get_format
 from nrp.collection.formats._io import folder_files
 from nrp.collection.labels import LabelScale, normalize_label, numeric_value
@@ -42,6 +41,7 @@ from nrp.collection.store import (
     write_store,
 )
 from nrp.errors import ConfigError, InputError, clip, quote
+from nrp.version import __version__
 
 #: what the fingerprint hashes besides the inputs. It names the inputs' meaning, not the store's
 #: layout: schema 2 of the store (topic fields) holds the same topics, documents and judgments as
