@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from nrp.validation.measures import display_name
+from nrp.measures import display_name
 from nrp.validation.selection import rank_systems
 from nrp.validation.validity import REPORTED_ONLY
 

@@ -22,19 +22,19 @@ from nrp import statistics
 from nrp.collection.collection import Collection
 from nrp.errors import ConfigError, InputError, NrpError
 from nrp.executors.base import Executor, active_executor
-from nrp.models.device import progress as progress_bar
-from nrp.rankers.base import Ranker
-from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
-from nrp.rankers.registry import as_rankers, default_rankers
-from nrp.settings import settings_with
-from nrp.validation.degenerate import degenerate_frame, query_materials
-from nrp.validation.measures import (
+from nrp.measures import (
     DimensionQrels,
     Evaluator,
     load_qrels,
     parse_measures,
     run_from_frame,
 )
+from nrp.models.device import progress as progress_bar
+from nrp.rankers.base import Ranker
+from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
+from nrp.rankers.registry import as_rankers, default_rankers
+from nrp.settings import settings_with
+from nrp.validation.degenerate import degenerate_frame, query_materials
 from nrp.validation.partitions import rank_with_executor
 from nrp.validation.result import (
     DimensionResult,

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from nrp.errors import ConfigError
-from nrp.validation.measures import Evaluator, display_name, parse_measures
+from nrp.measures import Evaluator, display_name, parse_measures
 
 LOG2_3 = math.log2(3)  # 1.584963
 LOG2_5 = math.log2(5)  # 2.321928
