@@ -21,8 +21,9 @@ from typing import Any
 
 from nrp.collection.formats import ReadReport, get_format
 from nrp.collection.formats._io import folder_files
+from nrp.collection.formats.irds import irds_manifest
 from nrp.collection.labels import LabelScale, normalize_label, numeric_value
-from nrp.collection.manifest import Manifest, SourceSpec
+from nrp.collection.manifest import DATASET_PREFIX, Manifest, SourceSpec
 from nrp.collection.records import (
     FIELD_NAME,
     TOPIC_COLUMNS,
@@ -77,10 +78,7 @@ def ingest(
     """Build ``indexes/NAME/collection.sqlite`` from a manifest (a file, ``irds:DATASET_ID``,
     or a ``Manifest`` built in memory). Does nothing when the manifest and every input are
     unchanged since the last build (unless ``force``)."""
-    if isinstance(manifest_path, Manifest):
-        manifest = manifest_path
-    else:
-        manifest = Manifest.load(manifest_path, data_root)
+    manifest = _manifest(manifest_path, data_root)
     name = name or manifest.name
     _check_name(name)
     collection_dir = Path(indexes_dir or default_indexes_dir()) / name
@@ -117,6 +115,18 @@ def ingest(
     }
     write_store(target, meta, **tables)
     return IngestResult(name, collection_dir, True, fingerprint, counts, warnings)
+
+
+def _manifest(source: str | Path | Manifest, data_root: str | Path | None) -> Manifest:
+    """The manifest ``ingest`` builds from: given, an ir_datasets collection's (``irds:ID``,
+    dimension ``relevance``), or read from its file."""
+    if isinstance(source, Manifest):
+        return source
+    if str(source).startswith(DATASET_PREFIX):
+        if data_root is not None:
+            raise ConfigError(f"{source}: --data-root does not apply to an ir_datasets id")
+        return irds_manifest(str(source))
+    return Manifest.load(source, data_root)
 
 
 def _check_name(name: str) -> None:
