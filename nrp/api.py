@@ -64,8 +64,9 @@ from nrp.probes.perturbations import PERTURBATIONS, PerturbationContext, perturb
 from nrp.probes.probe import ProbeResult, probe
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, ScoreCache
+from nrp.rankers.coerce import as_ranker
 from nrp.rankers.pyterrier import TransformerRanker, from_transformer
-from nrp.rankers.registry import DEFAULT_RANKERS, all_rankers, as_ranker, make_ranker, parse_spec
+from nrp.rankers.registry import DEFAULT_RANKERS, all_rankers, make_ranker, parse_spec
 from nrp.reports.build import ReportSettings, build_report
 from nrp.review.create import create_review_project
 from nrp.review.desk import NotAssigned, ReviewDesk

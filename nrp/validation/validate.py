@@ -32,7 +32,8 @@ from nrp.measures import (
 from nrp.models.device import progress as progress_bar
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
-from nrp.rankers.registry import as_rankers, default_rankers
+from nrp.rankers.coerce import as_rankers
+from nrp.rankers.registry import default_rankers
 from nrp.settings import settings_with
 from nrp.validation.degenerate import degenerate_frame, query_materials
 from nrp.validation.partitions import rank_with_executor
