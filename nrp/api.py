@@ -76,7 +76,8 @@ from nrp.review.project import ReviewProject, review_store_path
 from nrp.review.store import StaleVersion
 from nrp.synth.documents import TableColumns
 from nrp.synth.kinds import KIND_NAMES
-from nrp.synth.synth import SynthSettings, format_report, synthesize
+from nrp.synth.output import format_report
+from nrp.synth.synth import SynthSettings, synthesize
 from nrp.training.settings import TrainSettings
 from nrp.training.train import TrainingResult, train_ranker
 from nrp.validation.degenerate import degenerate_frame, query_materials

@@ -54,3 +54,16 @@ def test_importing_the_api_loads_no_heavy_library():
     code = f"import sys, nrp.api; print(sorted(set({heavy!r}) & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert (done.returncode, done.stdout) == (0, "[]\n"), done.stderr
+
+
+def test_three_former_circles_stay_open():
+    """Each pair imports one way only: the irds manifest is built by ingest, not Manifest.load;
+    as_ranker lives in nrp.rankers.coerce; the synth report text in nrp.synth.output."""
+    graph = grimp.build_graph("nrp")
+    for lower, upper in [
+        ("nrp.collection.manifest", "nrp.collection.formats.irds"),
+        ("nrp.rankers.registry", "nrp.rankers.base"),
+        ("nrp.synth.output", "nrp.synth.synth"),
+    ]:
+        assert graph.find_shortest_chain(importer=lower, imported=upper) is None, (lower, upper)
+        assert graph.find_shortest_chain(importer=upper, imported=lower) is not None

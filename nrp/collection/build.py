@@ -80,7 +80,7 @@ def ingest(
     unchanged since the last build (unless ``force``)."""
     manifest = _manifest(manifest_path, data_root)
     name = name or manifest.name
-    _check_name(name)
+    check_name(name)
     collection_dir = Path(indexes_dir or default_indexes_dir()) / name
     target = store_path(collection_dir)
     remove_stale_builds(collection_dir)  # first: an ingest that fails later still cleans up
@@ -129,7 +129,9 @@ def _manifest(source: str | Path | Manifest, data_root: str | Path | None) -> Ma
     return Manifest.load(source, data_root)
 
 
-def _check_name(name: str) -> None:
+def check_name(name: str) -> None:
+    """A collection (or synth output) folder name: not empty, no leading dot, no path separator
+    or NUL, no surrounding spaces; an ``InputError`` otherwise."""
     if not name or name.startswith(".") or any(c in name for c in "/\\\0") or name != name.strip():
         raise InputError(None, None, f"invalid collection name {quote(name)}")
 
