@@ -68,7 +68,7 @@ from nrp.rankers.coerce import as_ranker
 from nrp.rankers.pyterrier import TransformerRanker, from_transformer
 from nrp.rankers.registry import DEFAULT_RANKERS, all_rankers, make_ranker, parse_spec
 from nrp.reports.build import ReportSettings, build_report
-from nrp.review.create import create_review_project
+from nrp.review.create import ReviewSettings, create_review_project
 from nrp.review.desk import NotAssigned, ReviewDesk
 from nrp.review.export import write_review_human_files
 from nrp.review.labelstudio import import_reviews, read_label_studio, write_label_studio
@@ -134,6 +134,7 @@ __all__ = [
     "ResultsCache",
     "ReviewDesk",
     "ReviewProject",
+    "ReviewSettings",
     "RunOut",
     "ScoreCache",
     "ScoreSettings",
