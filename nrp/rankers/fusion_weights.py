@@ -28,7 +28,7 @@ import pandas as pd
 from nrp.collection.collection import Collection
 from nrp.collection.folds import assign_folds
 from nrp.errors import ConfigError
-from nrp.measures import Evaluator, load_qrels, run_from_frame
+from nrp.measures import MeasureEvaluator, load_qrels, run_from_frame
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def fit_weights(collection: Collection, ranker: FusionRanker) -> FittedWeights:
     folds = assign_folds(qids, ranker.params["folds"], ranker.params["seed"])
     parts = ranker.contributions(candidates, _sub_scores(collection, ranker, candidates))
     qrels = load_qrels(collection, dimension, candidates=candidates)
-    evaluator = Evaluator.for_dimension([FIT_MEASURE], qrels)
+    evaluator = MeasureEvaluator.for_dimension([FIT_MEASURE], qrels)
     grid = weight_grid(len(ranker.rankers))
     evaluated = qrels.evaluated_qids
     table = np.array(
@@ -133,7 +133,7 @@ def _sub_scores(
 
 
 def _per_query(
-    evaluator: Evaluator,
+    evaluator: MeasureEvaluator,
     candidates: pd.DataFrame,
     parts: np.ndarray,
     weights: tuple[float, ...],

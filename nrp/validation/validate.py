@@ -24,7 +24,7 @@ from nrp.errors import ConfigError, InputError, NrpError
 from nrp.executors.base import Executor, active_executor
 from nrp.measures import (
     DimensionQrels,
-    Evaluator,
+    MeasureEvaluator,
     load_qrels,
     parse_measures,
     run_from_frame,
@@ -345,7 +345,7 @@ def _evaluate(
             collection, dimension, settings.labels, settings.qrels_scope, settings.query_set,
             candidates,
         )  # fmt: skip
-        evaluator = Evaluator.for_dimension(measures, qrels)
+        evaluator = MeasureEvaluator.for_dimension(measures, qrels)
         per_query = {}
         for info, run in systems:
             per_query[info.name] = evaluator.per_query(run)
