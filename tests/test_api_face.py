@@ -56,14 +56,16 @@ def test_importing_the_api_loads_no_heavy_library():
     assert (done.returncode, done.stdout) == (0, "[]\n"), done.stderr
 
 
-def test_three_former_circles_stay_open():
+def test_former_circles_stay_open():
     """Each pair imports one way only: the irds manifest is built by ingest, not Manifest.load;
-    as_ranker lives in nrp.rankers.coerce; the synth report text in nrp.synth.output."""
+    as_ranker lives in nrp.rankers.coerce; the synth report text in nrp.synth.output; the fuse
+    ranker calls its weight fitter, which reads it through a Protocol."""
     graph = grimp.build_graph("nrp")
     for lower, upper in [
         ("nrp.collection.manifest", "nrp.collection.formats.irds"),
         ("nrp.rankers.registry", "nrp.rankers.base"),
         ("nrp.synth.output", "nrp.synth.synth"),
+        ("nrp.rankers.fusion_weights", "nrp.rankers.fusion"),
     ]:
         assert graph.find_shortest_chain(importer=lower, imported=upper) is None, (lower, upper)
         assert graph.find_shortest_chain(importer=upper, imported=lower) is not None

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -29,14 +29,24 @@ from nrp.collection.collection import Collection
 from nrp.collection.folds import assign_folds
 from nrp.errors import ConfigError
 from nrp.measures import MeasureEvaluator, load_qrels, run_from_frame
+from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
-
-if TYPE_CHECKING:
-    from nrp.rankers.fusion import FusionRanker
 
 #: grid step of ``weights=fit`` on the simplex (weights >= 0 summing to 1)
 GRID_STEP = 0.1
 FIT_MEASURE = "nDCG@10"
+
+
+class Fusion(Protocol):
+    """What the fitting reads of a ``nrp.rankers.fusion.FusionRanker`` (which calls it: this
+    module imports nothing of it)."""
+
+    params: dict[str, Any]
+    rankers: list[Ranker]
+
+    def spec(self, complete: bool = False) -> str: ...
+
+    def contributions(self, frame: pd.DataFrame, raw: np.ndarray) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -69,7 +79,7 @@ def weight_grid(n: int, step: float = GRID_STEP) -> list[tuple[float, ...]]:
     return [tuple(i / units for i in c) for c in compositions(units, n)]
 
 
-def fit_weights(collection: Collection, ranker: FusionRanker) -> FittedWeights:
+def fit_weights(collection: Collection, ranker: Fusion) -> FittedWeights:
     """Per fold, the grid weights with the best mean nDCG@10 on the other folds' queries."""
     dimension = _dimension(collection, ranker)
     candidates = collection.candidates()
@@ -98,7 +108,7 @@ def fit_weights(collection: Collection, ranker: FusionRanker) -> FittedWeights:
     return FittedWeights(dimension, folds, chosen, training)
 
 
-def _dimension(collection: Collection, ranker: FusionRanker) -> str:
+def _dimension(collection: Collection, ranker: Fusion) -> str:
     dimension = str(ranker.params["dimension"])
     dimensions = list(collection.dimensions)
     if not dimension and len(dimensions) == 1:
@@ -111,9 +121,7 @@ def _dimension(collection: Collection, ranker: FusionRanker) -> str:
     return dimension
 
 
-def _sub_scores(
-    collection: Collection, ranker: FusionRanker, candidates: pd.DataFrame
-) -> np.ndarray:
+def _sub_scores(collection: Collection, ranker: Fusion, candidates: pd.DataFrame) -> np.ndarray:
     """(rankers, rows of ``candidates``): each sub-ranker's scores, through the score cache."""
     cache = ScoreCache(collection.path / SCORE_CACHE_FILE)
     keys = pd.MultiIndex.from_arrays(
