@@ -3,21 +3,26 @@
 The library API mirrors the CLI: ``nrp.ingest(manifest, name)`` builds a collection store,
 ``nrp.Collection.load(name)`` reads it (topics, docs, qrels per dimension as PyTerrier frames),
 ``nrp.validate``, ``nrp.score``, ``nrp.evaluate`` ... Every name of ``nrp.api`` is reachable as
-``nrp.NAME``; nothing is imported until it is used, so ``import nrp`` and the CLI's start stay
-quick and no package of nrp imports this one's names back.
+``nrp.NAME``; ``nrp.api`` is imported on the first such use, so ``import nrp`` stays quick and no
+package of nrp imports this one's names back.
 """
 
-__version__ = "0.1.0"
+from nrp.version import __version__
 
 __all__ = ["Collection", "NRPScorer", "__version__", "ingest", "list_collections", "score"]
 
 
 def __getattr__(name: str):
     import importlib
+    import importlib.util
 
-    if name == "meta":  # the package, callable as nrp meta (nrp.meta.__init__)
-        return importlib.import_module("nrp.meta")
+    if name.startswith("_"):
+        raise AttributeError(f"module 'nrp' has no attribute {name!r}")
+    if importlib.util.find_spec(f"nrp.{name}") is not None:
+        # a module of the package (nrp.meta, callable as nrp meta; nrp.statistics ...): imported
+        # itself, so ``from nrp import statistics`` inside the package never loads nrp.api
+        return importlib.import_module(f"nrp.{name}")
     api = importlib.import_module("nrp.api")
-    if name in api._EXPORTS:
+    if name in api.__all__:
         return getattr(api, name)
     raise AttributeError(f"module 'nrp' has no attribute {name!r}")

@@ -2,181 +2,223 @@
 
 The CLI (``nrp.cli``) and the service (``nrp.service``) are shells over this module: they import
 no domain package directly (an import-linter contract checks it), so each step of the pipeline
-has one implementation that every shell calls. Names are grouped in the data-flow order of the
-package: collection -> rankers -> validation -> training -> positioning -> analysis ->
-evaluators -> meta -> review -> generation -> experiments -> reports, and the executors they run on.
+has one implementation that every shell calls. Names are grouped in ``__all__`` in the data-flow
+order of the package: collection -> rankers -> validation -> training -> positioning -> analysis
+-> evaluators -> meta -> review -> generation -> experiments -> reports, and the executors they
+run on.
 
-Names are resolved on first use, so ``import nrp.api`` (and the CLI's start) stays quick: the
-scoring stack (PyTerrier, torch) loads only when a name that needs it is used.
+The names are plain imports, so import-linter, type checkers and drawings of the import graph see
+an edge from this module to each module it exports from. The heavy libraries stay lazy inside
+those modules: torch, transformers, sentence-transformers, spaCy, matplotlib and the LLM
+back-ends load only when a model is built, a figure drawn or an answer generated. PyTerrier
+(whose ``Transformer`` is the base class of ``Ranker``), pandas, SciPy and ir_measures load here.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from nrp.analysis.agreement import agreement
+from nrp.analysis.check import CheckResult, assert_nrp, check_flagged, check_gate, check_results
+from nrp.analysis.citations import CITATIONS_FILE, cite_answers, has_citations, read_citations
+from nrp.analysis.flags import FLAG_NAMES, FLAGS_FILE, flag_answers, flag_shares, read_flags
+from nrp.analysis.leaderboard import leaderboard, write_leaderboard
+from nrp.analysis.summary import summarize
+from nrp.answers import AnswerLocation, AnswerReader, read_answers, report_citations
+from nrp.collection.build import default_indexes_dir, ingest
+from nrp.collection.collection import Collection, list_collections
+from nrp.collection.formats import all_formats
+from nrp.collection.formats.irds import irds_manifest
+from nrp.collection.info import collection_info, render_info
+from nrp.collection.manifest import COMBINED, DATASET_PREFIX, Manifest, first_outside, inside_roots
+from nrp.collection.mapping_files import read_mapping_text
+from nrp.collection.store import STORE_FILE
+from nrp.evaluators.autojudge import NrpJudge, report_answers
+from nrp.evaluators.base import all_evaluators, make_evaluator
+from nrp.evaluators.cache import EVALUATION_CACHE_FILE, EvaluationCache
+from nrp.evaluators.items import build_items
+from nrp.evaluators.pt_measures import NRPMeasure, nrp_measures
+from nrp.evaluators.run import EvaluationSettings, evaluate, evaluate_answers
+from nrp.executors import EXECUTOR_KINDS, make_executor, using_executor
+from nrp.executors.base import Executor
+from nrp.experiments.run import ExperimentResult, run, run_experiment
+from nrp.generation.generate import GenerationSettings, generate_answers, parse_llm
+from nrp.llm.backends import GenerationOptions
+from nrp.meta.annotators import annotator_agreement
+from nrp.meta.labelstudio import QueryMap
+from nrp.meta.report import meta_from_files, write_meta
+from nrp.models.folders import PACKAGED_MODELS, close_hub_unless_allowed
+from nrp.positioning.job import PositionCaches, PositionJob, PositionOptions
+from nrp.positioning.positioner import Positioner
+from nrp.positioning.record import SCORING_FILE, scoring_record
+from nrp.positioning.results_cache import RESULTS_FILE, ResultsCache
+from nrp.positioning.scoring import (
+    RESULT_COLUMNS,
+    NRPScorer,
+    ScoreSettings,
+    normalised_weights,
+    result_frame,
+    score,
+    score_answers,
+)
+from nrp.positioning.ties import check_tie_mode
+from nrp.probes.perturbations import PERTURBATIONS, PerturbationContext, perturb
+from nrp.probes.probe import ProbeResult, probe
+from nrp.rankers.base import Ranker
+from nrp.rankers.cache import SCORE_CACHE_FILE, ScoreCache
+from nrp.rankers.coerce import as_ranker
+from nrp.rankers.pyterrier import TransformerRanker, from_transformer
+from nrp.rankers.registry import DEFAULT_RANKERS, all_rankers, make_ranker, parse_spec
+from nrp.reports.build import ReportSettings, build_report
+from nrp.review.create import ReviewSettings, create_review_project
+from nrp.review.desk import NotAssigned, ReviewDesk
+from nrp.review.export import write_review_human_files
+from nrp.review.labelstudio import import_reviews, read_label_studio, write_label_studio
+from nrp.review.project import ReviewProject, review_store_path
+from nrp.review.store import SaveIdReused, StaleVersion
+from nrp.synth.documents import TableColumns
+from nrp.synth.kinds import KIND_NAMES
+from nrp.synth.output import format_report
+from nrp.synth.synth import SynthSettings, synthesize
+from nrp.training.settings import TrainSettings
+from nrp.training.train import TrainingResult, train_ranker
+from nrp.validation.degenerate import degenerate_frame, query_materials
+from nrp.validation.result import VALIDATION_FILE, ValidationResult
+from nrp.validation.runs import RunOut, read_run, write_runs
+from nrp.validation.settings import ValidationSettings
+from nrp.validation.validate import validate, validate_runs, validity_texts
+from nrp.validation.validity import DEFAULT_MAX_NRP, DEFAULT_MIN_WINS, Validity
 
-# name -> the module that defines it (one place per name)
-_EXPORTS: dict[str, str] = {
-    # collections
-    "Collection": "nrp.collection.collection",
-    "list_collections": "nrp.collection.collection",
-    "ingest": "nrp.collection.build",
-    "default_indexes_dir": "nrp.collection.build",
-    "collection_info": "nrp.collection.info",
-    "render_info": "nrp.collection.info",
-    "all_formats": "nrp.collection.formats",
-    "irds_manifest": "nrp.collection.formats.irds",
-    "Manifest": "nrp.collection.manifest",
-    "DATASET_PREFIX": "nrp.collection.manifest",
-    "COMBINED": "nrp.collection.manifest",
-    "inside_roots": "nrp.collection.manifest",
-    "first_outside": "nrp.collection.manifest",
-    "read_mapping_text": "nrp.collection.mapping_files",
-    "STORE_FILE": "nrp.collection.store",
-    # answers
-    "read_answers": "nrp.answers",
-    "AnswerReader": "nrp.answers",
-    "AnswerLocation": "nrp.answers",
-    "report_citations": "nrp.answers",
-    # rankers
-    "all_rankers": "nrp.rankers.registry",
-    "make_ranker": "nrp.rankers.registry",
-    "parse_spec": "nrp.rankers.registry",
-    "as_ranker": "nrp.rankers.registry",
-    "DEFAULT_RANKERS": "nrp.rankers.registry",
-    "from_transformer": "nrp.rankers.pyterrier",
-    "TransformerRanker": "nrp.rankers.pyterrier",
-    "Ranker": "nrp.rankers.base",
-    "ScoreCache": "nrp.rankers.cache",
-    "PACKAGED_MODELS": "nrp.models.folders",
-    "close_hub_unless_allowed": "nrp.models.folders",
-    "SCORE_CACHE_FILE": "nrp.rankers.cache",
-    # validation
-    "validate": "nrp.validation.validate",
-    "validate_runs": "nrp.validation.validate",
-    "validity_texts": "nrp.validation.validate",
-    "DEFAULT_MIN_WINS": "nrp.validation.validity",
-    "DEFAULT_MAX_NRP": "nrp.validation.validity",
-    "Validity": "nrp.validation.validity",
-    "degenerate_frame": "nrp.validation.degenerate",
-    "query_materials": "nrp.validation.degenerate",
-    "ValidationSettings": "nrp.validation.settings",
-    "ValidationResult": "nrp.validation.result",
-    "VALIDATION_FILE": "nrp.validation.result",
-    "read_run": "nrp.validation.runs",
-    "write_runs": "nrp.validation.runs",
-    "RunOut": "nrp.validation.runs",
-    # training (rankers fitted on a collection's judgments)
-    "train_ranker": "nrp.training.train",
-    "TrainSettings": "nrp.training.settings",
-    "TrainingResult": "nrp.training.train",
-    # positioning
-    "score": "nrp.positioning.scoring",
-    "score_answers": "nrp.positioning.scoring",
-    "NRPScorer": "nrp.positioning.scoring",
-    "normalised_weights": "nrp.positioning.scoring",
-    "RESULT_COLUMNS": "nrp.positioning.scoring",
-    "ScoreSettings": "nrp.positioning.scoring",
-    "result_frame": "nrp.positioning.scoring",
-    "scoring_record": "nrp.positioning.record",
-    "SCORING_FILE": "nrp.positioning.record",
-    "Positioner": "nrp.positioning.positioner",
-    "PositionJob": "nrp.positioning.job",
-    "PositionOptions": "nrp.positioning.job",
-    "PositionCaches": "nrp.positioning.job",
-    "check_tie_mode": "nrp.positioning.ties",
-    "ResultsCache": "nrp.positioning.results_cache",
-    "RESULTS_FILE": "nrp.positioning.results_cache",
-    # analysis
-    "summarize": "nrp.analysis.summary",
-    "agreement": "nrp.analysis.agreement",
-    "check_results": "nrp.analysis.check",
-    "check_flagged": "nrp.analysis.check",
-    "check_gate": "nrp.analysis.check",
-    "flag_answers": "nrp.analysis.flags",
-    "flag_shares": "nrp.analysis.flags",
-    "read_flags": "nrp.analysis.flags",
-    "FLAGS_FILE": "nrp.analysis.flags",
-    "FLAG_NAMES": "nrp.analysis.flags",
-    "assert_nrp": "nrp.analysis.check",
-    "CheckResult": "nrp.analysis.check",
-    "cite_answers": "nrp.analysis.citations",
-    "has_citations": "nrp.analysis.citations",
-    "read_citations": "nrp.analysis.citations",
-    "CITATIONS_FILE": "nrp.analysis.citations",
-    "leaderboard": "nrp.analysis.leaderboard",
-    "write_leaderboard": "nrp.analysis.leaderboard",
-    # evaluators
-    "all_evaluators": "nrp.evaluators.base",
-    "make_evaluator": "nrp.evaluators.base",
-    "build_items": "nrp.evaluators.items",
-    "evaluate": "nrp.evaluators.run",
-    "evaluate_answers": "nrp.evaluators.run",
-    "EvaluationSettings": "nrp.evaluators.run",
-    "EvaluationCache": "nrp.evaluators.cache",
-    "EVALUATION_CACHE_FILE": "nrp.evaluators.cache",
-    "nrp_measures": "nrp.evaluators.pt_measures",
-    "NRPMeasure": "nrp.evaluators.pt_measures",
-    "NrpJudge": "nrp.evaluators.autojudge",
-    "report_answers": "nrp.evaluators.autojudge",
-    # meta-evaluation
-    "meta_from_files": "nrp.meta.report",
-    "write_meta": "nrp.meta.report",
-    "annotator_agreement": "nrp.meta.annotators",
-    "QueryMap": "nrp.meta.labelstudio",
-    # human review (projects, saved reviews, the human files of nrp meta, Label Studio)
-    "ReviewProject": "nrp.review.project",
-    "review_store_path": "nrp.review.project",
-    "ReviewDesk": "nrp.review.desk",
-    "NotAssigned": "nrp.review.desk",
-    "StaleVersion": "nrp.review.store",
-    "SaveIdReused": "nrp.review.store",
-    "create_review_project": "nrp.review.create",
-    "write_review_human_files": "nrp.review.export",
-    "write_label_studio": "nrp.review.labelstudio",
-    "read_label_studio": "nrp.review.labelstudio",
-    "import_reviews": "nrp.review.labelstudio",
-    # generation
-    "generate_answers": "nrp.generation.generate",
-    "parse_llm": "nrp.generation.generate",
-    "GenerationSettings": "nrp.generation.generate",
-    "GenerationOptions": "nrp.llm.backends",
-    # experiments and reports
-    "run_experiment": "nrp.experiments.run",
-    "ExperimentResult": "nrp.experiments.run",
-    "run": "nrp.experiments.run",
-    # probes (perturbed answers, how each evaluator moves)
-    "probe": "nrp.probes.probe",
-    "ProbeResult": "nrp.probes.probe",
-    "PERTURBATIONS": "nrp.probes.perturbations",
-    "perturb": "nrp.probes.perturbations",
-    "PerturbationContext": "nrp.probes.perturbations",
-    # synthetic test sets (Q&A written by an LLM from documents)
-    "synthesize": "nrp.synth.synth",
-    "SynthSettings": "nrp.synth.synth",
-    "format_report": "nrp.synth.synth",
-    "TableColumns": "nrp.synth.documents",
-    "KIND_NAMES": "nrp.synth.kinds",
-    "build_report": "nrp.reports.build",
-    "ReportSettings": "nrp.reports.build",
-    # executors
-    "Executor": "nrp.executors.base",
-    "EXECUTOR_KINDS": "nrp.executors",
-    "make_executor": "nrp.executors",
-    "using_executor": "nrp.executors",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'nrp.api' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # resolved once
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__all__ = [
+    "CITATIONS_FILE",
+    "COMBINED",
+    "DATASET_PREFIX",
+    "DEFAULT_MAX_NRP",
+    "DEFAULT_MIN_WINS",
+    "DEFAULT_RANKERS",
+    "EVALUATION_CACHE_FILE",
+    "EXECUTOR_KINDS",
+    "FLAGS_FILE",
+    "FLAG_NAMES",
+    "KIND_NAMES",
+    "PACKAGED_MODELS",
+    "PERTURBATIONS",
+    "RESULTS_FILE",
+    "RESULT_COLUMNS",
+    "SCORE_CACHE_FILE",
+    "SCORING_FILE",
+    "STORE_FILE",
+    "VALIDATION_FILE",
+    "AnswerLocation",
+    "AnswerReader",
+    "CheckResult",
+    "Collection",
+    "EvaluationCache",
+    "EvaluationSettings",
+    "Executor",
+    "ExperimentResult",
+    "GenerationOptions",
+    "GenerationSettings",
+    "Manifest",
+    "NRPMeasure",
+    "NRPScorer",
+    "NotAssigned",
+    "NrpJudge",
+    "PerturbationContext",
+    "PositionCaches",
+    "PositionJob",
+    "PositionOptions",
+    "Positioner",
+    "ProbeResult",
+    "QueryMap",
+    "Ranker",
+    "ReportSettings",
+    "ResultsCache",
+    "ReviewDesk",
+    "ReviewProject",
+    "ReviewSettings",
+    "RunOut",
+    "SaveIdReused",
+    "ScoreCache",
+    "ScoreSettings",
+    "StaleVersion",
+    "SynthSettings",
+    "TableColumns",
+    "TrainSettings",
+    "TrainingResult",
+    "TransformerRanker",
+    "ValidationResult",
+    "ValidationSettings",
+    "Validity",
+    "agreement",
+    "all_evaluators",
+    "all_formats",
+    "all_rankers",
+    "annotator_agreement",
+    "as_ranker",
+    "assert_nrp",
+    "build_items",
+    "build_report",
+    "check_flagged",
+    "check_gate",
+    "check_results",
+    "check_tie_mode",
+    "cite_answers",
+    "close_hub_unless_allowed",
+    "collection_info",
+    "create_review_project",
+    "default_indexes_dir",
+    "degenerate_frame",
+    "evaluate",
+    "evaluate_answers",
+    "first_outside",
+    "flag_answers",
+    "flag_shares",
+    "format_report",
+    "from_transformer",
+    "generate_answers",
+    "has_citations",
+    "import_reviews",
+    "ingest",
+    "inside_roots",
+    "irds_manifest",
+    "leaderboard",
+    "list_collections",
+    "make_evaluator",
+    "make_executor",
+    "make_ranker",
+    "meta_from_files",
+    "normalised_weights",
+    "nrp_measures",
+    "parse_llm",
+    "parse_spec",
+    "perturb",
+    "probe",
+    "query_materials",
+    "read_answers",
+    "read_citations",
+    "read_flags",
+    "read_label_studio",
+    "read_mapping_text",
+    "read_run",
+    "render_info",
+    "report_answers",
+    "report_citations",
+    "result_frame",
+    "review_store_path",
+    "run",
+    "run_experiment",
+    "score",
+    "score_answers",
+    "scoring_record",
+    "summarize",
+    "synthesize",
+    "train_ranker",
+    "using_executor",
+    "validate",
+    "validate_runs",
+    "validity_texts",
+    "write_label_studio",
+    "write_leaderboard",
+    "write_meta",
+    "write_review_human_files",
+    "write_runs",
+]

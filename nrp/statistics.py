@@ -47,7 +47,6 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 from nrp.errors import ConfigError
 
@@ -82,6 +81,8 @@ def _quantiles(values: np.ndarray, confidence: float) -> tuple[float, float]:
 # -- intervals -------------------------------------------------------------------------------------
 def t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
     """Student's t confidence interval of the mean; None with fewer than two values."""
+    from scipy import stats  # loaded on first use: keeps the start of nrp.api and the CLI quick
+
     array = _values(values)
     n = len(array)
     if n < 2:
@@ -150,6 +151,8 @@ def _differences(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
 def paired_t_test(a: Sequence[float], b: Sequence[float]) -> float:
     """Two-sided p-value of the paired t-test (scipy's ``ttest_rel``). All differences equal:
     p = 1 when they are 0 (the same system), 0 when they are not (a constant shift)."""
+    from scipy import stats  # loaded on first use: keeps the start of nrp.api and the CLI quick
+
     diff = _differences(a, b)
     if len(diff) < 2 or np.ptp(diff) <= _TOLERANCE:
         return 1.0 if len(diff) == 0 or abs(float(diff.mean())) <= _TOLERANCE else 0.0
@@ -230,6 +233,8 @@ def correct(p_values: Sequence[float], method: Correction = "holm") -> list[floa
 def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
     """Kendall's tau-b: (concordant - discordant) / sqrt((n0 - ties_x)(n0 - ties_y)), with n0
     the number of pairs. NaN with fewer than two values or when either side is constant."""
+    from scipy import stats  # loaded on first use: keeps the start of nrp.api and the CLI quick
+
     a = np.asarray(x, dtype=float)
     b = np.asarray(y, dtype=float)
     n = len(a)
@@ -249,6 +254,8 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
 def spearman_rho(x: Sequence[float], y: Sequence[float]) -> float:
     """Spearman's rho: Pearson's r of the mid-ranks. NaN with fewer than two values or when
     either side is constant."""
+    from scipy import stats  # loaded on first use: keeps the start of nrp.api and the CLI quick
+
     a = np.asarray(x, dtype=float)
     b = np.asarray(y, dtype=float)
     if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
@@ -273,6 +280,8 @@ def _degenerate(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
 def correlations(scores: Sequence[float], labels: Sequence[float]) -> tuple[float, float]:
     """(Kendall tau-b, Spearman rho) of scores and labels, computed by scipy; NaN where the labels
     are constant (nothing to agree with), 0 where the scores are (they order nothing)."""
+    from scipy import stats  # loaded on first use: keeps the start of nrp.api and the CLI quick
+
     x = np.asarray(scores, dtype=float)
     y = np.asarray(labels, dtype=float)
     rule = _degenerate(x, y)

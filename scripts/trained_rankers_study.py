@@ -58,7 +58,6 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import ROOT, machine
 
-import nrp.validation  # noqa: F401  (installs weights=fit for fuse; api.agreement alone does not)
 from nrp import api
 from nrp.errors import NrpError
 from nrp.models.device import resolve_device

@@ -76,7 +76,6 @@ from nrp.tables import (
     records,
     text_table,
 )
-from nrp.validation import fusion_weights as _fusion_weights  # noqa: F401  (fuse: weights=fit)
 
 MIN_JUDGED = 3
 FEW_DOCS = f"fewer than {MIN_JUDGED} judged documents"

@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from nrp import __version__, api
+from nrp import api
 from nrp.cli import (
     agreement,
     annotators,
@@ -36,6 +36,7 @@ from nrp.cli import (
     validate,
 )
 from nrp.cli.common import run_command
+from nrp.version import __version__
 
 __all__ = ["build_parser", "main"]
 

@@ -86,9 +86,10 @@ def create(args: argparse.Namespace) -> int:
         answers = read_answer_set(args.answers, collection, skip_invalid=False).answers
     project = api.create_review_project(
         args.name or args.project.stem.split(".")[0], _names(args.create), collection,
-        _names(args.reviewers), args.reviews_per_item, answers=answers, documents=args.documents,
-        evaluations=args.evaluations, dimensions=_names(args.dimensions) or None, k=args.k,
-        seed=args.seed, threshold=args.threshold, label_column=args.label_column,
+        _names(args.reviewers), answers, reviews_per_item=args.reviews_per_item,
+        documents=args.documents, evaluations=args.evaluations,
+        dimensions=_names(args.dimensions) or None, k=args.k, seed=args.seed,
+        threshold=args.threshold, label_column=args.label_column,
         confidence_column=args.confidence_column, choices=_names(args.choices),
     )  # fmt: skip
     project.write(args.project)

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nrp import __version__
 from nrp.collection.formats import ReadReport, get_format
 from nrp.collection.formats._io import folder_files
+from nrp.collection.formats.irds import irds_manifest
 from nrp.collection.labels import LabelScale, normalize_label, numeric_value
-from nrp.collection.manifest import Manifest, SourceSpec
+from nrp.collection.manifest import DATASET_PREFIX, Manifest, SourceSpec
 from nrp.collection.records import (
     FIELD_NAME,
     TOPIC_COLUMNS,
@@ -42,6 +42,7 @@ from nrp.collection.store import (
     write_store,
 )
 from nrp.errors import ConfigError, InputError, clip, quote
+from nrp.version import __version__
 
 #: what the fingerprint hashes besides the inputs. It names the inputs' meaning, not the store's
 #: layout: schema 2 of the store (topic fields) holds the same topics, documents and judgments as
@@ -77,12 +78,9 @@ def ingest(
     """Build ``indexes/NAME/collection.sqlite`` from a manifest (a file, ``irds:DATASET_ID``,
     or a ``Manifest`` built in memory). Does nothing when the manifest and every input are
     unchanged since the last build (unless ``force``)."""
-    if isinstance(manifest_path, Manifest):
-        manifest = manifest_path
-    else:
-        manifest = Manifest.load(manifest_path, data_root)
+    manifest = _manifest(manifest_path, data_root)
     name = name or manifest.name
-    _check_name(name)
+    check_name(name)
     collection_dir = Path(indexes_dir or default_indexes_dir()) / name
     target = store_path(collection_dir)
     remove_stale_builds(collection_dir)  # first: an ingest that fails later still cleans up
@@ -119,7 +117,21 @@ def ingest(
     return IngestResult(name, collection_dir, True, fingerprint, counts, warnings)
 
 
-def _check_name(name: str) -> None:
+def _manifest(source: str | Path | Manifest, data_root: str | Path | None) -> Manifest:
+    """The manifest ``ingest`` builds from: given, an ir_datasets collection's (``irds:ID``,
+    dimension ``relevance``), or read from its file."""
+    if isinstance(source, Manifest):
+        return source
+    if str(source).startswith(DATASET_PREFIX):
+        if data_root is not None:
+            raise ConfigError(f"{source}: --data-root does not apply to an ir_datasets id")
+        return irds_manifest(str(source))
+    return Manifest.load(source, data_root)
+
+
+def check_name(name: str) -> None:
+    """A collection (or synth output) folder name: not empty, no leading dot, no path separator
+    or NUL, no surrounding spaces; an ``InputError`` otherwise."""
     if not name or name.startswith(".") or any(c in name for c in "/\\\0") or name != name.strip():
         raise InputError(None, None, f"invalid collection name {quote(name)}")
 

@@ -92,16 +92,10 @@ class Manifest:
 
     @classmethod
     def load(cls, path: str | Path, data_root: str | Path | None = None) -> Manifest:
-        """Read and check a manifest. ``data_root`` (the CLI's --data-root) replaces the
+        """Read and check a manifest file. ``data_root`` (the CLI's --data-root) replaces the
         manifest's own; a relative manifest ``data_root`` is taken from the manifest's folder.
-        ``irds:DATASET_ID`` builds the manifest of an ir_datasets collection instead
-        (``nrp.collection.formats.irds.irds_manifest``, its dimension ``relevance``)."""
-        if str(path).startswith(DATASET_PREFIX):
-            from nrp.collection.formats.irds import irds_manifest
-
-            if data_root is not None:
-                raise ConfigError(f"{path}: --data-root does not apply to an ir_datasets id")
-            return irds_manifest(str(path))
+        (``irds:DATASET_ID`` is no file: ``ingest`` builds its manifest with
+        ``nrp.collection.formats.irds.irds_manifest``.)"""
         path = Path(path)
         raw, text = _read_mapping(path)
         return cls.from_mapping(raw, text, path, data_root)

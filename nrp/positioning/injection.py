@@ -55,7 +55,6 @@ from nrp.positioning.strategies import (
 )
 from nrp.rankers.base import REQUIRED_COLUMNS, Ranker
 from nrp.rankers.cache import ScoreCache
-from nrp.validation import fusion_weights as _fusion_weights  # noqa: F401  (fuse: weights=fit)
 
 __all__ = [
     "ANSWER_COLUMNS",

@@ -19,7 +19,7 @@ from nrp.positioning.injection import injection_mode
 from nrp.positioning.results_cache import RESULTS_FILE, PairCache, PositionScope, ResultsCache
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, ScoreCache
-from nrp.rankers.registry import as_ranker
+from nrp.rankers.coerce import as_ranker
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ from nrp.positioning.positioner import Positioner
 from nrp.positioning.results_cache import text_sha
 from nrp.positioning.ties import check_tie_mode, nrp_value, rank_from_counts
 from nrp.rankers.base import Ranker
-from nrp.rankers.registry import as_ranker
+from nrp.rankers.coerce import as_ranker
 from nrp.settings import settings_with
 
 log = logging.getLogger(__name__)

@@ -43,15 +43,13 @@ Weights. Given (``weights=0.3+0.7``; none: equal), or ``weights=fit``: chosen on
 only. The queries with a D_q are split into query-disjoint folds (``nrp.collection.folds``,
 ``folds`` and ``seed``); for each fold, the weights on a simplex grid (step 0.1) that maximise the
 mean nDCG@10 of the *other* folds' queries in ``dimension`` fuse that fold's queries. The fitting
-needs the validation measures, which this layer may not import: ``nrp.validation.fusion_weights``
-installs the fitter (``set_weight_fitter``) when ``nrp.validation`` is imported, and
-``bind_collection`` calls it.
+is ``nrp.rankers.fusion_weights`` (over ``nrp.measures``, the layer below), which
+``bind_collection`` calls.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -60,6 +58,7 @@ import pandas as pd
 from nrp.errors import ConfigError, NrpError
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
+from nrp.rankers.fusion_weights import FittedWeights, fit_weights
 from nrp.rankers.registry import Param, RankerInfo, make_ranker, register
 from nrp.spec import format_spec
 
@@ -67,8 +66,6 @@ METHODS = ("minmax", "rrf")
 FIT = "fit"
 #: separators inside the ``rankers`` value: between sub-rankers, and between a sub-ranker's params
 RANKER_SEPARATOR, PARAM_SEPARATOR = "+", ";"
-#: grid step of ``weights=fit`` on the simplex (weights >= 0 summing to 1)
-GRID_STEP = 0.1
 
 PARAMS: dict[str, Param] = {
     "rankers": Param(
@@ -98,34 +95,6 @@ PARAMS: dict[str, Param] = {
 _FIT_ONLY = ("dimension", "folds", "seed")
 
 
-@dataclass(frozen=True)
-class FittedWeights:
-    """What ``weights=fit`` chose: the fold of each query and, per fold, the weights fitted on
-    the other folds' queries and their mean nDCG@10 there (``training``)."""
-
-    dimension: str
-    folds: Mapping[str, int]
-    weights: Sequence[tuple[float, ...]]
-    training: Sequence[float]
-
-    def describe(self) -> str:
-        return "; ".join(
-            f"fold {f}: {'+'.join(f'{w:g}' for w in weights)} (training nDCG@10 {score:.4f})"
-            for f, (weights, score) in enumerate(zip(self.weights, self.training, strict=True))
-        )
-
-
-#: (collection, fusion ranker) -> FittedWeights; installed by nrp.validation.fusion_weights
-WeightFitter = Callable[[Any, "FusionRanker"], FittedWeights]
-_weight_fitter: WeightFitter | None = None
-
-
-def set_weight_fitter(fitter: WeightFitter) -> None:
-    """Install the function ``weights=fit`` calls at bind time (nrp.validation does)."""
-    global _weight_fitter
-    _weight_fitter = fitter
-
-
 def sub_specs(value: str) -> list[str]:
     """The sub-rankers' specs of a ``rankers`` value: split at ``+``, each sub-spec's ``;``
     read as the comma between its parameters (``dense:query=x;passages=128`` ->
@@ -152,19 +121,6 @@ def sub_spec(part: str) -> str:
 def join_specs(rankers: Sequence[Ranker], complete: bool = False) -> str:
     """The ``rankers`` value that rebuilds ``rankers`` (the inverse of ``sub_specs``)."""
     return RANKER_SEPARATOR.join(r.spec(complete).replace(",", PARAM_SEPARATOR) for r in rankers)
-
-
-def weight_grid(n: int, step: float = GRID_STEP) -> list[tuple[float, ...]]:
-    """Every weight vector of ``n`` non-negative multiples of ``step`` summing to 1, in
-    lexicographic order of the integer steps (the first of tied vectors wins a fit)."""
-    units = round(1 / step)
-
-    def compositions(left: int, slots: int) -> list[tuple[int, ...]]:
-        if slots == 1:
-            return [(left,)]
-        return [(i, *rest) for i in range(left + 1) for rest in compositions(left - i, slots - 1)]
-
-    return [tuple(i / units for i in c) for c in compositions(units, n)]
 
 
 class FusionRanker(Ranker):
@@ -255,12 +211,7 @@ class FusionRanker(Ranker):
         self._reference, self._cached = {}, {}
         self._cache_at = (collection.path / SCORE_CACHE_FILE, str(collection.meta["fingerprint"]))
         if self.weights is None:
-            if _weight_fitter is None:
-                raise NrpError(
-                    f"{self.spec()}: weights=fit needs the validation measures: import "
-                    "nrp.validation (nrp.api does) before binding"
-                )
-            self.fitted = _weight_fitter(collection, self)
+            self.fitted = fit_weights(collection, self)
 
     def weights_for(self, qid: str) -> tuple[float, ...]:
         """The weights that fuse query ``qid`` (for ``fit``: those of its fold)."""

@@ -25,7 +25,7 @@ of (qid, query, docno, text) rows: it is given rows and must return a score for 
   a neural model should declare one (1e-5 for fp32, as nrp's own models do), since its scores
   move with the batch they are computed in.
 - **Found again by spec in this process.** The ranker's spec is ``pyterrier:key=KEY``; a
-  validation result that chose it names that spec, and ``nrp.rankers.registry.as_ranker`` turns
+  validation result that chose it names that spec, and ``nrp.rankers.coerce.as_ranker`` turns
   it back into the wrapped transformer, in the process that wrapped it (a spec cannot carry a
   Python object to another one).
 """

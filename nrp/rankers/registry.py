@@ -26,8 +26,6 @@ __all__ = [
     "Param",
     "RankerInfo",
     "all_rankers",
-    "as_ranker",
-    "as_rankers",
     "make_ranker",
     "parse_spec",
     "register",
@@ -106,38 +104,3 @@ def default_rankers() -> list[str]:
     known = all_rankers()
     names = [(spec, spec.partition(":")[0]) for spec in DEFAULT_RANKERS]
     return [spec for spec, name in names if name in known and known[name].available()[0]]
-
-
-def as_ranker(choice: Any):
-    """A spec string (built by ``make_ranker``; ``pyterrier:key=KEY`` is the transformer wrapped
-    under that key in this process), a ``Ranker`` (itself), or any other ``pt.Transformer``
-    (wrapped by ``nrp.rankers.pyterrier.from_transformer``, its cache key derived from repr)."""
-    if isinstance(choice, str):
-        from nrp.rankers import pyterrier as adapter
-
-        if choice.strip().partition(":")[0] == adapter.NAME:
-            return adapter.wrapped(choice)
-        return make_ranker(choice)
-    import pyterrier as pt
-
-    from nrp.rankers.base import Ranker
-
-    if isinstance(choice, Ranker):
-        return choice
-    if isinstance(choice, pt.Transformer):
-        from nrp.rankers.pyterrier import from_transformer
-
-        return from_transformer(choice)
-    raise ConfigError(f"not a ranker spec, Ranker or pt.Transformer: {choice!r}")
-
-
-def as_rankers(choices: Any) -> list:
-    """``as_ranker`` of each: a comma-separated string of specs, one ranker-ish value, or a
-    sequence of them."""
-    if isinstance(choices, str):
-        return [as_ranker(spec) for spec in split_specs(choices)]
-    import pyterrier as pt
-
-    if isinstance(choices, pt.Transformer):
-        return [as_ranker(choices)]
-    return [as_ranker(choice) for choice in choices]

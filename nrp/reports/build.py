@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from nrp import __version__, statistics
+from nrp import statistics
 from nrp.analysis.flags import FLAG_NAMES, flag_shares
 from nrp.analysis.summary import ALL_PROMPTS, summarize
 from nrp.collection.manifest import COMBINED
@@ -52,6 +52,7 @@ from nrp.reports.inputs import (
     load_inputs,
 )
 from nrp.settings import settings_with
+from nrp.version import __version__
 
 REPORT_KIND = "nrp-report"
 MANIFEST = "report.json"

@@ -20,25 +20,39 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-import matplotlib as mpl
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from nrp.reports.tables import NrpMeasure, measure_rows
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 RASTERIZE_ABOVE = 3000
 PNG_DPI = 110
-#: colour cycle (matplotlib's tab10: distinguishable, colour-blind tolerable)
-COLORS = list(mpl.colormaps["tab10"].colors)
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
+
+
+def _mpl() -> ModuleType:
+    """matplotlib, imported when a figure is drawn (not when ``nrp.api`` is imported)."""
+    import matplotlib as mpl
+
+    return mpl
+
+
+def colors() -> list:
+    """The colour cycle: matplotlib's tab10 (distinguishable, colour-blind tolerable)."""
+    return list(_mpl().colormaps["tab10"].colors)
 
 
 def palette(n: int) -> list:
     """``n`` distinct colours: tab10, tab20 up to 20, then evenly spaced viridis."""
+    mpl = _mpl()
     if n <= 10:
-        return COLORS[:n]
+        return colors()[:n]
     if n <= 20:
         return list(mpl.colormaps["tab20"].colors)[:n]
     return [mpl.colormaps["viridis"](i / (n - 1)) for i in range(n)]
@@ -68,21 +82,23 @@ def save(figure: Figure, folder: Path, stem: str) -> FigureFiles:
     """``folder/stem.png`` and ``folder/stem.svg``."""
     folder.mkdir(parents=True, exist_ok=True)
     png, svg = folder / f"{stem}.png", folder / f"{stem}.svg"
-    with mpl.rc_context(STYLE):
+    with _mpl().rc_context(STYLE):
         figure.savefig(png, dpi=PNG_DPI, bbox_inches="tight", metadata={"Software": None})
         figure.savefig(svg, bbox_inches="tight", metadata={"Date": None, "Creator": None})
     return FigureFiles(stem, png, svg)
 
 
 def _figure(width: float, height: float) -> Figure:
-    with mpl.rc_context(STYLE):
+    from matplotlib.figure import Figure
+
+    with _mpl().rc_context(STYLE):
         return Figure(figsize=(width, height), layout="constrained")
 
 
 def _grid(figure: Figure, n: int, max_columns: int) -> list:
     columns = min(max_columns, n)
     rows = math.ceil(n / columns)
-    with mpl.rc_context(STYLE):
+    with _mpl().rc_context(STYLE):
         axes = figure.subplots(rows, columns, squeeze=False).ravel().tolist()
     for extra in axes[n:]:
         extra.set_visible(False)
@@ -109,7 +125,7 @@ def validation_figure(table: pd.DataFrame, folder: Path, stem: str = "validation
     width = columns * max(3.6, 0.25 * n_rankers * len(measures) + 1.5)
     figure = _figure(min(width, 18), 3.4 * rows + 0.4)
     axes = _grid(figure, len(dimensions), 3)
-    bar = 0.8 / len(measures)
+    bar, cycle = 0.8 / len(measures), colors()
     for ax, dimension in zip(axes, dimensions, strict=True):
         mine = table[table["dimension"] == dimension]
         rankers = list(dict.fromkeys(mine["ranker"]))
@@ -124,7 +140,7 @@ def validation_figure(table: pd.DataFrame, folder: Path, stem: str = "validation
                 bar,
                 yerr=errors,
                 capsize=2,
-                color=COLORS[k % len(COLORS)],
+                color=cycle[k % len(cycle)],
                 label=measure,
                 error_kw={"elinewidth": 0.8},
             )

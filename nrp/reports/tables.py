@@ -37,8 +37,8 @@ import pandas as pd
 from nrp import statistics
 from nrp.analysis.summary import ALL_PROMPTS, Summary
 from nrp.collection.manifest import COMBINED
+from nrp.measures import display_name
 from nrp.tables import write_text
-from nrp.validation.measures import display_name
 
 #: NRP values closer than this are the same NRP (they are r/|D_q| fractions)
 SAME_NRP = 1e-9

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from nrp.errors import ConfigError, InputError
 from nrp.evaluators.items import build_items
 from nrp.meta.human import read_table
 from nrp.review.project import KINDS, TFN_LABELS, ReviewItem, ReviewProject
+from nrp.settings import settings_with
 
 LABEL_COLUMN = "judge.label"
 CONFIDENCE_COLUMN = "judge.confidence"
@@ -181,56 +183,71 @@ def verify_items(
     return out
 
 
+@dataclass(frozen=True)
+class ReviewSettings:
+    """How ``create_review_project`` draws and shows its items (module docstring): reviews per
+    item; rank: judged documents among the candidates (``documents``), ``k`` candidates drawn
+    with ``seed``; grade: the ``dimensions`` (default: all of the collection's); verify: the
+    judge's ``evaluations`` file, the answers whose ``confidence_column`` is under
+    ``threshold``, their ``label_column`` and the reviewer's ``choices``."""
+
+    reviews_per_item: int = 1
+    documents: bool = False
+    evaluations: str | Path | None = None
+    dimensions: Sequence[str] | None = None
+    k: int = 5
+    seed: int = 0
+    threshold: float = 0.5
+    label_column: str = LABEL_COLUMN
+    confidence_column: str = CONFIDENCE_COLUMN
+    choices: Sequence[str] = TFN_LABELS
+
+
 def create_review_project(
     name: str,
     kinds: Sequence[str],
     collection: Collection,
     reviewers: Sequence[str],
-    reviews_per_item: int = 1,
     answers: pd.DataFrame | None = None,
-    documents: bool = False,
-    evaluations: str | Path | None = None,
-    dimensions: Sequence[str] | None = None,
-    k: int = 5,
-    seed: int = 0,
-    threshold: float = 0.5,
-    label_column: str = LABEL_COLUMN,
-    confidence_column: str = CONFIDENCE_COLUMN,
-    choices: Sequence[str] = TFN_LABELS,
+    settings: ReviewSettings | None = None,
+    **overrides: Any,
 ) -> ReviewProject:
-    """A project with the items of each of ``kinds`` (rank, grade, verify)."""
+    """A project with the items of each of ``kinds`` (rank, grade, verify); ``settings`` (or
+    its fields as keywords: ``k=5, seed=3``) say how (``ReviewSettings``)."""
+    s = settings_with(ReviewSettings, settings, overrides)
     unknown = [kind for kind in kinds if kind not in KINDS]
     if unknown or not kinds:
         raise ConfigError(f"review kinds must be among {', '.join(KINDS)}, got {list(kinds)}")
     needs_answers = [kind for kind in kinds if kind in ("grade", "verify")]
     if needs_answers and answers is None:
         raise ConfigError(f"{' and '.join(needs_answers)} review needs answers")
-    if "rank" in kinds and answers is None and not documents:
+    if "rank" in kinds and answers is None and not s.documents:
         raise ConfigError("rank review needs answers, judged documents, or both")
     built = build_items(collection, answers, contexts=False) if answers is not None else None
-    chosen = list(dimensions or collection.dimensions)
+    chosen = list(s.dimensions or collection.dimensions)
     scales: dict[str, dict[str, Any]] = {}
     items: list[ReviewItem] = []
     origin: dict[str, Any] = {"collection": collection.name}
     if "rank" in kinds:
-        items += rank_items(collection, answers, documents, k, seed)
-        origin.update(k=k, seed=seed)
+        items += rank_items(collection, answers, s.documents, s.k, s.seed)
+        origin.update(k=s.k, seed=s.seed)
     if "grade" in kinds:
         scales = scales_of(collection, chosen)
         items += grade_items(built, chosen)
     if "verify" in kinds:
-        if evaluations is None:
+        if s.evaluations is None:
             raise ConfigError(
                 "verify review needs the judge's evaluations (an `nrp evaluate` output)"
             )
-        table = read_table(evaluations, text_columns=["answer_id", "qid"])
+        table = read_table(s.evaluations, text_columns=["answer_id", "qid"])
+        choices = [str(c) for c in s.choices]
         items += verify_items(
-            built, table, threshold, label_column, confidence_column, [str(c) for c in choices]
+            built, table, s.threshold, s.label_column, s.confidence_column, choices
         )
         origin.update(
-            evaluations=str(Path(evaluations).resolve()),
-            threshold=threshold,
-            label_column=label_column,
-            confidence_column=confidence_column,
+            evaluations=str(Path(s.evaluations).resolve()),
+            threshold=s.threshold,
+            label_column=s.label_column,
+            confidence_column=s.confidence_column,
         )
-    return ReviewProject(name, tuple(reviewers), reviews_per_item, tuple(items), scales, origin)
+    return ReviewProject(name, tuple(reviewers), s.reviews_per_item, tuple(items), scales, origin)

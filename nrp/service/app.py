@@ -43,7 +43,6 @@ from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from nrp import __version__
 from nrp.errors import NrpError
 from nrp.service.config import ServiceConfig
 from nrp.service.disclosure import internal_error, redact_paths
@@ -52,6 +51,7 @@ from nrp.service.middleware import Authenticate, BodyLimit, Observe
 from nrp.service.routes import ROUTERS
 from nrp.service.routes.review import open_desks
 from nrp.service.state import Service
+from nrp.version import __version__
 
 log = logging.getLogger("nrp.service")
 

@@ -244,7 +244,7 @@ def canonical_ranker(
     return ranker.spec()
 
 
-def _check_sub_rankers(ranker: Any, models: ModelPlaces) -> None:
+def _check_sub_rankers(ranker: api.Ranker, models: ModelPlaces) -> None:
     """The rankers a ranker is made of (``fuse:rankers=bm25+dense:model=...``) load only models
     the server offers too. Their specs sit inside a parameter's value, where
     ``check_spec_paths`` rewrites nothing, so a model there must be written as it resolves:

@@ -64,7 +64,7 @@ class _Build:
     D_q of every topic and the caches beside it, each on first use (opening a cache creates
     its file)."""
 
-    def __init__(self, stamp: int, collection: Any):
+    def __init__(self, stamp: int, collection: api.Collection):
         self.stamp = stamp
         self.collection = collection
 
@@ -74,12 +74,12 @@ class _Build:
         return self.collection.candidates()
 
     @cached_property
-    def caches(self) -> Any:
+    def caches(self) -> api.PositionCaches:
         """``PositionCaches``: positions (results cache), D_q scores, duoT5 pairs."""
         return api.PositionCaches.beside(self.collection)
 
     @cached_property
-    def evaluations(self) -> Any:
+    def evaluations(self) -> api.EvaluationCache:
         """The ``EvaluationCache``."""
         return api.EvaluationCache(self.collection.path / api.EVALUATION_CACHE_FILE)
 
@@ -94,7 +94,7 @@ class _Entry:
 
     def __init__(self, value: Any):
         self.value = value
-        self.positioners: dict[Any, Any] = {}
+        self.positioners: dict[api.PositionOptions, api.Positioner] = {}
         self.footprint = Footprint()
         self.stale = True
         self.measured = False
@@ -119,7 +119,7 @@ class ModelPool:
         self.changes = 0  # entries added or dropped and collections reloaded, since start
 
     # -- collections -------------------------------------------------------------------------
-    def collection(self, name: str) -> Any:
+    def collection(self, name: str) -> api.Collection:
         """The collection ``name`` as built now (reloaded when its store file changed)."""
         return self._build(name).collection
 
@@ -135,16 +135,16 @@ class ModelPool:
                 del self.entries[key]
         return self.builds[name]
 
-    def evaluation_cache(self, collection: Any) -> Any:
+    def evaluation_cache(self, collection: api.Collection) -> api.EvaluationCache:
         """The evaluation cache beside ``collection``."""
         return self._build(collection.name).evaluations
 
     # -- rankers, positioners, evaluators ----------------------------------------------------
-    def ranker(self, collection: Any, spec: str) -> Any:
+    def ranker(self, collection: api.Collection, spec: str) -> api.Ranker:
         """The ranker ``spec`` bound to ``collection``."""
         return self._ranker_entry(collection, spec).value
 
-    def _ranker_entry(self, collection: Any, spec: str) -> _Entry:
+    def _ranker_entry(self, collection: api.Collection, spec: str) -> _Entry:
         key = ("ranker", collection.name, _fingerprint(collection), spec)
         entry = self._use(key)
         if entry is None:
@@ -153,7 +153,9 @@ class ModelPool:
             entry = self._add(key, ranker)
         return entry
 
-    def positioner(self, collection: Any, spec: str, options: Any) -> Any:
+    def positioner(
+        self, collection: api.Collection, spec: str, options: api.PositionOptions
+    ) -> api.Positioner:
         """The ``Positioner`` of ranker ``spec`` over ``collection`` with ``options``
         (``PositionOptions``), storing into the caches beside the collection."""
         entry = self._ranker_entry(collection, spec)
@@ -233,5 +235,5 @@ class ModelPool:
         return shared
 
 
-def _fingerprint(collection: Any) -> str:
+def _fingerprint(collection: api.Collection) -> str:
     return str(collection.meta["fingerprint"])

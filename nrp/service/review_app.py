@@ -14,10 +14,10 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from nrp import __version__
 from nrp.service.config import DEFAULT_MAX_BODY_BYTES, ServiceConfig, Tokens
 from nrp.service.middleware import Authenticate, BodyLimit
 from nrp.service.routes import review
+from nrp.version import __version__
 
 
 def create_review_app(project_files: Sequence[Path], tokens: Tokens) -> FastAPI:

@@ -8,6 +8,7 @@
 - ``nrp.synth.output``: the collection folder, ``items.jsonl`` and the report.
 """
 
-from nrp.synth.synth import SynthResult, SynthSettings, format_report, synthesize
+from nrp.synth.output import format_report
+from nrp.synth.synth import SynthResult, SynthSettings, synthesize
 
 __all__ = ["SynthResult", "SynthSettings", "format_report", "synthesize"]

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from nrp.collection.build import check_name
 from nrp.errors import NrpError
 from nrp.synth.documents import Passage
 
@@ -63,11 +64,9 @@ ITEM_COLUMNS = [
 def check_out_folder(out: Path) -> None:
     """``out`` is a new folder, an empty one, or an earlier synth output (resumed); a file or
     a folder holding something else is an error before any work."""
-    from nrp.collection.build import _check_name
-
     if out.exists() and not out.is_dir():
         raise NrpError(f"{out}: exists and is not a folder")
-    _check_name(out.resolve().name)
+    check_name(out.resolve().name)
     ours = any((out / marker).exists() for marker in MARKERS)
     if out.is_dir() and any(out.iterdir()) and not ours:
         raise NrpError(f"{out}: folder is not empty and holds no nrp synth output")
@@ -122,7 +121,6 @@ def write_outputs(
     """Items and report always; the collection when at least one item was kept (its path),
     else None."""
     from nrp.collection.build import ingest
-    from nrp.synth.synth import format_report
     from nrp.tables import write_text
 
     out.mkdir(parents=True, exist_ok=True)
@@ -159,3 +157,47 @@ def write_outputs(
     write_text(source / "manifest.yaml", _manifest(out.resolve().name, report))
     result = ingest(source / "manifest.yaml", out.resolve().name, out.resolve().parent)
     return result.path
+
+
+def format_report(report: Mapping[str, Any]) -> str:
+    """The report as text (what the CLI prints and ``report.md`` holds)."""
+    lines = [
+        f"nrp synth: {report['docs']} with {report['llm']} ({report['checksum']})",
+        f"documents read: {report['documents']['read']}"
+        + "".join(f"; skipped {n} ({why})" for why, n in report["documents"]["skipped"].items()),
+        f"passages: {report['passages']}; prompts: {report['prompts']}; "
+        f"candidates: {report['candidates']}",
+        "",
+        f"{'stage':<16}{'dropped':>8}{'remaining':>10}  reasons",
+    ]
+    for stage in report["stages"]:
+        reasons = "; ".join(f"{why}: {n}" for why, n in stage["reasons"].items())
+        lines.append(
+            f"{stage['stage']:<16}{stage['dropped']:>8}{stage['remaining']:>10}  {reasons}"
+        )
+    lines += ["", f"kept: {report['kept']}", ""]
+    stages = [stage["stage"] for stage in report["stages"]]
+    header = f"{'kind':<12}{'candidates':>11}" + "".join(f"{s[:9]:>10}" for s in stages)
+    lines.append(header + f"{'kept':>6}")
+    for kind, counts in report["kinds"].items():
+        row = f"{kind:<12}{counts['candidates']:>11}" + "".join(f"{counts[s]:>10}" for s in stages)
+        lines.append(row + f"{counts['kept']:>6}")
+    calls = report["llm_calls"]
+    lines += [
+        "",
+        f"LLM calls: generation {calls['generation']} "
+        f"(from store {calls['generation_from_store']}), "
+        f"support {calls['support']} (from cache {calls['support_from_cache']})",
+        "",
+        "examples:",
+    ]
+    for stage, examples in report["examples"].items():
+        for example in examples:
+            lines.append(f"- [{stage}] {example['item_id']}: Q: {example['question']!s}")
+            lines.append(f"  A: {example['answer']!s}")
+            if example.get("reason"):
+                detail = f" ({example['detail']})" if example.get("detail") else ""
+                lines.append(f"  dropped: {example['reason']}{detail}")
+            if example.get("raw") is not None:
+                lines.append(f"  reply: {' '.join(str(example['raw']).split())[:200]}")
+    return "\n".join(lines)

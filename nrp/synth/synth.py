@@ -77,6 +77,7 @@ from nrp.synth.kinds import (
     prompt_spec,
     template_file,
 )
+from nrp.synth.output import check_out_folder, write_outputs
 
 Progress = Callable[[str], None]
 STAGES = ("parse", "language", "refers_to_text", "verbatim", "near_duplicate", "support")
@@ -236,7 +237,6 @@ def synthesize(
     is the folder's name); see the module docstring. ``settings`` and ``overrides`` (its
     fields): see ``SynthSettings``."""
     from nrp.generation.generate import parse_llm
-    from nrp.synth.output import check_out_folder, write_outputs
 
     run = settings_with(SynthSettings, settings, overrides).check()
     out = Path(out)
@@ -558,55 +558,11 @@ def build_report(
     }
 
 
-def format_report(report: Mapping[str, Any]) -> str:
-    """The report as text (what the CLI prints and ``report.md`` holds)."""
-    lines = [
-        f"nrp synth: {report['docs']} with {report['llm']} ({report['checksum']})",
-        f"documents read: {report['documents']['read']}"
-        + "".join(f"; skipped {n} ({why})" for why, n in report["documents"]["skipped"].items()),
-        f"passages: {report['passages']}; prompts: {report['prompts']}; "
-        f"candidates: {report['candidates']}",
-        "",
-        f"{'stage':<16}{'dropped':>8}{'remaining':>10}  reasons",
-    ]
-    for stage in report["stages"]:
-        reasons = "; ".join(f"{why}: {n}" for why, n in stage["reasons"].items())
-        lines.append(
-            f"{stage['stage']:<16}{stage['dropped']:>8}{stage['remaining']:>10}  {reasons}"
-        )
-    lines += ["", f"kept: {report['kept']}", ""]
-    header = f"{'kind':<12}{'candidates':>11}" + "".join(f"{s[:9]:>10}" for s in STAGES)
-    lines.append(header + f"{'kept':>6}")
-    for kind, counts in report["kinds"].items():
-        row = f"{kind:<12}{counts['candidates']:>11}" + "".join(f"{counts[s]:>10}" for s in STAGES)
-        lines.append(row + f"{counts['kept']:>6}")
-    calls = report["llm_calls"]
-    lines += [
-        "",
-        f"LLM calls: generation {calls['generation']} "
-        f"(from store {calls['generation_from_store']}), "
-        f"support {calls['support']} (from cache {calls['support_from_cache']})",
-        "",
-        "examples:",
-    ]
-    for stage, examples in report["examples"].items():
-        for example in examples:
-            lines.append(f"- [{stage}] {example['item_id']}: Q: {example['question']!s}")
-            lines.append(f"  A: {example['answer']!s}")
-            if example.get("reason"):
-                detail = f" ({example['detail']})" if example.get("detail") else ""
-                lines.append(f"  dropped: {example['reason']}{detail}")
-            if example.get("raw") is not None:
-                lines.append(f"  reply: {' '.join(str(example['raw']).split())[:200]}")
-    return "\n".join(lines)
-
-
 __all__ = [
     "STAGES",
     "SYNTH_OPTIONS",
     "SynthResult",
     "SynthSettings",
-    "format_report",
     "make_units",
     "synthesize",
 ]

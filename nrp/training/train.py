@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nrp import __version__
 from nrp.collection.collection import Collection
 from nrp.errors import ConfigError
 from nrp.models.checksums import checksum_path
@@ -44,6 +43,7 @@ from nrp.training.dense_model import DenseTraining
 from nrp.training.fit import Arrays, FitHistory, FitPlan, fit
 from nrp.training.model import CrossTraining, resolve_base
 from nrp.training.settings import TrainSettings
+from nrp.version import __version__
 
 Progress = Callable[[str], None]
 #: what each ``--ranker`` trains (``TrainSettings.ranker``)

@@ -9,7 +9,6 @@ corrections), ``selection`` (the rule), ``runs`` (run files), ``validate`` (the 
 ``result`` (JSON), ``report`` (text tables).
 """
 
-from nrp.validation import fusion_weights as _fusion_weights  # noqa: F401  (fuse: weights=fit)
 from nrp.validation.result import ValidationResult, chosen_rankers
 from nrp.validation.runs import read_run
 from nrp.validation.validate import validate, validate_runs

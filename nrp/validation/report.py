@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from nrp.validation.measures import display_name
+from nrp.measures import display_name
 from nrp.validation.selection import rank_systems
 from nrp.validation.validity import REPORTED_ONLY
 
 
-class ValidationResult(Protocol):
+class ResultView(Protocol):
     """What the tables read of a ``nrp.validation.result.ValidationResult`` (which calls them:
     this module imports nothing of it)."""
 
@@ -40,7 +40,7 @@ def _p(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def dimension_table(result: ValidationResult, dimension: str) -> str:
+def dimension_table(result: ResultView, dimension: str) -> str:
     dim = result.dimensions[dimension]
     settings = result.settings
     alpha = settings["alpha"]
@@ -104,7 +104,7 @@ def dimension_table(result: ValidationResult, dimension: str) -> str:
     return "\n".join(lines)
 
 
-def _against_random(result: ValidationResult, dimension: str, choice: Any, alpha: float) -> list:
+def _against_random(result: ResultView, dimension: str, choice: Any, alpha: float) -> list:
     """The chosen ranker's test against the random control, and whether the dimension enters
     the weighted NRP by default (``nrp.validation.selection.WEIGHTING_RULE``)."""
     weights = result.weighting()[0]
@@ -179,16 +179,14 @@ def validity_lines(dim: Any, ranked: list[str]) -> list[str]:
     return lines
 
 
-def format_result(result: ValidationResult) -> str:
+def format_result(result: ResultView) -> str:
     parts = [dimension_table(result, d) for d in result.dimensions]
     if result.warnings:
         parts.append("warnings:\n" + "\n".join(f"  {w}" for w in result.warnings))
     return "\n\n".join(parts)
 
 
-def _measure_rows(
-    result: ValidationResult, dim: Any, ranked: list[str], best: str | None
-) -> list[str]:
+def _measure_rows(result: ResultView, dim: Any, ranked: list[str], best: str | None) -> list[str]:
     """The table of measures, best ranker first, with each ranker's test against the chosen one
     (none when nothing was chosen)."""
     settings = result.settings

@@ -15,14 +15,14 @@ from typing import Any
 from nrp import statistics
 from nrp.collection.collection import Collection, LabelMode
 from nrp.errors import ConfigError
-from nrp.validation.degenerate import kind_names
-from nrp.validation.measures import (
+from nrp.measures import (
     DEFAULT_MEASURES,
     QrelsScope,
     QuerySet,
     evaluator_version,
     parse_measures,
 )
+from nrp.validation.degenerate import kind_names
 from nrp.validation.validity import DEFAULT_MAX_NRP, DEFAULT_MIN_WINS
 
 

@@ -22,19 +22,20 @@ from nrp import statistics
 from nrp.collection.collection import Collection
 from nrp.errors import ConfigError, InputError, NrpError
 from nrp.executors.base import Executor, active_executor
-from nrp.models.device import progress as progress_bar
-from nrp.rankers.base import Ranker
-from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
-from nrp.rankers.registry import as_rankers, default_rankers
-from nrp.settings import settings_with
-from nrp.validation.degenerate import degenerate_frame, query_materials
-from nrp.validation.measures import (
+from nrp.measures import (
     DimensionQrels,
-    Evaluator,
+    MeasureEvaluator,
     load_qrels,
     parse_measures,
     run_from_frame,
 )
+from nrp.models.device import progress as progress_bar
+from nrp.rankers.base import Ranker
+from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
+from nrp.rankers.coerce import as_rankers
+from nrp.rankers.registry import default_rankers
+from nrp.settings import settings_with
+from nrp.validation.degenerate import degenerate_frame, query_materials
 from nrp.validation.partitions import rank_with_executor
 from nrp.validation.result import (
     DimensionResult,
@@ -344,7 +345,7 @@ def _evaluate(
             collection, dimension, settings.labels, settings.qrels_scope, settings.query_set,
             candidates,
         )  # fmt: skip
-        evaluator = Evaluator.for_dimension(measures, qrels)
+        evaluator = MeasureEvaluator.for_dimension(measures, qrels)
         per_query = {}
         for info, run in systems:
             per_query[info.name] = evaluator.per_query(run)

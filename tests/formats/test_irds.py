@@ -15,7 +15,7 @@ import pytest
 
 import nrp
 from nrp import Collection, ingest
-from nrp.errors import InputError
+from nrp.errors import ConfigError, InputError
 
 ROOT = Path(nrp.__file__).resolve().parents[1]  # the nrp this test imported
 HELPER = Path(irds_datasets.__file__)
@@ -160,6 +160,8 @@ def test_library_ingests_an_id_and_notices_changed_qrels(tmp_path):
     changed = ingest(f"irds:{prefix}/tiny", indexes_dir=tmp_path / "ix")
     assert changed.rebuilt is True and changed.fingerprint != first.fingerprint
     assert qrels(Collection(changed.path), "relevance")[-1] == ("q2", "d2", 1)
+    with pytest.raises(ConfigError, match=r"irds:.*/tiny: --data-root does not apply"):
+        ingest(f"irds:{prefix}/tiny", indexes_dir=tmp_path / "ix", data_root=tmp_path)
 
 
 def test_a_label_outside_the_declared_scale_names_the_qrel(datasets, tmp_path):

@@ -22,7 +22,8 @@ from nrp.errors import ConfigError
 from nrp.positioning.injection import FULL_TRANSFORM, POINTWISE, injection_mode
 from nrp.positioning.scoring import score_answers
 from nrp.rankers.base import Ranker
-from nrp.rankers.fusion import FusionRanker, weight_grid
+from nrp.rankers.fusion import FusionRanker
+from nrp.rankers.fusion_weights import weight_grid
 from nrp.rankers.registry import RankerInfo, all_rankers, make_ranker, register, unregister
 from nrp.spec import split_specs
 from nrp.validation import validate
@@ -396,3 +397,42 @@ def test_fitted_fusion_in_a_fresh_nrp_agreement_process(tmp_path):
     assert len(written) == len(direct) == 1
     assert written[0]["tau_mean"] == pytest.approx(direct["tau_mean"].iloc[0], abs=1e-12)
     assert written[0]["tau_pooled"] == pytest.approx(direct["tau_pooled"].iloc[0], abs=1e-12)
+
+
+def test_fitted_fusion_through_the_api_in_a_fresh_interpreter(tmp_path):
+    """`nrp.api.make_ranker` alone builds a fitted fusion that scores, in a new interpreter that
+    imported nothing else of nrp (the fitter was once installed only by importing
+    nrp.validation), and its NRP equals the in-process call's."""
+    import json
+    import subprocess
+    import sys
+    from importlib import resources
+
+    from nrp import api
+
+    demo = resources.files("nrp") / "data" / "demo"
+    api.ingest(str(demo / "manifest.yaml"), indexes_dir=tmp_path / "ix")
+    spec = "fuse:rankers=tfidf+bm25,weights=fit,dimension=relevance"
+    code = (
+        "import json, sys\n"
+        "import nrp.api as api\n"
+        "collection = api.Collection.load('demo', sys.argv[1])\n"
+        "ranker = api.make_ranker(sys.argv[2])\n"
+        "answers = api.read_answers(sys.argv[3]).answers\n"
+        "frame = api.score_answers(collection, answers, {'relevance': ranker}, cache=False)\n"
+        "print(json.dumps({'fitted': ranker.fitted.describe(), 'nrp': frame['nrp'].tolist()}))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "ix"), spec, str(demo / "answers.jsonl")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    fresh = json.loads(proc.stdout.strip().splitlines()[-1])
+    collection = api.Collection.load("demo", tmp_path / "ix")
+    ranker = api.make_ranker(spec)
+    answers = api.read_answers(str(demo / "answers.jsonl")).answers
+    here = api.score_answers(collection, answers, {"relevance": ranker}, cache=False)
+    assert fresh["fitted"] == ranker.fitted.describe()
+    assert fresh["fitted"].startswith("fold 0: ")
+    assert len(fresh["nrp"]) >= len(answers) > 0
+    assert fresh["nrp"] == here["nrp"].tolist()

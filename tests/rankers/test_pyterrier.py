@@ -19,8 +19,8 @@ from word_collection import DOCS, Counting, brevity, build_words, overlap, overl
 from nrp import api
 from nrp.errors import ConfigError, NrpError
 from nrp.positioning.injection import FULL_TRANSFORM, POINTWISE, injection_mode
+from nrp.rankers.coerce import as_ranker
 from nrp.rankers.pyterrier import TransformerRanker, derived_key, from_transformer
-from nrp.rankers.registry import as_ranker
 
 ANSWERS = pd.DataFrame(
     {

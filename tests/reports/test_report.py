@@ -25,11 +25,11 @@ from nrp.cli import main
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, InputError
 from nrp.evaluators.run import evaluate_answers
+from nrp.measures import display_name
 from nrp.meta.report import meta_from_files, write_meta
 from nrp.positioning.scoring import score_answers
 from nrp.reports import build_report
 from nrp.reports.tables import LEAVE_ONE_OUT
-from nrp.validation.measures import display_name
 from nrp.validation.validate import validate
 
 DEMO = resources.files("nrp") / "data" / "demo"

@@ -377,8 +377,8 @@ def test_a_project_from_the_demo_collection(demo, tmp_path):
     )
     labels.to_csv(evaluations, index=False)
     project = api.create_review_project(
-        "demo", ["rank", "grade", "verify"], collection, ["alice", "bob"], 1, answers=answers,
-        documents=True, evaluations=evaluations, k=5, seed=3, threshold=0.5,
+        "demo", ["rank", "grade", "verify"], collection, ["alice", "bob"], answers,
+        reviews_per_item=1, documents=True, evaluations=evaluations, k=5, seed=3, threshold=0.5,
     )  # fmt: skip
     kinds = pd.Series([i.kind for i in project.items]).value_counts().to_dict()
     # 8 queries; 64 answers; flagged: confidence 0.2 (16) and no label (16)
@@ -394,6 +394,11 @@ def test_a_project_from_the_demo_collection(demo, tmp_path):
     again = api.create_review_project("demo", ["rank"], collection, ["a"], answers=answers,
                                       documents=True, k=5, seed=3)  # fmt: skip
     assert again.items[0].to_json() == rank.to_json()
+    settings = api.ReviewSettings(documents=True, k=5, seed=3)
+    same = api.create_review_project("demo", ["rank"], collection, ["a"], answers, settings)
+    assert same.to_json() == again.to_json()
+    with pytest.raises(TypeError, match=r"argument.*'top_k'.*ReviewSettings has"):
+        api.create_review_project("demo", ["rank"], collection, ["a"], answers, top_k=5)
     other = api.create_review_project("demo", ["rank"], collection, ["a"], answers=answers,
                                       documents=True, k=5, seed=4)  # fmt: skip
     assert other.items[0].hidden != rank.hidden

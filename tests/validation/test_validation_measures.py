@@ -9,7 +9,7 @@ import math
 import pytest
 
 from nrp.errors import ConfigError
-from nrp.validation.measures import Evaluator, display_name, parse_measures
+from nrp.measures import MeasureEvaluator, display_name, parse_measures
 
 LOG2_3 = math.log2(3)  # 1.584963
 LOG2_5 = math.log2(5)  # 2.321928
@@ -34,7 +34,7 @@ RUN = {
 
 @pytest.fixture(scope="module")
 def values():
-    return Evaluator(parse_measures(["nDCG@10", "AP", "Bpref"]), QRELS).per_query(RUN)
+    return MeasureEvaluator(parse_measures(["nDCG@10", "AP", "Bpref"]), QRELS).per_query(RUN)
 
 
 def test_ndcg_graded_gains_and_ideal_from_all_judgments(values):
@@ -83,7 +83,7 @@ def test_judged_query_missing_from_run_scores_zero_and_run_only_query_is_ignored
 
 
 def test_graded_gain_with_all_documents_retrieved_in_ideal_order_is_one():
-    evaluator = Evaluator(["nDCG@10"], {"q": {"a": 3, "b": 1, "c": 0}})
+    evaluator = MeasureEvaluator(["nDCG@10"], {"q": {"a": 3, "b": 1, "c": 0}})
     assert evaluator.per_query({"q": {"a": 3.0, "b": 2.0, "c": 1.0}})["nDCG@10"]["q"] == 1.0
     # swapping a and b: DCG = 1 + 3/log2(3) = 2.892789; IDCG = 3 + 1/log2(3) = 3.630930
     swapped = evaluator.per_query({"q": {"b": 3.0, "a": 2.0, "c": 1.0}})["nDCG@10"]["q"]
@@ -93,7 +93,7 @@ def test_graded_gain_with_all_documents_retrieved_in_ideal_order_is_one():
 def test_ndcg_cutoff_ignores_documents_below_rank_10():
     qrels = {"q": {f"n{i:02d}": 0 for i in range(10)} | {"r": 1}}
     run = {"q": {f"n{i:02d}": 10.0 - i for i in range(10)} | {"r": -1.0}}  # r at rank 11
-    assert Evaluator(["nDCG@10"], qrels).per_query(run)["nDCG@10"]["q"] == 0.0
+    assert MeasureEvaluator(["nDCG@10"], qrels).per_query(run)["nDCG@10"]["q"] == 0.0
 
 
 def test_parse_measures_and_display_names():

@@ -57,9 +57,9 @@ class SaveIn(BaseModel):
     save_id: str = Field(min_length=1, max_length=100)
 
 
-def open_desks(project_files: list[Path] | tuple[Path, ...]) -> dict[str, Any]:
+def open_desks(project_files: list[Path] | tuple[Path, ...]) -> dict[str, api.ReviewDesk]:
     """project name -> ``ReviewDesk`` (its store beside its file); a name twice is an error."""
-    desks: dict[str, Any] = {}
+    desks: dict[str, api.ReviewDesk] = {}
     for path in project_files:
         desk = api.ReviewDesk.open(path)
         if desk.name in desks:
@@ -68,7 +68,7 @@ def open_desks(project_files: list[Path] | tuple[Path, ...]) -> dict[str, Any]:
     return desks
 
 
-def _desk(request: Request, project: str, scope: str) -> Any:
+def _desk(request: Request, project: str, scope: str) -> api.ReviewDesk:
     desk = request.app.state.review_desks.get(project)
     reviewer = reviewer_of(scope)
     if desk is None or (reviewer is not None and reviewer not in desk.project.reviewers):

@@ -180,7 +180,7 @@ def run_from_frame(frame: pd.DataFrame) -> dict[str, dict[str, float]]:
     return run
 
 
-class Evaluator:
+class MeasureEvaluator:
     """Per-query values of the measures against one set of qrels, for any number of runs."""
 
     def __init__(
@@ -205,7 +205,7 @@ class Evaluator:
     @classmethod
     def for_dimension(
         cls, measures: Iterable[ir_measures.Measure | str], qrels: DimensionQrels
-    ) -> Evaluator:
+    ) -> MeasureEvaluator:
         return cls(measures, qrels.as_dict(), qrels.evaluated_qids)
 
     def per_query(self, run: Run) -> dict[str, dict[str, float]]:
