@@ -172,6 +172,8 @@ def agreement_rows(collection, plain, before, after) -> list[str]:
     scored = {}
     for tag, plan in plans.items():
         total = sum(w for _, w in plan.values())
+        if not total:  # nothing chosen: no weighted NRP
+            continue
         parts = ", ".join(f"{d} {w / total:.2f}" for d, (_, w) in plan.items())
         scored[f"{tag} weighted ({parts})"] = sum(
             nrp_by_spec[spec] * (w / total) for spec, w in plan.values()
