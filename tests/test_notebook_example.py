@@ -76,7 +76,9 @@ def test_a_pyterrier_t5_reranker_is_validated_and_used_for_nrp(tables):
     found, _ = tables
     validation = found["monot5_validation"]
     ndcg = validation[validation["measure"] == "nDCG@10"]
-    assert len(ndcg) == 2 and ndcg["system"].iloc[1] == "tfidf"
+    # the adapter, tfidf, and the random control validation adds
+    assert len(ndcg) == 3 and ndcg["system"].iloc[1] == "tfidf"
+    assert ndcg["system"].iloc[2] == "random"
     assert ndcg["system"].iloc[0].startswith("pyterrier:key=monot5-")  # the adapter's spec
     nrp_means = found["monot5_nrp"]
     assert nrp_means["nrp"].between(0, 1).all() and len(nrp_means) >= 2

@@ -38,7 +38,7 @@ def test_the_transformer_ranker_is_validated_beside_the_built_in_ones(found):
     tables, _ = found
     validation = tables["validation"]
     names = [s.name for s in validation.systems]
-    assert names == ["pyterrier:key=overlap-v1", "tfidf", "bm25", "guard"]
+    assert names == ["pyterrier:key=overlap-v1", "tfidf", "bm25", "guard", "random"]  # control
     assert validation.systems[0].computed == 120  # every document of D_q once
     assert set(validation.chosen()) == {"relevance", "readability"}
 

@@ -92,7 +92,7 @@ def test_save_runs_replaces_its_own_folder_and_refuses_any_other(demo, tmp_path)
     runs = tmp_path / "runs"
     validate(collection, "tfidf,random", save_runs=runs, cache=False, validity=False)
     assert sorted(p.name for p in runs.iterdir()) == ["random.run", "runs.tsv", "tfidf.run"]
-    validate(collection, "bm25", save_runs=runs, cache=False)
+    validate(collection, "bm25", save_runs=runs, cache=False, random_control=False)
     assert sorted(p.name for p in runs.iterdir()) == ["bm25.run", "runs.tsv"]  # replaced
 
     in_the_way = tmp_path / "a-file"

@@ -93,16 +93,21 @@ def test_the_command_writes_tables_and_figure(demo, tmp_path):
     assert "unknown perturbation 'nope'" in bad.stderr and not (tmp_path / "bad").exists()
 
 
-def test_entities_for_swapping_come_from_the_collection(demo, answers):
+def test_entities_for_swapping_come_from_the_query_s_judged_documents(demo, answers):
     pytest.importorskip("spacy")
-    found = contexts(demo, answers.head(1), 0, with_entities=True)
+    from nrp.probes.entities import find_entities
+
+    first = answers.head(1)
+    found = contexts(demo, first, 0, with_entities=True)
     entities = next(iter(found.values())).entities
-    # spaCy's small English model over the 120 demo documents: its labels, as it tags them
+    # spaCy's small English model over the judged documents of the answer's query (its labels,
+    # as it tags them): the same as finding them in those texts directly
+    d_q = demo.judged_docs_for(str(first["qid"].iloc[0]))
+    assert entities == find_entities(d_q["text"].astype(str).tolist())
     assert {label: len(values) for label, values in entities.items()} == {
-        "DATE": 54, "FAC": 1, "GPE": 5, "NORP": 3, "ORG": 20, "PERSON": 6, "PRODUCT": 1,
+        "DATE": 17, "GPE": 1, "NORP": 1, "ORG": 2, "PERSON": 1,
     }  # fmt: skip
-    assert "2 to 3 weeks" in entities["DATE"]
-    assert contexts(demo, answers.head(1), 0)[answers["answer_id"].iloc[0]].entities == {}
+    assert contexts(demo, first, 0)[first["answer_id"].iloc[0]].entities == {}
 
 
 def test_a_judges_labels_are_also_read_as_a_true_score():

@@ -90,13 +90,13 @@ def test_validation_on_an_executor_equals_the_local_run(mediqa, tmp_path):
     from nrp.rankers.cache import SCORE_CACHE_FILE
 
     lexical_or_skip()
-    specs = ["tfidf", "bm25:stats=collection"]
-    plain = validate(mediqa, specs, cache=False)
+    specs = ["tfidf", "bm25:stats=collection"]  # (without the random control: two tasks)
+    plain = validate(mediqa, specs, cache=False, random_control=False)
     shutil.copytree(mediqa.path, tmp_path / "mediqa-2019")
     copy = Collection.load("mediqa-2019", tmp_path)
     (copy.path / SCORE_CACHE_FILE).unlink(missing_ok=True)
     executor = LocalExecutor()
-    found = validate(copy, specs, executor=executor)
+    found = validate(copy, specs, executor=executor, random_control=False)
     assert found.to_dict() == plain.to_dict()
     # 1,107 documents of 150 queries per ranker: balanced_size(1107, 2048, 1) = 277 per
     # partition at most, whole queries packed: 5 partitions
@@ -104,6 +104,6 @@ def test_validation_on_an_executor_equals_the_local_run(mediqa, tmp_path):
         ("tfidf", 1107, 5), ("bm25:stats=collection", 1107, 5)
     ]  # fmt: skip
     assert [s.computed for s in found.systems] == [1107, 1107]
-    again = validate(copy, specs, executor=LocalExecutor())
+    again = validate(copy, specs, executor=LocalExecutor(), random_control=False)
     assert [s.computed for s in again.systems] == [0, 0]
     assert again.dimensions["relevance"].summary == found.dimensions["relevance"].summary
