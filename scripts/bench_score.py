@@ -195,8 +195,9 @@ def _floor(payload: dict) -> None:
 def timed_process(command: list[str], env: dict) -> tuple[float, float, int]:
     """(wall seconds, peak RSS in MB, exit status) of one whole process."""
     started = time.perf_counter()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)  # fmt: skip
+    # run elsewhere than the checkout: ``python -m`` puts the working folder first on the path
+    process = subprocess.Popen(command, env=env, cwd=tempfile.gettempdir(),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     assert process.stderr is not None
     tail = process.stderr.read()[-2000:]
     _, status, usage = os.wait4(process.pid, 0)
@@ -240,7 +241,9 @@ def _run(args: argparse.Namespace, work: Path) -> None:
     indexes, answers = work / "indexes", work / "answers.jsonl"
     payload = {"indexes": str(indexes), "answers": str(answers), "count": args.answers}
     name = run_child(SCRIPT, "--_prepare", payload)["collection"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    # this checkout's nrp (first on the path), whatever is installed
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": path}
     nrp = [sys.executable, "-m", "nrp", "score", name, str(answers), "--indexes", str(indexes),
            "--no-cache"]  # fmt: skip
     child = [sys.executable, str(SCRIPT)]
