@@ -94,6 +94,8 @@ _EXPORTS: dict[str, str] = {
     "check_flagged": "nrp.analysis.check",
     "check_gate": "nrp.analysis.check",
     "flag_answers": "nrp.analysis.flags",
+    "flags_aside": "nrp.analysis.flags",
+    "FlagsFile": "nrp.analysis.flags",
     "flag_shares": "nrp.analysis.flags",
     "read_flags": "nrp.analysis.flags",
     "FLAGS_FILE": "nrp.analysis.flags",

@@ -37,7 +37,7 @@ can be checked against the texts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import pandas as pd
 
@@ -141,7 +141,7 @@ def flag_answers(
         raise NrpError(f"no question text for qid {unknown[0]!r} ({len(unknown)} qids unknown)")
     texts = answers["text"].where(answers["text"].notna(), "").astype(str)
     values = pd.DataFrame(
-        _measures(texts.tolist(), qids.tolist(), questions, judged),
+        _measures(texts, qids.tolist(), questions, judged),
         columns=[*FLAG_NAMES, *MEASURE_COLUMNS],
         index=answers.index,
     )
@@ -191,7 +191,7 @@ class _QueryGrams:
 
 
 def _measures(
-    texts: list[str],
+    texts: pd.Series,
     qids: list[str],
     questions: Mapping[str, str],
     judged: Mapping[str, Sequence[str]],
@@ -199,11 +199,12 @@ def _measures(
     """``answer_flags`` of every answer as a tuple (``FLAG_NAMES``, then ``MEASURE_COLUMNS``):
     the same numbers, each text tokenised once through the memoised term pipeline
     (``analyse``: ``content_terms`` are its distinct terms), each query's question and judged
-    documents once."""
+    documents once. The texts are taken a slice at a time (``_in_slices``), so that a large
+    answer set is not held twice, as a frame and as Python strings."""
     asked: dict[str, set[str]] = {}
     grams: dict[str, _QueryGrams] = {}
     rows = []
-    for text, qid in zip(texts, qids, strict=True):
+    for text, qid in zip(_in_slices(texts), qids, strict=True):
         if qid not in asked:
             asked[qid] = set(analyse(questions[qid]))
             grams[qid] = _QueryGrams(judged.get(qid, ()))
@@ -217,3 +218,9 @@ def _measures(
             (share >= QUESTION_SHARE, copied >= COPY_SHARE, new < MIN_NEW_TERMS, share, copied, new)
         )
     return rows
+
+
+def _in_slices(texts: pd.Series, size: int = 4096) -> Iterator[str]:
+    """The texts as Python strings, ``size`` at a time."""
+    for start in range(0, len(texts), size):
+        yield from texts.iloc[start : start + size].tolist()
