@@ -762,6 +762,7 @@ def _jsonl_columns(file: Path, known_qids: set[str] | None) -> dict[str, Any] | 
         return None
     try:
         table = pj.read_json(pa.BufferReader(data))
+        table.validate(full=True)  # pyarrow's JSON reader does not check strings are UTF-8
     except (pa.ArrowException, ValueError):
         return None
     del data
