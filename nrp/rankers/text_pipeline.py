@@ -162,18 +162,6 @@ def analyse(text: str) -> list[str]:
     return list(filter(None, terms))  # None: dropped (a term is never empty)
 
 
-def term_set(text: str) -> set[str]:
-    """``set(analyse(text))``: the distinct terms, each distinct token looked up once."""
-    tokens = set(raw_tokens(text))
-    try:
-        terms = set(map(_TERM_MEMO.__getitem__, tokens))
-    except KeyError:
-        _learn(list(tokens))
-        terms = set(map(_TERM_MEMO.__getitem__, tokens))
-    terms.discard(None)
-    return terms
-
-
 def term_counts(text: str) -> Counter[str]:
     """Term frequencies of ``text`` after the pipeline (a document's row in an index)."""
     return Counter(analyse(text))
