@@ -44,6 +44,9 @@ bench: setup
 	$(BIN)/python scripts/bench_rankers.py
 	$(BIN)/python scripts/bench_nrp.py
 	$(BIN)/python scripts/bench_positioning.py
+	@# whole `nrp score` processes on 100k MEDIQA answers, every lexical ranker and statistics
+	@# mode, beside a plain Python loop and the floor of the process (issue 28)
+	$(BIN)/python scripts/bench_score.py
 	@# dense cold fast vs full re-rank on the CLEF eHealth answer set (150 of the first query's
 	@# 400 answers: the full re-rank embeds D_q again for every answer)
 	$(BIN)/python scripts/bench_nrp.py --rankers dense --no-cached --limit-queries 1 \

@@ -38,6 +38,7 @@ from typing import Any, Literal, Protocol
 import pandas as pd
 
 from nrp.collection.formats._io import (
+    MAX_LINE_CHARS,
     folder_files,
     iter_lines,
     iter_table,
@@ -172,7 +173,7 @@ def read_answers(
     reader = AnswerReader(_known_qids(collection), skip_invalid)
     for file in _answer_files(path):
         reader.read_file(file)
-    if not reader.rows["answer_id"]:
+    if not reader.count:
         problem = "no answers"
         if reader.skipped:
             first = reader.skipped[0]
@@ -277,14 +278,20 @@ class AnswerReader:
         self.group_position: dict[tuple[str, str, str], int] = {}
         self.citations: list[tuple[str, ...]] = []
         self.has_reports = False  # the frame has the column CITATIONS when a report was read
+        # answers read column by column (``_read_jsonl_columns``), in order with ``rows``: the
+        # frames read so far, each after the rows that came before it
+        self.parts: list[pd.DataFrame] = []
+        self.count = 0  # answers added, in ``rows`` and ``parts``
 
     # --- files ---------------------------------------------------------------------------------
 
     def read_file(self, file: Path) -> None:
         suffix = file.suffix.lower()
-        before = len(self.rows["answer_id"]) + len(self.skipped)
+        before = self.count + len(self.skipped)
         if suffix in LONG_SUFFIXES:
-            self._read_jsonl(file)
+            columns = _jsonl_columns(file, self.known_qids)
+            if columns is None or not self._add_columns(file, columns):
+                self._read_jsonl(file)
         elif suffix in TABLE_SUFFIXES:
             records = iter_table(file)
             first = next(records, None)
@@ -293,7 +300,7 @@ class AnswerReader:
         else:
             columns, records = _parquet_records(file)
             self._read_records(file, columns, records, "row")
-        if len(self.rows["answer_id"]) + len(self.skipped) == before:
+        if self.count + len(self.skipped) == before:
             raise InputError(file, None, "file has no answers (a header, no rows)")
         self.files.append(file)
 
@@ -458,6 +465,53 @@ class AnswerReader:
         for column, value in zip(COLUMNS, (answer_id, llm, prompt, qid, sample, text), strict=True):
             self.rows[column].append(value)
         self.citations.append(cited)
+        self.count += 1
+
+    def _add_columns(self, file: Path, frame: dict[str, Any]) -> bool:
+        """A JSON Lines file's answers read column by column (``_jsonl_columns``: every record
+        valid, ids in NFC and stripped, as lists; sample an array; text a Series): samples
+        derived and answer ids checked as ``read_record`` does them. False, with nothing added,
+        when an id repeats (within the file or with an answer read before): the file is then
+        read record by record, which says where."""
+        groups = list(zip(frame["llm"], frame["prompt"], frame["qid"], strict=True))
+        positions = []
+        claimed = dict(self.group_position)
+        for group in groups:
+            position = claimed.get(group, 0)
+            claimed[group] = position + 1
+            positions.append(position)
+        count = len(frame["qid"])
+        given_samples = frame.get("sample", [None] * count)
+        samples = [p if n is None else n for p, n in zip(positions, given_samples, strict=True)]
+        given = frame.get("answer_id", [None] * count)
+        ids = [
+            a if a is not None else f"{llm}/{prompt}/{qid}/{n}"
+            for a, (llm, prompt, qid), n in zip(given, groups, samples, strict=True)
+        ]
+        if len(set(ids)) != len(ids) or not self.first_seen.keys().isdisjoint(ids):
+            return False
+        self.group_position = claimed
+        self.first_seen.update(
+            (answer_id, AnswerLocation(file, line)) for line, answer_id in enumerate(ids, start=1)
+        )
+        if self.rows["answer_id"]:
+            self.parts.append(self._rows_frame())
+        self.parts.append(
+            pd.DataFrame(
+                {
+                    "answer_id": ids,
+                    "llm": frame["llm"],
+                    "prompt": frame["prompt"],
+                    "qid": frame["qid"],
+                    "sample": samples,
+                    "text": frame["text"],
+                },
+                columns=COLUMNS,
+            ).astype({"sample": "int64"})
+        )
+        self.citations.extend([()] * count)
+        self.count += count
+        return True
 
     def _invalid(
         self,
@@ -473,11 +527,25 @@ class AnswerReader:
             SkippedRow(str(where.file), where.line, reason, kind, llm, prompt, where.unit)
         )
 
-    def frame(self) -> pd.DataFrame:
+    def _rows_frame(self) -> pd.DataFrame:
+        """The answers in ``rows`` as a frame, and ``rows`` emptied."""
         frame = pd.DataFrame(self.rows, columns=COLUMNS)
-        frame = frame.astype({column: str for column in COLUMNS if column != "sample"}).astype(
+        self.rows = {column: [] for column in COLUMNS}
+        return frame.astype({column: str for column in COLUMNS if column != "sample"}).astype(
             {"sample": "int64"}
         )
+
+    def frame(self) -> pd.DataFrame:
+        if self.parts and self.rows["answer_id"]:
+            self.parts.append(self._rows_frame())
+        if len(self.parts) == 1:
+            frame = self.parts[0].astype({c: str for c in COLUMNS if c != "sample"})
+        elif self.parts:
+            frame = pd.concat(self.parts, ignore_index=True).astype(
+                {c: str for c in COLUMNS if c != "sample"}
+            )
+        else:
+            frame = self._rows_frame()
         if self.has_reports:
             frame[CITATIONS] = pd.Series(self.citations, index=frame.index, dtype=object)
         return frame
@@ -657,6 +725,105 @@ def _cited_doc(number: int, citation: Any, references: Any) -> str:
             f"(references has {count} entr{'y' if count == 1 else 'ies'})",
         )
     return _name(references[citation], f"references[{citation}]")
+
+
+#: a text blank to Python (``str.isspace``, what ``str.strip`` removes: the 29 code points for
+#: which ``chr(c).isspace()`` holds), as an RE2 regex
+_BLANK = (
+    "^[\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}"
+    "\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]*$"
+)
+
+
+_LONG_KEYS = frozenset(COLUMNS)
+
+
+def _jsonl_columns(file: Path, known_qids: set[str] | None) -> dict[str, Any] | None:
+    """A long-layout JSON Lines file read by pyarrow, column by column, when every record is
+    plainly valid: one JSON object per line (no blank line), the keys of ``COLUMNS`` only,
+    llm, prompt, qid, text (and answer_id) strings on every line, sample (if given) an integer
+    from 0 to ``MAX_SAMPLE`` on every line, every qid known, no text blank; ids in NFC and
+    stripped as ``_optional_name`` gives them (an id blank once stripped: not plainly valid).
+    None otherwise: the file is read record by record, which finds and words every problem
+    (the records this accepts, it accepts with the same values)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    try:
+        data = file.read_bytes()
+    except OSError:
+        return None
+    lines = data.count(b"\n") + (not data.endswith(b"\n"))
+    # a blank line: pyarrow skips it (line numbers would drift); the records read it
+    if re.search(rb"\S", data) is None or re.search(rb"\n[ \t\r]*\n", b"\n" + data) is not None:
+        return None
+    if _longest_line(data) > MAX_LINE_CHARS:  # bytes, at least as many as characters
+        return None
+    try:
+        table = pj.read_json(pa.BufferReader(data))
+        table.validate(full=True)  # pyarrow's JSON reader does not check strings are UTF-8
+    except (pa.ArrowException, ValueError):
+        return None
+    del data
+    names = set(table.column_names)
+    if table.num_rows != lines or not names <= _LONG_KEYS or not set(LONG_REQUIRED) <= names:
+        return None
+    out: dict[str, Any] = {}
+    for name in table.column_names:
+        column = table.column(name)
+        if column.null_count:
+            return None
+        if name == "sample":
+            if not pa.types.is_integer(column.type) or not (
+                pc.min(column).as_py() >= 0 and pc.max(column).as_py() <= MAX_SAMPLE
+            ):
+                return None
+            out[name] = column.to_numpy()
+            continue
+        if not pa.types.is_string(column.type):
+            return None
+        if name == "text":
+            if pc.any(pc.match_substring_regex(column, _BLANK)).as_py():
+                return None
+            out[name] = column.to_pandas()
+            continue
+        values = _names(column)
+        if values is None:
+            return None
+        out[name] = values
+    if known_qids is not None and not set(out["qid"]) <= known_qids:
+        return None
+    return out
+
+
+def _longest_line(data: bytes) -> int:
+    """The most bytes between two line ends (0 when no line can be over ``MAX_LINE_CHARS``)."""
+    if len(data) <= MAX_LINE_CHARS:
+        return 0
+    longest = start = 0
+    while (end := data.find(b"\n", start)) >= 0:
+        longest, start = max(longest, end - start), end + 1
+    return max(longest, len(data) - start)
+
+
+def _names(column: Any) -> list[str] | None:
+    """Ids of a string column as ``_optional_name`` gives them (NFC, stripped); None when one is
+    blank once stripped (``read_record`` words that)."""
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(column).combine_chunks()
+    names = [_optional_name_or_blank(value) for value in encoded.dictionary.to_pylist()]
+    if any(name is None for name in names):
+        return None
+    return [names[i] for i in encoded.indices.to_numpy()]
+
+
+def _optional_name_or_blank(value: str) -> str | None:
+    try:
+        return _optional_name(value, "id")
+    except _Invalid:
+        return None
 
 
 def _chain(

@@ -19,7 +19,15 @@ from __future__ import annotations
 from nrp.analysis.agreement import agreement
 from nrp.analysis.check import CheckResult, assert_nrp, check_flagged, check_gate, check_results
 from nrp.analysis.citations import CITATIONS_FILE, cite_answers, has_citations, read_citations
-from nrp.analysis.flags import FLAG_NAMES, FLAGS_FILE, flag_answers, flag_shares, read_flags
+from nrp.analysis.flags import (
+    FLAG_NAMES,
+    FLAGS_FILE,
+    FlagsFile,
+    flag_answers,
+    flag_shares,
+    flags_aside,
+    read_flags,
+)
 from nrp.analysis.leaderboard import leaderboard, write_leaderboard
 from nrp.analysis.summary import summarize
 from nrp.answers import AnswerLocation, AnswerReader, read_answers, report_citations
@@ -115,6 +123,7 @@ __all__ = [
     "EvaluationSettings",
     "Executor",
     "ExperimentResult",
+    "FlagsFile",
     "GenerationOptions",
     "GenerationSettings",
     "Manifest",
@@ -172,6 +181,7 @@ __all__ = [
     "first_outside",
     "flag_answers",
     "flag_shares",
+    "flags_aside",
     "format_report",
     "from_transformer",
     "generate_answers",

@@ -11,12 +11,18 @@ The share is over answers, not queries: a flag is a property of one text.
 
 from __future__ import annotations
 
+import os
+import pickle
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from nrp.collection.collection import Collection
-from nrp.errors import InputError
+from nrp.errors import InputError, NrpError
 from nrp.tables import read_table_file, text_column
 from nrp.validation import flags as rules
 
@@ -106,3 +112,94 @@ def flag_shares(flags: pd.DataFrame) -> pd.DataFrame:
     table["n_answers"] = table["n_answers"].astype(int)
     table["n_flagged"] = table["n_flagged"].astype(int)
     return table
+
+
+#: the least answers for which ``flags_aside`` computes the flags in a second process: below,
+#: starting one costs more than it saves
+ASIDE_MIN_ANSWERS = 5_000
+
+
+def flags_aside(collection: Collection, answers: pd.DataFrame) -> FlagsAside:
+    """``flag_answers`` started beside the caller's own work, and a function that waits for it:
+    in a forked process where ``os.fork`` exists and there are at least ``ASIDE_MIN_ANSWERS``
+    answers (``nrp score`` positions the answers meanwhile: the two use two cores), else here
+    when the function is called. The flags come back as ``flags.csv``'s bytes, written where
+    the caller decides (nothing is written by the worker; the collection's store is opened
+    afresh there). An error in the worker is raised by the function; ``cancel()`` ends a
+    worker whose result is not wanted (the caller failed)."""
+    if not hasattr(os, "fork") or len(answers) < ASIDE_MIN_ANSWERS:
+        return FlagsAside(lambda: FlagsFile.of(flag_answers(collection, answers)))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker: compute, send, leave without running the caller's exit handlers
+        os.close(read_end)
+        try:
+            try:
+                payload = pickle.dumps(("ok", FlagsFile.of(flag_answers(collection, answers))))
+            except Exception as error:  # raised where the caller waits
+                try:
+                    payload = pickle.dumps(("error", error))
+                except Exception:
+                    payload = pickle.dumps(("error", NrpError(str(error))))
+            with os.fdopen(write_end, "wb") as out:
+                out.write(payload)
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    return _Waiter(pid, read_end)
+
+
+class FlagsAside:
+    """What ``flags_aside`` returns: call it for the ``FlagsFile`` (computed here); ``cancel``
+    does nothing."""
+
+    def __init__(self, compute: Callable[[], FlagsFile]):
+        self.compute = compute
+
+    def __call__(self) -> FlagsFile:
+        return self.compute()
+
+    def cancel(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class FlagsFile:
+    """The flags of an answer set as ``flags.csv``'s bytes, and how many answers are flagged."""
+
+    data: bytes
+    flagged: int
+    answers: int
+
+    @classmethod
+    def of(cls, flags: pd.DataFrame) -> FlagsFile:
+        text = flags.to_csv(index=False)
+        return cls(text.encode("utf-8"), int(flags["flagged"].sum()), len(flags))
+
+
+class _Waiter(FlagsAside):
+    """Waits for a forked ``flags_aside`` worker; ``cancel`` ends it."""
+
+    def __init__(self, pid: int, read_end: int):
+        self.pid, self.read_end = pid, read_end
+
+    def __call__(self) -> FlagsFile:
+        with os.fdopen(self.read_end, "rb") as source:
+            data = source.read()
+        _, status = os.waitpid(self.pid, 0)
+        if not data:
+            raise NrpError(f"computing the flags failed (worker exit status {status})")
+        kind, value = pickle.loads(data)
+        if kind == "error":
+            raise value
+        return value
+
+    def cancel(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+            os.waitpid(self.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(self.read_end)

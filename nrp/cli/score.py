@@ -132,27 +132,47 @@ def _rankers(args: argparse.Namespace, collection: api.Collection) -> object:
     return _pairs(args.ranker, "--ranker")
 
 
+def _score(
+    args: argparse.Namespace,
+    collection: api.Collection,
+    answers: object,
+    rankers: object,
+    weights: dict[str, float] | None,
+) -> object:
+    """``score_answers`` with the options of the command line, on its executor."""
+    with open_executor(args) as executor:
+        results = api.score_answers(
+            collection, answers, rankers, ties=args.ties,
+            frozen_stats=args.frozen_stats, full_rerank=args.full_rerank, weights=weights,
+            all_dimensions=args.all_dimensions,
+            cache=not args.no_cache, progress=print_progress, executor=executor, trec=args.trec,
+        )  # fmt: skip
+        report_executor(executor)
+    return results
+
+
 def handle(args: argparse.Namespace) -> int:
     check_out(args.out)
     collection = api.Collection.load(args.collection, args.indexes)
     answer_set = read_answer_set(args.answers, collection, args.skip_invalid)
     rankers = _rankers(args, collection)
     weights = {k: float(v) for k, v in _pairs(args.weight, "--weight").items()} or None
-    with open_executor(args) as executor:
-        results = api.score_answers(
-            collection, answer_set.answers, rankers, ties=args.ties,
-            frozen_stats=args.frozen_stats, full_rerank=args.full_rerank, weights=weights,
-            all_dimensions=args.all_dimensions,
-            cache=not args.no_cache, progress=print_progress, executor=executor, trec=args.trec,
-        )  # fmt: skip
-        report_executor(executor)
-    flags = api.flag_answers(collection, answer_set.answers)
+    # the flags on a second core (a forked worker) while the answers are positioned here
+    flagging = api.flags_aside(collection, answer_set.answers) if args.executor == "local" else None
+    try:
+        results = _score(args, collection, answer_set.answers, rankers, weights)
+        flags = flagging() if flagging else api.FlagsFile.of(
+            api.flag_answers(collection, answer_set.answers))  # fmt: skip
+    except BaseException:
+        if flagging:
+            flagging.cancel()
+        raise
     cited = api.has_citations(answer_set.answers)
     citations = api.cite_answers(collection, answer_set.answers) if cited else None
     args.out.mkdir(parents=True, exist_ok=True)
     write_aside(args.out / "results.parquet", lambda p: results.to_parquet(p, index=False))
     write_aside(args.out / "results.csv", lambda p: results.to_csv(p, index=False))
-    write_aside(args.out / api.FLAGS_FILE, lambda p: flags.to_csv(p, index=False))
+    write_aside(args.out / api.FLAGS_FILE, lambda p: p.write_bytes(flags.data))
     json_export(api.scoring_record(results), args.out / api.SCORING_FILE)
     if citations is not None:
         write_aside(args.out / api.CITATIONS_FILE, lambda p: citations.to_csv(p, index=False))
@@ -165,7 +185,7 @@ def handle(args: argparse.Namespace) -> int:
     for warning in results.attrs.get("warnings", []):
         print(f"warning: {warning}")
     print(f"{results['answer_id'].nunique():,} answers scored; wrote {args.out}/results.parquet "
-          f"and results.csv; {int(flags['flagged'].sum()):,} of {len(flags):,} answers flagged "
+          f"and results.csv; {flags.flagged:,} of {flags.answers:,} answers flagged "
           f"in {api.FLAGS_FILE}")  # fmt: skip
     if args.trec:
         print(f"wrote the injected rankings to {args.trec}")

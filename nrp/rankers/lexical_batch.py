@@ -32,7 +32,7 @@ from functools import cached_property
 import numpy as np
 
 from nrp.rankers import text_pipeline
-from nrp.rankers.lexical import LexicalIndex, TermStatistics, WeightingModel
+from nrp.rankers.lexical import CorpusStatistics, LexicalIndex, TermStatistics, WeightingModel
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,8 +87,15 @@ class QueryPostings:
 
     def answer_frequencies(self, terms: Sequence[str]) -> list[int]:
         """tf of each entry's term in an answer's terms."""
-        hits = list(filter(self._wanted.__contains__, terms))  # few: list.count is cheapest
-        return [hits.count(term) for term in self.terms] if hits else [0] * len(self.terms)
+        return _frequencies(self.terms, self._wanted, terms)
+
+
+def _frequencies(
+    entries: tuple[str, ...], wanted: frozenset[str], terms: Sequence[str]
+) -> list[int]:
+    """tf of each entry's term in ``terms``."""
+    hits = list(filter(wanted.__contains__, terms))  # few: list.count is cheapest
+    return [hits.count(term) for term in entries] if hits else [0] * len(entries)
 
 
 @dataclass(frozen=True)
@@ -172,3 +179,77 @@ def score_with_each_extra(
     weights = model.weight(tf, dl, stats)
     flat = np.bincount(slot, weights=weights, minlength=int(sizes.sum()))
     return ExtraScores(flat, starts, n_docs)
+
+
+@dataclass(frozen=True, eq=False)
+class FrozenQuery:
+    """What scoring an answer against frozen statistics needs of one query: its entries (term,
+    keyFrequency) and their df and F, N and avgdl of the statistics (D_q's own, or the
+    collection's), none of which an answer changes."""
+
+    terms: tuple[str, ...]
+    key_frequency: np.ndarray
+    df: np.ndarray
+    cf: np.ndarray
+    num_docs: int
+    avg_doc_len: float
+
+    @cached_property
+    def _wanted(self) -> frozenset[str]:
+        return frozenset(self.terms)
+
+    @classmethod
+    def of(cls, statistics: CorpusStatistics, query: str) -> FrozenQuery:
+        entries = text_pipeline.query_terms(query)
+        num_docs, num_tokens = statistics.num_docs, statistics.num_tokens
+        return cls(
+            terms=tuple(term for term, _ in entries),
+            key_frequency=np.array([k for _, k in entries], dtype=np.float64),
+            df=np.array([statistics.df.get(term, 0) for term, _ in entries], dtype=np.int64),
+            cf=np.array([statistics.cf.get(term, 0) for term, _ in entries], dtype=np.int64),
+            num_docs=int(num_docs),
+            # as ``LexicalIndex.score_terms`` computes it (Python's division of the integers)
+            avg_doc_len=num_tokens / num_docs if num_docs else 0.0,
+        )
+
+    def answer_frequencies(self, terms: Sequence[str]) -> list[int]:
+        """tf of each entry's term in an answer's terms."""
+        return _frequencies(self.terms, self._wanted, terms)
+
+
+def score_frozen(
+    queries: Sequence[FrozenQuery], term_lists: Sequence[Sequence[str]], model: WeightingModel
+) -> np.ndarray:
+    """Answer i (terms ``term_lists[i]``) scored against the frozen statistics of
+    ``queries[i]``, all answers in one pass: the floats of ``LexicalIndex(postings of the
+    answers, counted nothing, the statistics).score(query)``: per answer, the model's weight of
+    each entry whose term it has and the statistics know (df > 0; Terrier skips a term not
+    found), added in entry order starting from 0.0 (``np.bincount`` adds in input order)."""
+    count = len(queries)
+    if count == 0:
+        return np.zeros(0, dtype=np.float64)
+    n_entries = np.array([len(q.terms) for q in queries], dtype=np.int64)
+    pair_tf = np.array(
+        [
+            f
+            for q, terms in zip(queries, term_lists, strict=True)
+            for f in q.answer_frequencies(terms)
+        ],
+        dtype=np.int64,
+    )
+    pair_owner = np.repeat(np.arange(count), n_entries)
+    pair_df = np.concatenate([q.df for q in queries])
+    scored = np.flatnonzero((pair_tf > 0) & (pair_df > 0))
+    owner = pair_owner[scored]
+    lengths = np.array([len(terms) for terms in term_lists], dtype=np.float64)
+    num_docs = np.array([q.num_docs for q in queries], dtype=np.float64)
+    avg_doc_len = np.array([q.avg_doc_len for q in queries], dtype=np.float64)
+    stats = TermStatistics(
+        num_docs[owner],
+        avg_doc_len[owner],
+        pair_df[scored].astype(np.float64),
+        np.concatenate([q.cf for q in queries])[scored].astype(np.float64),
+        np.concatenate([q.key_frequency for q in queries])[scored],
+    )
+    weights = model.weight(pair_tf[scored].astype(np.float64), lengths[owner], stats)
+    return np.bincount(owner, weights=weights, minlength=count)

@@ -142,17 +142,22 @@ def raw_tokens(text: str) -> list[str]:
     return text.encode("ascii", "replace").translate(_SEPARATORS).decode("ascii").split()
 
 
+def _learn(tokens: list[str]) -> None:
+    """Tokens seen for the first time through the pipeline, once each (``_TERM_MEMO``)."""
+    if len(_TERM_MEMO) > _TERM_MEMO_LIMIT:
+        _TERM_MEMO.clear()
+    for token in tokens:
+        if token not in _TERM_MEMO:
+            _TERM_MEMO[token] = _pipeline_term(token)
+
+
 def analyse(text: str) -> list[str]:
     """The indexing pipeline: the terms Terrier would index for ``text``, in order."""
     tokens = raw_tokens(text)
     try:
         terms = list(map(_TERM_MEMO.__getitem__, tokens))
     except KeyError:  # a token seen for the first time: through the pipeline once
-        if len(_TERM_MEMO) > _TERM_MEMO_LIMIT:
-            _TERM_MEMO.clear()
-        for token in tokens:
-            if token not in _TERM_MEMO:
-                _TERM_MEMO[token] = _pipeline_term(token)
+        _learn(tokens)
         terms = list(map(_TERM_MEMO.__getitem__, tokens))
     return list(filter(None, terms))  # None: dropped (a term is never empty)
 

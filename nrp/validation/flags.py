@@ -37,12 +37,12 @@ can be checked against the texts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import pandas as pd
 
 from nrp.errors import NrpError
-from nrp.rankers.text_pipeline import english_tokens, porter_stem, terrier_stopwords
+from nrp.rankers.text_pipeline import analyse, english_tokens, porter_stem, terrier_stopwords
 from nrp.validation.degenerate import WORD
 
 #: question_words: the least share of an answer's content terms that are the question's
@@ -61,6 +61,14 @@ ID_COLUMNS = ("answer_id", "qid", "llm", "prompt", "sample")
 MEASURE_COLUMNS = ("question_share", "copy_share", "new_terms")
 
 Gram = tuple[str, ...]
+#: ``bytes.translate`` table of ``WORD``'s characters: ASCII letters and digits lower-cased, the
+#: apostrophe kept, every other byte a space. A text encoded with ``errors="replace"`` (each
+#: non-ASCII character a "?", then a space) and split on whitespace gives exactly
+#: ``[w.lower() for w in WORD.findall(text)]``.
+_WORD_BYTES = bytes(
+    ord(chr(b).lower()) if (chr(b).isascii() and chr(b).isalnum()) or b == ord("'") else ord(" ")
+    for b in range(256)
+)
 
 
 def content_terms(text: str) -> frozenset[str]:
@@ -131,16 +139,12 @@ def flag_answers(
     unknown = sorted(set(qids) - set(questions))
     if unknown:
         raise NrpError(f"no question text for qid {unknown[0]!r} ({len(unknown)} qids unknown)")
-    grams = {
-        qid: [word_grams(str(text)) for text in judged.get(qid, ())] for qid in dict.fromkeys(qids)
-    }
     texts = answers["text"].where(answers["text"].notna(), "").astype(str)
-    rows = [
-        answer_flags(text, questions[qid], grams[qid])
-        for text, qid in zip(texts, qids, strict=True)
-    ]
-    columns = [*FLAG_NAMES, *MEASURE_COLUMNS]
-    values = pd.DataFrame(rows, columns=columns, index=answers.index)
+    values = pd.DataFrame(
+        _measures(texts, qids.tolist(), questions, judged),
+        columns=[*FLAG_NAMES, *MEASURE_COLUMNS],
+        index=answers.index,
+    )
     out = pd.DataFrame(
         {c: answers[c] for c in ID_COLUMNS if c in answers.columns}, index=answers.index
     )
@@ -155,3 +159,68 @@ def flag_answers(
         out[name] = values[name]
     out["new_terms"] = out["new_terms"].astype(int)
     return out.reset_index(drop=True)
+
+
+def _words(text: str) -> list[str]:
+    """``[w.lower() for w in WORD.findall(text)]``, by ``bytes.translate`` (``_WORD_BYTES``)."""
+    return text.encode("ascii", "replace").translate(_WORD_BYTES).decode("ascii").split()
+
+
+def _grams(text: str) -> set[Gram]:
+    """``word_grams(text)`` as a set (the same grams)."""
+    words = _words(text)
+    if len(words) < COPY_GRAM:
+        return {tuple(words)} if words else set()
+    return set(zip(*(words[i:] for i in range(COPY_GRAM)), strict=False))
+
+
+class _QueryGrams:
+    """A query's judged documents as word grams: each document's, and their union (most answers
+    share no gram with any document: one set intersection tells)."""
+
+    def __init__(self, documents: Sequence[str]):
+        self.documents = [_grams(str(text)) for text in documents]
+        self.union: set[Gram] = set().union(*self.documents)
+
+    def best(self, grams: set[Gram]) -> int:
+        """The most of ``grams`` that occur in one document (``copy_share``'s numerator)."""
+        hits = grams & self.union
+        if not hits:
+            return 0
+        return max(len(hits & document) for document in self.documents)
+
+
+def _measures(
+    texts: pd.Series,
+    qids: list[str],
+    questions: Mapping[str, str],
+    judged: Mapping[str, Sequence[str]],
+) -> list[tuple]:
+    """``answer_flags`` of every answer as a tuple (``FLAG_NAMES``, then ``MEASURE_COLUMNS``):
+    the same numbers, each text tokenised once through the memoised term pipeline
+    (``analyse``: ``content_terms`` are its distinct terms), each query's question and judged
+    documents once. The texts are taken a slice at a time (``_in_slices``), so that a large
+    answer set is not held twice, as a frame and as Python strings."""
+    asked: dict[str, set[str]] = {}
+    grams: dict[str, _QueryGrams] = {}
+    rows = []
+    for text, qid in zip(_in_slices(texts), qids, strict=True):
+        if qid not in asked:
+            asked[qid] = set(analyse(questions[qid]))
+            grams[qid] = _QueryGrams(judged.get(qid, ()))
+        terms = set(analyse(text))
+        common = len(terms & asked[qid])
+        share = common / len(terms) if terms else 1.0
+        answer_grams = _grams(text)
+        copied = grams[qid].best(answer_grams) / len(answer_grams) if answer_grams else 0.0
+        new = len(terms) - common
+        rows.append(
+            (share >= QUESTION_SHARE, copied >= COPY_SHARE, new < MIN_NEW_TERMS, share, copied, new)
+        )
+    return rows
+
+
+def _in_slices(texts: pd.Series, size: int = 4096) -> Iterator[str]:
+    """The texts as Python strings, ``size`` at a time."""
+    for start in range(0, len(texts), size):
+        yield from texts.iloc[start : start + size].tolist()

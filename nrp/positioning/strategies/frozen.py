@@ -27,8 +27,10 @@ from nrp.positioning.strategies.statistics import (
     require_python_backend,
 )
 from nrp.positioning.ties import position
+from nrp.rankers import text_pipeline
 from nrp.rankers.base import Ranker, StatisticsScorer
 from nrp.rankers.lexical import CorpusStatistics, LexicalIndex
+from nrp.rankers.lexical_batch import FrozenQuery, score_frozen
 
 
 class _SummedCounts(Mapping[str, int]):
@@ -81,6 +83,7 @@ class LexicalFrozen(_FrozenStatistics):
     def __init__(self, state: InjectionState):
         super().__init__(state)
         self._statistics: dict[str, CorpusStatistics] = {}
+        self._queries: dict[str, FrozenQuery] = {}
 
     @classmethod
     def cache_scopes(
@@ -99,20 +102,25 @@ class LexicalFrozen(_FrozenStatistics):
             self._statistics[qid] = _with_background(texts, docnos, self.ranker.background)
         return self._statistics[qid]
 
+    def frozen_query(self, qid: str, query: str) -> FrozenQuery:
+        """The query's entries with their frozen statistics, built once per query."""
+        if qid not in self._queries:
+            self._queries[qid] = FrozenQuery.of(self.frozen_statistics(qid), query)
+        return self._queries[qid]
+
     def position(self, frame: pd.DataFrame) -> list[tuple]:
-        """D_q from the score cache; the answers of a query scored together, each against the
-        frozen statistics only (``counted`` False: no answer joins N, avgdl, df or F)."""
-        state, model = self.state, self.ranker.model
+        """D_q from the score cache; every answer of the batch, over any number of queries,
+        tokenised once and scored against its query's frozen statistics in one vectorised pass
+        (``nrp.rankers.lexical_batch.score_frozen``; no answer joins N, avgdl, df or F)."""
+        state = self.state
         qids = frame["qid"].tolist()
         doc_scores = state.scores_of_docs(qids, self.ranker)
-        answer_scores = np.zeros(len(frame), dtype=np.float64)
-        for qid, rows in frame.groupby("qid", sort=False).indices.items():
-            group = frame.iloc[rows]
-            postings = LexicalIndex.from_texts(group["text"].tolist()).postings
-            frozen_index = LexicalIndex(
-                postings, np.zeros(len(group), dtype=bool), self.frozen_statistics(str(qid))
-            )
-            answer_scores[rows] = frozen_index.score(str(group["query"].iloc[0]), model)
+        queries = [
+            self.frozen_query(str(q), str(query))
+            for q, query in zip(qids, frame["query"].tolist(), strict=True)
+        ]
+        term_lists = [text_pipeline.analyse(text) for text in frame["text"].tolist()]
+        answer_scores = score_frozen(queries, term_lists, self.ranker.model)
         state.counts.answers_scored += len(frame)
         state.counts.score_calls += 1
         return state.rows_against(frame["docno"].tolist(), qids, answer_scores, doc_scores)
