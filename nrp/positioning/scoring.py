@@ -53,7 +53,7 @@ from nrp.positioning.injection import InjectedRanking, InjectionCounts, describe
 from nrp.positioning.job import PositionCaches, PositionJob, PositionOptions
 from nrp.positioning.positioner import Positioner
 from nrp.positioning.results_cache import text_sha
-from nrp.positioning.ties import check_tie_mode, nrp_value, rank_from_counts
+from nrp.positioning.ties import DEFAULT_TIE_MODE, check_tie_mode, nrp_value, rank_from_counts
 from nrp.rankers.base import Ranker
 from nrp.rankers.coerce import as_ranker
 from nrp.settings import settings_with
@@ -250,7 +250,7 @@ class ScoreSettings:
     ``cache``: use the score cache, pair cache and results cache beside the collection.
     ``chunk_size``: answers positioned and stored per batch (per partition on an executor)."""
 
-    ties: str = "mid"
+    ties: str = DEFAULT_TIE_MODE
     frozen_stats: bool = False
     full_rerank: bool = False
     weights: Mapping[str, float] | None = None
@@ -605,7 +605,7 @@ class NRPScorer(pt.Transformer):
         collection: Collection | str,
         ranker_spec: str | Ranker | pt.Transformer,
         *,
-        ties: str = "mid",
+        ties: str = DEFAULT_TIE_MODE,
         frozen_stats: bool = False,
         full_rerank: bool = False,
         cache: bool = True,
