@@ -62,6 +62,8 @@ lint: setup
 	$(BIN)/lint-imports
 	$(BIN)/ruff check nrp tests scripts docs/examples
 	$(BIN)/ruff format --check nrp tests scripts docs/examples
+	@# ruff has no line-count rule: no function of nrp over 80 lines
+	$(BIN)/python scripts/check_function_length.py
 
 format: setup
 	$(BIN)/ruff format nrp tests scripts docs/examples

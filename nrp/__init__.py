@@ -19,7 +19,7 @@ def __getattr__(name: str):
     if name.startswith("_"):
         raise AttributeError(f"module 'nrp' has no attribute {name!r}")
     if importlib.util.find_spec(f"nrp.{name}") is not None:
-        # a module of the package (nrp.meta, callable as nrp meta; nrp.statistics ...): imported
+        # a module of the package (nrp.meta, nrp.statistics ...): imported
         # itself, so ``from nrp import statistics`` inside the package never loads nrp.api
         return importlib.import_module(f"nrp.{name}")
     api = importlib.import_module("nrp.api")

@@ -67,7 +67,7 @@ from nrp.positioning.scoring import (
     score,
     score_answers,
 )
-from nrp.positioning.ties import check_tie_mode
+from nrp.positioning.ties import DEFAULT_TIE_MODE, TIE_MODES, TieMode, check_tie_mode
 from nrp.probes.perturbations import PERTURBATIONS, PerturbationContext, perturb
 from nrp.probes.probe import ProbeResult, probe
 from nrp.rankers.base import Ranker
@@ -102,6 +102,7 @@ __all__ = [
     "DEFAULT_MAX_NRP",
     "DEFAULT_MIN_WINS",
     "DEFAULT_RANKERS",
+    "DEFAULT_TIE_MODE",
     "EVALUATION_CACHE_FILE",
     "EXECUTOR_KINDS",
     "FLAGS_FILE",
@@ -114,6 +115,7 @@ __all__ = [
     "SCORE_CACHE_FILE",
     "SCORING_FILE",
     "STORE_FILE",
+    "TIE_MODES",
     "VALIDATION_FILE",
     "AnswerLocation",
     "AnswerReader",
@@ -151,6 +153,7 @@ __all__ = [
     "StaleVersion",
     "SynthSettings",
     "TableColumns",
+    "TieMode",
     "TrainSettings",
     "TrainingResult",
     "TransformerRanker",

@@ -19,12 +19,19 @@ from nrp.errors import ConfigError, quote
 #: integer, which every library the components call takes; anything larger is a typo or an attack
 INT_RANGE = (-(2**31), 2**31 - 1)
 
+#: what a string parameter's value names: plain ``text``, a ``path`` to a file or folder the
+#: component reads, or a ``model`` it loads (a folder, a hub id, a packaged model's name). The
+#: service checks paths against its data roots and models against the models it offers by this
+#: declaration, never by the parameter's name.
+PARAM_KINDS = ("text", "path", "model")
+
 
 @dataclass(frozen=True)
 class Param:
     """A declared parameter: its type, default, what it does, and the values it may take: one of
     ``choices``, or a number from ``minimum`` to ``maximum`` (either bound may be open, None),
-    checked when a spec is parsed, so ``bm25:k1=-1`` or ``dense:batch=0`` never reach a ranker."""
+    checked when a spec is parsed, so ``bm25:k1=-1`` or ``dense:batch=0`` never reach a ranker.
+    ``kind`` (``PARAM_KINDS``): what the value names (``Param(str, "", "...", kind="path")``)."""
 
     type: type
     default: Any
@@ -32,6 +39,13 @@ class Param:
     choices: tuple[Any, ...] | None = None
     minimum: float | None = None
     maximum: float | None = None
+    kind: str = "text"
+
+    def __post_init__(self) -> None:
+        if self.kind not in PARAM_KINDS:
+            raise ValueError(f"parameter kind {self.kind!r}: one of {', '.join(PARAM_KINDS)}")
+        if self.kind != "text" and self.type is not str:
+            raise ValueError(f"a {self.kind} parameter is a str, not {self.type.__name__}")
 
     def range_text(self) -> str:
         """The declared range in words (``from 0 to 1``, ``>= 1``); empty when there is none."""

@@ -88,8 +88,8 @@ def test_a_validation_result_chooses_the_rankers_of_score_answers(tiny):
 
 
 def test_top_level_names_read_like_the_commands(tmp_path):
-    """nrp.ingest, nrp.validate, nrp.score, nrp.evaluate, nrp.meta and nrp.run, as the CLI's
-    commands are named; nrp.meta is the package, and calling it runs nrp meta."""
+    """nrp.ingest, nrp.validate, nrp.score, nrp.evaluate and nrp.run, as the CLI's commands are
+    named; nrp meta as a call is nrp.meta_from_files (nrp.meta is the package, not callable)."""
     from nrp.experiments.run import run_experiment
 
     assert nrp.run is run_experiment
@@ -99,6 +99,7 @@ def test_top_level_names_read_like_the_commands(tmp_path):
     scores.write_text("qid,answer_id,metric\nq1,a,3\nq1,b,2\nq1,c,1\n")
     human = tmp_path / "human.csv"
     human.write_text("qid,answer_id,grade\nq1,a,2\nq1,b,0\nq1,c,1\n")
-    run = nrp.meta(scores, human, system_column=None)
+    run = nrp.meta_from_files(scores, human, system_column=None)
     assert run.result.row("metric", "grade")["tau_mean"] == pytest.approx(1 / 3)
-    assert nrp.meta.read_human.__module__ == "nrp.meta.human"  # still the package
+    assert nrp.meta.read_human.__module__ == "nrp.meta.human"  # the package
+    assert not callable(nrp.meta)

@@ -61,7 +61,13 @@ import pandas as pd
 from nrp.collection.collection import Collection, LabelMode
 from nrp.errors import ConfigError, NrpError
 from nrp.models.device import progress as progress_bar
-from nrp.positioning.ties import check_tie_mode, nrp_value, rank_from_counts, tie_margin
+from nrp.positioning.ties import (
+    DEFAULT_TIE_MODE,
+    check_tie_mode,
+    nrp_value,
+    rank_from_counts,
+    tie_margin,
+)
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
 from nrp.rankers.registry import make_ranker, split_specs
@@ -85,7 +91,7 @@ Progress = Callable[[str], None]
 
 
 def leave_one_out(
-    scores: Sequence[float], ties: str = "mid", tolerance: float = 0.0
+    scores: Sequence[float], ties: str = DEFAULT_TIE_MODE, tolerance: float = 0.0
 ) -> pd.DataFrame:
     """Each document of one D_q held out in turn against the others: columns ``above`` (others
     scored higher by more than the tie margin), ``tied`` (others within it; equal when
@@ -230,7 +236,7 @@ def agreement(
     rankers: Sequence[RankerSpec] | str | Mapping[str, RankerSpec | Sequence[RankerSpec]],
     dimensions: Sequence[str] | None = None,
     labels: LabelMode = "graded",
-    ties: str = "mid",
+    ties: str = DEFAULT_TIE_MODE,
     cache: bool = True,
     *,
     confidence: float = 0.95,

@@ -18,9 +18,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("collection")
     parser.add_argument("--rankers", required=True, help="comma-separated ranker specs")
     parser.add_argument("--labels", choices=("graded", "raw"), default="graded")
-    parser.add_argument(
-        "--ties", choices=("mid", "optimistic", "pessimistic", "strict"), default="mid"
-    )
+    parser.add_argument("--ties", choices=api.TIE_MODES, default=api.DEFAULT_TIE_MODE)
     parser.add_argument("--out", type=Path, help="folder for agreement.json and CSV tables")
     add_indexes_option(parser)
     parser.set_defaults(run=handle)

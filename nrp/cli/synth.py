@@ -73,6 +73,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--temperature", type=float, default=0.7, help="0: greedy")
     parser.add_argument("--top-p", type=float, default=0.95)
     parser.add_argument("--seed", type=int, default=0, help="base seed of every pair's seed")
+    _add_filter_options(parser)
+    parser.set_defaults(run=handle)
+
+
+def _add_filter_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the filters a written pair must pass (judge support, copying, duplicates)."""
     parser.add_argument(
         "--judge",
         default="",
@@ -95,7 +101,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         default=0.8,
         help="drop questions this similar to a kept one (Jaccard of 5-grams, 0.8)",
     )
-    parser.set_defaults(run=handle)
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -71,6 +71,28 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="95%% confidence interval of the mean (default: t)",
     )
     parser.add_argument("--no-cache", action="store_true", help="do not use the score cache")
+    _add_validity_options(parser)
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="where to write the JSON that later steps read (default: "
+        f"INDEXES/COLLECTION/validation.json; with --runs, {RUNS_RESULT})",
+    )
+    parser.add_argument(
+        "--save-runs",
+        type=Path,
+        metavar="DIR",
+        help="also write each ranker's ranking of D_q as a TREC run file (qid Q0 docno rank "
+        "score tag), DIR/RANKER.run, with an index DIR/runs.tsv (DIR: new, empty, or written "
+        "by nrp before)",
+    )
+    add_indexes_option(parser)
+    add_executor_options(parser)
+    parser.set_defaults(run=handle)
+
+
+def _add_validity_options(parser: argparse.ArgumentParser) -> None:
+    """The validity check's options (docs/validity.md)."""
     parser.add_argument(
         "--no-validity",
         action="store_true",
@@ -98,23 +120,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="degenerate kinds or families ranked, comma-separated (default: all: mirror, "
         "evasion, damaged, off_topic)",
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        help="where to write the JSON that later steps read (default: "
-        f"INDEXES/COLLECTION/validation.json; with --runs, {RUNS_RESULT})",
-    )
-    parser.add_argument(
-        "--save-runs",
-        type=Path,
-        metavar="DIR",
-        help="also write each ranker's ranking of D_q as a TREC run file (qid Q0 docno rank "
-        "score tag), DIR/RANKER.run, with an index DIR/runs.tsv (DIR: new, empty, or written "
-        "by nrp before)",
-    )
-    add_indexes_option(parser)
-    add_executor_options(parser)
-    parser.set_defaults(run=handle)
 
 
 def handle(args: argparse.Namespace) -> int:

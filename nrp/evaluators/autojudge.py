@@ -43,6 +43,7 @@ from nrp.answers import AnswerLocation, AnswerReader
 from nrp.collection.collection import Collection
 from nrp.errors import ConfigError
 from nrp.positioning.scoring import score_answers
+from nrp.positioning.ties import DEFAULT_TIE_MODE
 from nrp.validation.result import VALIDATION_FILE
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ class NrpJudge:
         answers = report_answers(rag_responses, collection, bool(settings.get("skip_invalid")))
         rankers = settings.get("ranker") or str(collection.path / VALIDATION_FILE)
         results = score_answers(
-            collection, answers, rankers, ties=settings.get("ties", "mid"),
+            collection, answers, rankers, ties=settings.get("ties", DEFAULT_TIE_MODE),
             weights=settings.get("weights"),
         )  # fmt: skip
         return as_leaderboard(leaderboard(results, cite_answers(collection, answers)))

@@ -683,7 +683,9 @@ def _available() -> tuple[bool, str]:
 
 
 PARAMS: dict[str, Param] = {
-    "spacy_model": Param(str, DEFAULT_MODEL, "spaCy pipeline: installed package name or folder"),
+    "spacy_model": Param(
+        str, DEFAULT_MODEL, "spaCy pipeline: installed package name or folder", kind="model"
+    ),
     "window": Param(
         int, DEFAULT_WINDOW, "HAL window (content lemmas); weight = window - d + 1", minimum=1
     ),

@@ -134,6 +134,7 @@ JUDGE_PARAMS: dict[str, Param] = {
         "",
         "local: folder, hub id or .gguf ('' = packaged SmolLM2-135M-Instruct); "
         "openai: model id ('' = the server's only model)",
+        kind="model",
     ),
     "base_url": Param(
         str, "", "openai: API root (default $NRP_OPENAI_BASE_URL or $OPENAI_BASE_URL)"
@@ -154,7 +155,9 @@ JUDGE_PARAMS: dict[str, Param] = {
     "temperature": Param(float, 0.0, "0: greedy; samples > 1 need > 0", minimum=0),
     "seed": Param(int, 0, "seed of sample 0"),
     "max_new_tokens": Param(int, 0, "per generation (0: geval 16, prometheus 256, tfn 32/64)"),
-    "template": Param(str, "", "template name or file ('' = the mode's *-v1 template)"),
+    "template": Param(
+        str, "", "template name or file ('' = the mode's *-v1 template)", kind="path"
+    ),
     "logprobs": Param(bool, True, "use token log-probabilities when the backend gives them"),
     "decoding": Param(
         str,

@@ -39,7 +39,7 @@ import pandas as pd
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, NrpError
 from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param, register
-from nrp.positioning.ties import TIE_MODES
+from nrp.positioning.ties import DEFAULT_TIE_MODE, TIE_MODES
 from nrp.validation.result import VALIDATION_FILE
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ NRP_PARAMS: dict[str, Param] = {
         "validation (the collection's validation.json), a validation JSON path, one ranker spec "
         "for every dimension, or DIM=SPEC;DIM=SPEC (a ranker's own parameters joined with +)",
     ),
-    "ties": Param(str, "mid", "how documents tied with the answer count", TIE_MODES),
+    "ties": Param(str, DEFAULT_TIE_MODE, "how documents tied with the answer count", TIE_MODES),
     "frozen_stats": Param(bool, False, "lexical rankers keep D_q's statistics"),
     "full_rerank": Param(bool, False, "reference mode: D_q re-ranked from scratch per answer"),
     "weights": Param(str, "", "DIM=W;DIM=W weights of the combined NRP (default: equal)"),

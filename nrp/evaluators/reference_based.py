@@ -376,6 +376,7 @@ BERTSCORE_PARAMS = {
         str,
         "minilm",
         "encoder: minilm (packaged all-MiniLM-L6-v2), a local model folder or a hub id",
+        kind="model",
     ),
     "num_layers": Param(
         int, 0, "layer whose token embeddings are matched; 0: bert-score's tuned layer, else last"
@@ -385,7 +386,10 @@ BERTSCORE_PARAMS = {
     "device": Param(str, "auto", "auto (GPU when usable), cpu or cuda", DEVICES),
     "rescale_with_baseline": Param(bool, False, "rescale with bert-score's baseline file"),
     "baseline_path": Param(
-        str, "", "baseline TSV for rescale_with_baseline (default: the one bert-score ships)"
+        str,
+        "",
+        "baseline TSV for rescale_with_baseline (default: the one bert-score ships)",
+        kind="path",
     ),
 }
 

@@ -39,6 +39,7 @@ from nrp.collection.mapping_files import parse_yaml, string_field, yaml_error
 from nrp.errors import ConfigError, InputError, quote
 from nrp.generation.generate import STUDY_OPTIONS, STUDY_SAMPLES, LlmSpec, parse_llm
 from nrp.llm.backends import GenerationOptions
+from nrp.positioning.ties import DEFAULT_TIE_MODE
 from nrp.spec import split_specs
 
 KEYS = (
@@ -65,7 +66,7 @@ class Experiment:
     options: GenerationOptions
     validate_rankers: list[str] = field(default_factory=list)
     fixed_rankers: dict[str, str] | str | None = None
-    ties: str = "mid"
+    ties: str = DEFAULT_TIE_MODE
     evaluators: list[str] = field(default_factory=list)
     report: bool = True
 
@@ -124,7 +125,7 @@ def load_experiment(path: str | Path) -> Experiment:
         options=options,
         validate_rankers=validate_rankers,
         fixed_rankers=fixed,
-        ties=string_field(data.get("ties"), "ties", fail, "mid"),
+        ties=string_field(data.get("ties"), "ties", fail, DEFAULT_TIE_MODE),
         evaluators=_names(data.get("evaluators"), "evaluators", path),
         report=bool(data.get("report", True)),
     )

@@ -87,13 +87,16 @@ _COMMON = {
 LLM_PARAMS: dict[str, dict[str, Param]] = {
     "local": {
         **_COMMON,
-        "model": Param(str, "", "folder, hub id, .gguf file ('' = offline SmolLM2-135M)"),
+        "model": Param(
+            str, "", "folder, hub id, .gguf file ('' = offline SmolLM2-135M)", kind="model"
+        ),
         "device": Param(str, "auto", "cpu, cuda, cuda:N or auto (GPU when present)"),
         "dtype": Param(str, "fp32", "fp32, fp16 or bf16"),
         "batch": Param(int, 8, "answers generated per forward pass", minimum=1),
     },
     "openai": {
         **_COMMON,
+        # a name the remote server knows, nothing loaded here: plain text
         "model": Param(str, "", "model name on the server ('' = the server's only model)"),
         "base_url": Param(str, "", "server URL (default: $OPENAI_BASE_URL)"),
         "concurrency": Param(int, 4, "requests in flight", minimum=1),

@@ -5,30 +5,14 @@ intervals), ``nrp.meta.human`` (reading human labels: graded per item, or rankin
 ``nrp.meta.labelstudio`` (Label Studio exports of ranking projects, as rankings),
 ``nrp.meta.categorical`` (accuracy of a label-producing judge, and what reviewing its
 low-confidence labels catches), ``nrp.meta.datasets`` (the public meta-evaluation sets as items
-for ``nrp.evaluators`` and human labels). ``nrp meta`` is the command line over them.
-
-The package is also callable, so that ``nrp.meta(scores, human, ...)`` reads like the command:
-it is ``nrp.meta.report.meta_from_files``.
+for ``nrp.evaluators`` and human labels). ``nrp meta`` is the command line over them; as a call
+it is ``nrp.meta_from_files(scores, human, ...)`` (``nrp.meta.report``, exported by ``nrp.api``).
 """
-
-import sys
-import types
 
 from nrp.meta.categorical import CategoricalResult, categorical_evaluate
 from nrp.meta.correlation import MetaResult, MetaSettings, meta_evaluate
 from nrp.meta.human import read_human, read_table
 from nrp.statistics import kendall_tau_b, spearman_rho
-
-
-class _CallableModule(types.ModuleType):
-    def __call__(self, scores, human, settings=None, **overrides):  # type: ignore[no-untyped-def]
-        """``meta_from_files(scores, human, settings, **overrides)``: ``nrp meta`` as a call."""
-        from nrp.meta.report import meta_from_files
-
-        return meta_from_files(scores, human, settings, **overrides)
-
-
-sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = [
     "CategoricalResult",

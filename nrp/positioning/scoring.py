@@ -53,7 +53,7 @@ from nrp.positioning.injection import InjectedRanking, InjectionCounts, describe
 from nrp.positioning.job import PositionCaches, PositionJob, PositionOptions
 from nrp.positioning.positioner import Positioner
 from nrp.positioning.results_cache import text_sha
-from nrp.positioning.ties import check_tie_mode, nrp_value, rank_from_counts
+from nrp.positioning.ties import DEFAULT_TIE_MODE, check_tie_mode, nrp_value, rank_from_counts
 from nrp.rankers.base import Ranker
 from nrp.rankers.coerce import as_ranker
 from nrp.settings import settings_with
@@ -250,7 +250,7 @@ class ScoreSettings:
     ``cache``: use the score cache, pair cache and results cache beside the collection.
     ``chunk_size``: answers positioned and stored per batch (per partition on an executor)."""
 
-    ties: str = "mid"
+    ties: str = DEFAULT_TIE_MODE
     frozen_stats: bool = False
     full_rerank: bool = False
     weights: Mapping[str, float] | None = None
@@ -313,31 +313,9 @@ def score_answers(
         tie_mode,
         weight_of,
     )
-    specs = {d: r.spec() for d, r in by_dimension.items()}
-    single = next(iter(specs.values())) if len(run.positions) == 1 else None
     frame.attrs.update(
-        {
-            "collection": collection.name,
-            "collection_fingerprint": collection.meta.get("fingerprint"),
-            "ties": tie_mode,
-            "full_rerank": bool(settings.full_rerank),
-            "frozen_stats": bool(settings.frozen_stats),
-            "rankers": specs,
-            "weights": weight_of,
-            "left_out": left_out,
-            "injection": run.modes,
-            "single_ranker": single,
-            "note": _note(single, list(by_dimension)),
-            "counts": {
-                "answers": len(answers),
-                "answers_skipped": len(skipped),
-                "rankers_scored": len(run.positions),
-                **run.total.as_dict(),
-            },
-            "counts_by_ranker": run.counts_by_ranker,
-            "skipped": skipped,
-            "warnings": warnings,
-        }
+        _attrs(collection, settings, tie_mode, by_dimension, run, weight_of, left_out)
+        | _counts(answers, skipped, warnings, run)
     )
     return frame
 
@@ -441,6 +419,50 @@ def _position_all(
         run.counts_by_ranker[spec] = counts.as_dict()
         run.total.add(counts)
     return run
+
+
+def _attrs(
+    collection: Collection,
+    settings: ScoreSettings,
+    tie_mode: str,
+    by_dimension: Mapping[str, Ranker],
+    run: _Positions,
+    weight_of: dict[str, float],
+    left_out: dict[str, str],
+) -> dict[str, Any]:
+    """The scoring's settings and choices, as ``score_answers`` writes them in the frame's attrs."""
+    specs = {d: r.spec() for d, r in by_dimension.items()}
+    single = next(iter(specs.values())) if len(run.positions) == 1 else None
+    return {
+        "collection": collection.name,
+        "collection_fingerprint": collection.meta.get("fingerprint"),
+        "ties": tie_mode,
+        "full_rerank": bool(settings.full_rerank),
+        "frozen_stats": bool(settings.frozen_stats),
+        "rankers": specs,
+        "weights": weight_of,
+        "left_out": left_out,
+        "injection": run.modes,
+        "single_ranker": single,
+        "note": _note(single, list(by_dimension)),
+    }
+
+
+def _counts(
+    answers: pd.DataFrame, skipped: Any, warnings: list[str], run: _Positions
+) -> dict[str, Any]:
+    """What was scored and skipped, and the warnings (the rest of the frame's attrs)."""
+    return {
+        "counts": {
+            "answers": len(answers),
+            "answers_skipped": len(skipped),
+            "rankers_scored": len(run.positions),
+            **run.total.as_dict(),
+        },
+        "counts_by_ranker": run.counts_by_ranker,
+        "skipped": skipped,
+        "warnings": warnings,
+    }
 
 
 def _note(single: str | None, dimensions: list[str]) -> str:
@@ -583,7 +605,7 @@ class NRPScorer(pt.Transformer):
         collection: Collection | str,
         ranker_spec: str | Ranker | pt.Transformer,
         *,
-        ties: str = "mid",
+        ties: str = DEFAULT_TIE_MODE,
         frozen_stats: bool = False,
         full_rerank: bool = False,
         cache: bool = True,

@@ -57,8 +57,11 @@ import numpy as np
 
 from nrp.errors import ConfigError
 
+#: the tie rules, written once: the CLI's --ties choices, the service's schemas, the ``nrp``
+#: evaluator's parameter and agreement all read them from here
 TieMode = Literal["mid", "optimistic", "pessimistic", "strict"]
 TIE_MODES: tuple[str, ...] = get_args(TieMode)
+DEFAULT_TIE_MODE: TieMode = "mid"
 
 
 def check_tie_mode(mode: str) -> TieMode:
@@ -113,7 +116,7 @@ def positions(
     )
 
 
-def rank_from_counts(above: int | np.ndarray, ties: int | np.ndarray, mode: str = "mid"):
+def rank_from_counts(above: int | np.ndarray, ties: int | np.ndarray, mode: str = DEFAULT_TIE_MODE):
     """r under a tie rule (float: the mid-rank is a half-integer when ties are odd)."""
     mode = check_tie_mode(mode)
     above = np.asarray(above, dtype=np.float64)

@@ -45,7 +45,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 DEFAULT_CHECKPOINT = "colbert-ir/colbertv2.0"
 
 PARAMS: dict[str, Param] = {
-    "model": Param(str, DEFAULT_CHECKPOINT, "ColBERT checkpoint: a local folder or hub id"),
+    "model": Param(
+        str, DEFAULT_CHECKPOINT, "ColBERT checkpoint: a local folder or hub id", kind="model"
+    ),
     "query_maxlen": Param(
         int, 0, "query tokens incl. [MASK] padding (0: the checkpoint's)", minimum=0
     ),

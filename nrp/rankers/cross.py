@@ -70,6 +70,7 @@ PARAMS: dict[str, Param] = {
         None,
         "sequence-classification checkpoint (CrossEncoder or transformers folder, a folder "
         "written by nrp train, or a hub id where a hub is reachable)",
+        kind="model",
     ),
     "fold": fold_param(),
     "max_length": Param(

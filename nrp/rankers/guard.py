@@ -365,7 +365,7 @@ PARAMS: dict[str, Param] = {
         "dense",
         "the ranker guarded (its own parameters separated by ;, as in fuse: bm25;k1=0.9)",
     ),
-    "model": Param(str, "", "a fitted guard model file (default: the packaged one)"),
+    "model": Param(str, "", "a fitted guard model file (default: the packaged one)", kind="path"),
     "threshold": Param(
         float,
         -1.0,

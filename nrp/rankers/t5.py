@@ -321,11 +321,12 @@ class T5RelevanceModel:
 # -- monoT5 ----------------------------------------------------------------------------------------
 def _model_params(model: str, what: str) -> dict[str, Param]:
     return {
-        "model": Param(str, model, f"{what} checkpoint: a local folder or a hub id"),
+        "model": Param(str, model, f"{what} checkpoint: a local folder or a hub id", kind="model"),
         "tok_model": Param(
             str,
             None,
             "tokenizer folder or hub id (default: the model folder when local, else t5-base)",
+            kind="model",
         ),
     }
 
@@ -526,9 +527,14 @@ def combine_scores(
 
 DUOT5_PARAMS: dict[str, Param] = {
     **_model_params(DUO_MODEL, "duoT5"),
-    "mono_model": Param(str, MONO_MODEL, "monoT5 checkpoint of the first stage (folder or hub id)"),
+    "mono_model": Param(
+        str, MONO_MODEL, "monoT5 checkpoint of the first stage (folder or hub id)", kind="model"
+    ),
     "mono_tok_model": Param(
-        str, None, "first-stage tokenizer (default: mono_model's folder when local, else t5-base)"
+        str,
+        None,
+        "first-stage tokenizer (default: mono_model's folder when local, else t5-base)",
+        kind="model",
     ),
     "k": Param(
         int,

@@ -3,8 +3,8 @@
 ``read_documents(path, columns)`` reads either a table (``.csv``, ``.tsv``, ``.jsonl``: one
 document per row, through ingest's strict line-aware reader ``iter_records``) or a folder of
 ``.txt``/``.md`` files (UTF-8) and saved web pages (``.html``/``.htm``: main-content text, any
-encoding, as the ``html-folder`` format reads them). ``split_passages(text, max_chars,
-min_chars)`` cuts a document into passages.
+encoding, as the ``html-folder`` format reads them). ``sentence_chunks(text, max_chars,
+min_chars)`` cuts a document into passages of whole sentences.
 
 Design choices, and why:
 
@@ -205,8 +205,10 @@ def _cut(sentence: str, max_chars: int) -> list[str]:
     return [*pieces, sentence] if sentence else pieces
 
 
-def split_passages(text: str, max_chars: int = 1000, min_chars: int = 200) -> list[str]:
-    """``text`` cut into passages of at most ``max_chars`` characters (module docstring)."""
+def sentence_chunks(text: str, max_chars: int = 1000, min_chars: int = 200) -> list[str]:
+    """``text`` cut into passages of whole sentences (a longer sentence cut), packed up to
+    ``max_chars`` characters, a short tail joined to the passage before (module docstring);
+    not ``nrp.rankers.passages.split_passages``, the rankers' overlapping word windows."""
     units: list[tuple[str, bool]] = []  # (sentence, starts a paragraph)
     for paragraph in text.split("\n"):
         for position, sentence in enumerate(sentences(paragraph)):
@@ -238,7 +240,7 @@ def document_passages(
     """Every document's passages; a document with none is counted as too short."""
     passages = []
     for document in documents:
-        texts = split_passages(document.text, max_chars, min_chars)
+        texts = sentence_chunks(document.text, max_chars, min_chars)
         if not texts:
             report.skip(f"shorter than {min_chars} characters")
             continue

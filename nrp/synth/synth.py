@@ -254,7 +254,9 @@ def synthesize(
     work = out / WORK_DIR
     candidates = _generate(spec, backend, units, run, work, calls)
     _filter(candidates, run, backend, work, calls)
-    report = build_report(docs, spec.label, run, doc_report, passages, units, candidates, calls)
+    report = build_synth_report(
+        docs, spec.label, run, doc_report, passages, units, candidates, calls
+    )
     collection = write_outputs(out, candidates, passages, report)
     report["collection"] = str(collection) if collection else None
     items = pd.DataFrame([{k: v for k, v in c.items() if k != "_text"} for c in candidates])
@@ -484,7 +486,7 @@ def _example(c: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def build_report(
+def build_synth_report(
     docs: str | Path,
     llm_label: str,
     run: SynthSettings,

@@ -17,6 +17,7 @@ from nrp.errors import ConfigError
 from nrp.service.app import create_app
 from nrp.service.config import load_config
 from nrp.service.inputs import ModelPlaces, RequestError, canonical_ranker, check_spec_paths
+from nrp.spec import Param
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -105,6 +106,66 @@ def test_model_values_resolve_only_to_roots_named_models_or_packaged_ones(tmp_pa
     assert check("dense:model=models/mini", None) == f"dense:model={data / 'models' / 'mini'}"
     with pytest.raises(RequestError, match="'leak' is not a model this server offers"):
         check("dense:model=leak", None)
+
+
+def test_a_parameters_declared_kind_decides_its_check_never_its_name(tmp_path, monkeypatch):
+    data = (tmp_path / "data").resolve()
+    (data / "in").mkdir(parents=True)
+    (data / "in" / "table.tsv").write_text("x\n")
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "leak.tsv").write_text("secret\n")
+    monkeypatch.chdir(tmp_path / "cwd")  # the server's working folder holds leak.tsv
+    declared = {
+        "model": Param(str, "", "a label, named model but plain text"),
+        "source": Param(str, "", "a table read", kind="path"),
+        "encoder": Param(str, "", "a model loaded", kind="model"),
+    }
+
+    def check(spec: str) -> str:
+        return check_spec_paths(spec, declared, [data], tmp_path / "indexes", "ranker")
+
+    # named model, declared text: not looked up among the models (a model would be refused)
+    assert check("x:model=my-label") == "x:model=my-label"
+    # a path under any name is checked against the data roots, and rewritten to the file there
+    assert check("x:source=in/table.tsv") == f"x:source={data / 'in' / 'table.tsv'}"
+    for outside in ("leak.tsv", "/etc/passwd", "../cwd/leak.tsv"):
+        with pytest.raises(RequestError) as err:
+            check(f"x:source={outside}")
+        assert (err.value.status, str(err.value)) == (
+            422,
+            f"ranker 'x' parameter source: {outside!r} is outside the data roots",
+        )
+    assert check("x:model=leak.tsv") == "x:model=leak.tsv"  # text without a slash: as given
+    with pytest.raises(RequestError, match="'my-label' is not a model this server offers"):
+        check("x:encoder=my-label")
+
+
+def test_a_file_of_a_ranker_inside_a_fusion_lies_in_the_data_roots(tmp_path):
+    data = (tmp_path / "data").resolve()
+    data.mkdir()
+    (data / "guard.json").write_text("{}")
+
+    def canonical(spec: str) -> str:
+        return canonical_ranker(spec, [data], tmp_path / "indexes")
+
+    inside = f"fuse:rankers=bm25+guard:model={data / 'guard.json'};ranker=bm25"
+    assert canonical(f"fuse:rankers=bm25+guard:ranker=bm25;model={data / 'guard.json'}") == inside
+    for value in ("/etc/passwd", "guard.json"):
+        with pytest.raises(RequestError) as err:
+            canonical(f"fuse:rankers=bm25+guard:ranker=bm25;model={value}")
+        assert (err.value.status, str(err.value)) == (
+            422,
+            f"ranker 'fuse': its ranker 'guard' parameter model: {value!r} is not an absolute "
+            "path inside the data roots",
+        )
+
+
+def test_a_param_kind_is_text_path_or_model_and_only_a_string_names_a_file():
+    assert Param(str, "", "").kind == "text"
+    with pytest.raises(ValueError, match="parameter kind 'url': one of text, path, model"):
+        Param(str, "", "", kind="url")
+    with pytest.raises(ValueError, match="a path parameter is a str, not int"):
+        Param(int, 0, "", kind="path")
 
 
 def test_settings_name_models_and_model_roots_relative_to_the_file(tmp_path):

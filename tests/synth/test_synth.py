@@ -19,7 +19,7 @@ from nrp.cli import main
 from nrp.collection.collection import Collection
 from nrp.errors import InputError
 from nrp.generation.generate import derive_seed
-from nrp.synth.documents import read_documents, sentences, split_passages
+from nrp.synth.documents import read_documents, sentence_chunks, sentences
 from nrp.synth.filters import (
     NearDuplicates,
     detect_language,
@@ -47,19 +47,19 @@ def test_sentences_split_at_ends_even_without_a_space():
     ]
 
 
-def test_split_passages_packs_sentences_and_joins_a_short_tail():
+def test_sentence_chunks_packs_sentences_and_joins_a_short_tail():
     text = "Aaaa aaaa. Bbbb bbbb.\nCccc cccc cccc. Dd."
     # max 25: "Aaaa aaaa. Bbbb bbbb." (21) is full; "Cccc cccc cccc. Dd." (19) next
-    assert split_passages(text, 25, 5) == ["Aaaa aaaa. Bbbb bbbb.", "Cccc cccc cccc. Dd."]
+    assert sentence_chunks(text, 25, 5) == ["Aaaa aaaa. Bbbb bbbb.", "Cccc cccc cccc. Dd."]
     # min 20: the 19-character tail joins the passage before it
-    assert split_passages(text, 25, 20) == ["Aaaa aaaa. Bbbb bbbb. Cccc cccc cccc. Dd."]
+    assert sentence_chunks(text, 25, 20) == ["Aaaa aaaa. Bbbb bbbb. Cccc cccc cccc. Dd."]
     # a sentence over the limit is cut at the last space before it
-    assert split_passages("one two three four five six", 10, 1) == [
+    assert sentence_chunks("one two three four five six", 10, 1) == [
         "one two",
         "three four",
         "five six",
     ]
-    assert split_passages("Too short.", 100, 50) == []
+    assert sentence_chunks("Too short.", 100, 50) == []
 
 
 def test_units_rotate_kinds_and_pair_consecutive_passages(tmp_path):
