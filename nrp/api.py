@@ -78,6 +78,7 @@ _EXPORTS: dict[str, str] = {
     "RESULT_COLUMNS": "nrp.positioning.scoring",
     "ScoreSettings": "nrp.positioning.scoring",
     "result_frame": "nrp.positioning.scoring",
+    "result_rows": "nrp.positioning.result_rows",
     "scoring_record": "nrp.positioning.record",
     "SCORING_FILE": "nrp.positioning.record",
     "Positioner": "nrp.positioning.positioner",

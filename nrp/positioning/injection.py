@@ -34,6 +34,8 @@ reference mode (``FullTransform``): exact, and slower. A ranker that declares "s
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -150,11 +152,11 @@ class AnswerInjector:
             )
         return self._query_docnos[qid]
 
-    def _answer_frame(self, answers: pd.DataFrame) -> pd.DataFrame:
+    def _answer_frame(
+        self, answer_ids: list[str], qids: list[str], texts: list[Any]
+    ) -> pd.DataFrame:
         """Answers as ranker rows: the topic's query (as D_q was scored with), docno =
         answer_id. Checks that every query has documents and no answer id is a docno of D_q."""
-        qids = answers["qid"].astype(str).tolist()
-        answer_ids = answers["answer_id"].astype(str).tolist()
         queries = []
         for qid, answer_id in zip(qids, answer_ids, strict=True):
             found = self._query_and_docnos(qid)
@@ -169,7 +171,7 @@ class AnswerInjector:
             queries.append(query)
         texts = [
             "" if text is None or (isinstance(text, float) and np.isnan(text)) else str(text)
-            for text in answers["text"].tolist()
+            for text in texts
         ]
         # object columns: the rows are read back as Python strings, not converted twice
         return pd.DataFrame(
@@ -182,15 +184,29 @@ class AnswerInjector:
         missing = [c for c in ANSWER_COLUMNS if c not in answers.columns]
         if missing:
             raise ValueError(f"answers need columns {list(ANSWER_COLUMNS)}; missing {missing}")
-        frame = self._answer_frame(answers.reset_index(drop=True))
-        if frame.empty:
+        rows = self.position_rows(
+            answers["answer_id"].astype(str).tolist(),
+            answers["qid"].astype(str).tolist(),
+            answers["text"].tolist(),
+        )
+        if not rows:
             return pd.DataFrame(columns=list(POSITION_COLUMNS))
-        rows = self.strategy.position(frame)
         out = pd.DataFrame(rows, columns=list(POSITION_COLUMNS))
         for column in ("above", "ties", "strict", "n_docs"):
             out[column] = out[column].astype(np.int64)
         out["score"] = out["score"].astype(np.float64)
         return out
+
+    def position_rows(
+        self, answer_ids: list[str], qids: list[str], texts: list[Any]
+    ) -> list[tuple]:
+        """``position`` for answers given as lists (ids and qids as text), one
+        ``POSITION_COLUMNS`` tuple per answer in the order given: the same numbers without a
+        frame around them (the service's synchronous requests)."""
+        if not answer_ids:
+            return []
+        frame = self._answer_frame(answer_ids, qids, texts)
+        return self.strategy.position(frame)
 
 
 def describe_mode(mode: str, ranker: Ranker) -> str:

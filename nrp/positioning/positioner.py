@@ -12,7 +12,8 @@ calls, so positioning in batches costs what one call would.
   ``chunk_size`` answers here, or in per-query partitions on an executor, each batch stored as
   soon as it is done. Answer ids must be distinct within a call.
 - ``position_now(answers)``: the same numbers computed here without the results cache (the
-  service's synchronous path: a request's answers are not kept).
+  service's synchronous path: a request's answers are not kept); ``position_rows`` takes and
+  gives them as lists (no frames: a request of one answer costs its arithmetic).
 """
 
 from __future__ import annotations
@@ -91,6 +92,11 @@ class Positioner:
         """Positions of ``answers`` (answer_id, qid, text) computed here, in their order, with
         nothing read from or stored in the results cache."""
         return self.injector.position(answers[["answer_id", "qid", "text"]])
+
+    def position_rows(self, answer_ids: list[str], qids: list[str], texts: list) -> list[tuple]:
+        """``position_now`` for answers given as lists (ids and qids as text): one
+        ``POSITION_COLUMNS`` tuple per answer, in their order, without frames."""
+        return self.injector.position_rows(answer_ids, qids, texts)
 
     def _position_here(
         self, todo: pd.DataFrame, progress: Progress | None, counts: InjectionCounts

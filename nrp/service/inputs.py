@@ -24,8 +24,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -294,6 +296,11 @@ class CollectionView:
     def name(self) -> str:
         return self.collection.name
 
+    @functools.cached_property
+    def store_path(self) -> str:
+        """The collection's store file (its modification time is the build's ``stamp``)."""
+        return str(self.collection.path / api.STORE_FILE)
+
 
 class Collections:
     """Collection views by name, reloaded when the collection's store file changes."""
@@ -303,14 +310,22 @@ class Collections:
         self.lock = threading.Lock()
         self.views: dict[str, CollectionView] = {}
 
-    def get(self, name: str) -> CollectionView:
-        store = self.indexes / name / api.STORE_FILE
+    def current(self, name: str) -> CollectionView | None:
+        """The view of a name checked before, when one stat says it is current (None: it
+        must be read, ``get``)."""
         with self.lock:
             view = self.views.get(name)
-        if view is not None:  # a name checked before: one stat says whether it is current
+        if view is not None:
             with contextlib.suppress(OSError):
-                if store.stat().st_mtime_ns == view.stamp:
+                if os.stat(view.store_path).st_mtime_ns == view.stamp:
                     return view
+        return None
+
+    def get(self, name: str) -> CollectionView:
+        view = self.current(name)
+        if view is not None:
+            return view
+        store = self.indexes / name / api.STORE_FILE
         check_collection_name(name, self.indexes)
         stamp = store.stat().st_mtime_ns
         collection = api.Collection(self.indexes / name)
