@@ -525,12 +525,8 @@ def main() -> int:
     parser.add_argument(
         "--queries", type=int, default=30, help="queries the answers are drawn for (default 30)"
     )
-    parser.add_argument(
-        "--batch-wait-ms",
-        type=float,
-        default=ServiceConfig.batch_max_wait_ms,
-        help="own server's batch_max_wait_ms (default: the service's default)",
-    )
+    wait = ServiceConfig.batch_max_wait_ms
+    parser.add_argument("--batch-wait-ms", type=float, default=wait, help="own server's wait")
     parser.add_argument(
         "--torch-threads", type=int, default=0, help="own server's torch_threads (0: default)"
     )

@@ -34,6 +34,8 @@ reference mode (``FullTransform``): exact, and slower. A ranker that declares "s
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -125,6 +127,7 @@ class AnswerInjector:
         self.strategy = chosen(self.state)
         self.counts = self.state.counts
         self._query_docnos: dict[str, tuple[str, frozenset[str]] | None] = {}
+        self._streamed_dq: set[str] = set()  # queries whose D_q an embedding stream held
 
     @property
     def rankings(self) -> dict[str, InjectedRanking] | None:
@@ -207,6 +210,34 @@ class AnswerInjector:
             return []
         frame = self._answer_frame(answer_ids, qids, texts)
         return self.strategy.position(frame)
+
+    @contextlib.contextmanager
+    def embedding_stream(self, qids: list[str], texts: list[Any]) -> Iterator[None]:
+        """While open, the ranker serves the embeddings of these answers (``qids``, ``texts``),
+        their queries and, without a score cache, D_q of queries it has not streamed before,
+        from one stream embedded now (``DenseRanker.embedding_stream``: one length-sorted pass
+        over every text, as a bare ``encode`` of them). Nothing for rankers without one or
+        another mode than pointwise. Scores move by float rounding with the stream (about
+        1e-7); NRP does not (the tie tolerance; docs/nrp.md)."""
+        stream = getattr(self.state.ranker, "embedding_stream", None)
+        if stream is None or self.mode != POINTWISE or not qids:
+            yield
+            return
+        streamed: list[str] = []
+        for qid in dict.fromkeys(qids):
+            found = self._query_and_docnos(qid)
+            if found is None:
+                continue  # ``position`` says so
+            streamed.append(found[0])
+            if self.state.score_cache is None and qid not in self._streamed_dq:
+                self._streamed_dq.add(qid)
+                streamed.extend(self.state.dq[qid]["text"].fillna("").astype(str))
+        streamed.extend(
+            "" if text is None or (isinstance(text, float) and np.isnan(text)) else str(text)
+            for text in texts
+        )
+        with stream(streamed):
+            yield
 
 
 def describe_mode(mode: str, ranker: Ranker) -> str:
