@@ -57,6 +57,7 @@ from nrp.models.folders import PACKAGED_MODELS, close_hub_unless_allowed
 from nrp.positioning.job import PositionCaches, PositionJob, PositionOptions
 from nrp.positioning.positioner import Positioner
 from nrp.positioning.record import SCORING_FILE, scoring_record
+from nrp.positioning.result_rows import result_rows
 from nrp.positioning.results_cache import RESULTS_FILE, ResultsCache
 from nrp.positioning.scoring import (
     RESULT_COLUMNS,
@@ -216,6 +217,7 @@ __all__ = [
     "report_answers",
     "report_citations",
     "result_frame",
+    "result_rows",
     "review_store_path",
     "run",
     "run_experiment",

@@ -16,11 +16,12 @@ measurements taken together, on whatever else the machine is doing.
   water mark reset after the answers are built; goal < 500 MiB) and of the whole process; and
   how many answers the limit puts where nrp does (r from its own floats: a few may differ by
   an ulp-level tie).
-- **dense** (``--dense-answers``, default 400 over the first ``--dense-queries`` 40 queries; 0
-  skips; timed once each): ``score_answers`` with the packaged
-  MiniLM bi-encoder (cold: D_q embedded inside the call, ``cache=False``) against the bare
-  forward pass, ``SentenceTransformer.encode`` on the same texts (D_q's documents, the answers,
-  the queries) with the ranker's batch size; goal >= 0.9.
+- **dense** (``--dense-answers``, default 2,000 over the first ``--dense-queries`` 40 queries,
+  each answer a text of its own; 0 skips; ``--dense-repeats`` timed runs of each, in turn):
+  ``score_answers`` with the packaged MiniLM bi-encoder (cold: D_q embedded inside the call,
+  ``cache=False``) against the bare forward pass, ``SentenceTransformer.encode`` on the same
+  distinct texts (D_q's documents, the answers, the queries) with the ranker's batch size;
+  goal >= 0.9.
 - **scaling** (``--scaling``, default on): bm25's ``score_answers`` time for 1,000, 10,000 and
   100,000 answers, and for 2,000 answers over 20 queries whose D_q has 10, 100 and 1,000
   documents (synthetic collections built from MEDIQA texts); the slope of log time against
@@ -242,18 +243,24 @@ def _dense(payload: dict) -> None:
     first = list(dict.fromkeys(candidates["qid"].astype(str)))[: payload["queries"]]
     candidates = candidates[candidates["qid"].astype(str).isin(set(first))]
     answers = build_answers(candidates, payload["answers"])
+    # every answer a text of its own (build_answers reuses the documents' texts)
+    answers = answers.assign(text=[f"{t} ({i})" for i, t in enumerate(answers["text"])])
     ranker, _, load_s = load_ranker(payload["spec"], collection)
     score_answers(collection, answers.head(8), ranker, cache=False)  # first-call set-up
     model, batch = ranker.model, int(ranker.params["batch"])
     touched = candidates[candidates["qid"].astype(str).isin(set(answers["qid"]))]
-    texts = [
-        *touched["text"].fillna("").astype(str),
-        *answers["text"],
-        *touched.drop_duplicates("qid")["query"].astype(str),
+    texts = [  # the distinct texts: the least a forward pass must embed
+        *dict.fromkeys(
+            [
+                *touched["text"].fillna("").astype(str),
+                *answers["text"],
+                *touched.drop_duplicates("qid")["query"].astype(str),
+            ]
+        )
     ]
     normalize = ranker.params["similarity"] == "cosine"
     nrp_times, bare_times = [], []
-    for _ in range(payload["repeats"]):
+    for _ in range(payload["repeats"]):  # in turn: both see the same machine
         start = time.perf_counter()
         model.encode(texts, batch_size=batch, normalize_embeddings=normalize)
         bare_times.append(time.perf_counter() - start)
@@ -378,7 +385,8 @@ def main() -> int:
     )
     parser.add_argument("--rankers", default="bm25,tfidf", help="lexical rankers (stats=query)")
     parser.add_argument("--answers", type=int, default=100_000, help="lexical answers")
-    parser.add_argument("--dense-answers", type=int, default=400, help="0: skip dense")
+    parser.add_argument("--dense-answers", type=int, default=2000, help="0: skip dense")
+    parser.add_argument("--dense-repeats", type=int, default=1, help="dense: timed runs each")
     parser.add_argument("--dense-queries", type=int, default=40, help="dense: first N queries")
     parser.add_argument("--repeats", type=int, default=2, help="timed runs each (best kept)")
     parser.add_argument("--no-scaling", action="store_true", help="skip the scaling curve")
@@ -449,8 +457,8 @@ def _print_lexical(args: argparse.Namespace, indexes: str) -> None:
 def _print_dense(args: argparse.Namespace, indexes: str) -> None:
     payload = {"indexes": indexes, "spec": "dense:device=cpu,verbose=False",
                "answers": args.dense_answers, "queries": args.dense_queries,
-               "repeats": 1}  # fmt: skip
-    r = run_child(SCRIPT, "--_dense", payload, timeout=args.timeout)
+               "repeats": args.dense_repeats}  # fmt: skip
+    r = run_child(SCRIPT, "--_dense", payload, timeout=args.timeout * 2 * args.dense_repeats)
     fraction = ratio(r["bare_s"], r["nrp_s"])
     header = f"{'dense':<8} {'answers':>8} {'texts':>6} {'nrp s':>7} {'bare s':>7} {'bare/nrp':>8}"
     print(header)
@@ -463,7 +471,7 @@ def _print_dense(args: argparse.Namespace, indexes: str) -> None:
     print(
         f"  cold score_answers (cache=False: D_q of the {r['queries']} queries embedded in the "
         f"call, {r['documents']:,} documents) against SentenceTransformer.encode of the same "
-        f"{r['texts']:,} texts (documents, answers, queries), batch {r['batch']}, "
+        f"{r['texts']:,} distinct texts (documents, answers, queries), batch {r['batch']}, "
         f"{r['torch_threads']} torch threads; model load {r['load_s']:.1f} s, untimed.\n"
     )
 

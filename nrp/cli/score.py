@@ -58,9 +58,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--ties",
-        choices=("mid", "optimistic", "pessimistic", "strict"),
-        default="mid",
-        help="how documents tied with the answer count (default mid)",
+        choices=api.TIE_MODES,
+        default=api.DEFAULT_TIE_MODE,
+        help=f"how documents tied with the answer count (default {api.DEFAULT_TIE_MODE})",
     )
     parser.add_argument(
         "--frozen-stats",

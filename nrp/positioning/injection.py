@@ -34,6 +34,10 @@ reference mode (``FullTransform``): exact, and slower. A ranker that declares "s
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -122,6 +126,7 @@ class AnswerInjector:
         self.strategy = chosen(self.state)
         self.counts = self.state.counts
         self._query_docnos: dict[str, tuple[str, frozenset[str]] | None] = {}
+        self._streamed_dq: set[str] = set()  # queries whose D_q an embedding stream held
 
     @property
     def rankings(self) -> dict[str, InjectedRanking] | None:
@@ -149,11 +154,11 @@ class AnswerInjector:
             )
         return self._query_docnos[qid]
 
-    def _answer_frame(self, answers: pd.DataFrame) -> pd.DataFrame:
+    def _answer_frame(
+        self, answer_ids: list[str], qids: list[str], texts: list[Any]
+    ) -> pd.DataFrame:
         """Answers as ranker rows: the topic's query (as D_q was scored with), docno =
         answer_id. Checks that every query has documents and no answer id is a docno of D_q."""
-        qids = answers["qid"].astype(str).tolist()
-        answer_ids = answers["answer_id"].astype(str).tolist()
         queries = []
         for qid, answer_id in zip(qids, answer_ids, strict=True):
             found = self._query_and_docnos(qid)
@@ -168,7 +173,7 @@ class AnswerInjector:
             queries.append(query)
         texts = [
             "" if text is None or (isinstance(text, float) and np.isnan(text)) else str(text)
-            for text in answers["text"].tolist()
+            for text in texts
         ]
         # object columns: the rows are read back as Python strings, not converted twice
         return pd.DataFrame(
@@ -181,15 +186,57 @@ class AnswerInjector:
         missing = [c for c in ANSWER_COLUMNS if c not in answers.columns]
         if missing:
             raise ValueError(f"answers need columns {list(ANSWER_COLUMNS)}; missing {missing}")
-        frame = self._answer_frame(answers.reset_index(drop=True))
-        if frame.empty:
+        rows = self.position_rows(
+            answers["answer_id"].astype(str).tolist(),
+            answers["qid"].astype(str).tolist(),
+            answers["text"].tolist(),
+        )
+        if not rows:
             return pd.DataFrame(columns=list(POSITION_COLUMNS))
-        rows = self.strategy.position(frame)
         out = pd.DataFrame(rows, columns=list(POSITION_COLUMNS))
         for column in ("above", "ties", "strict", "n_docs"):
             out[column] = out[column].astype(np.int64)
         out["score"] = out["score"].astype(np.float64)
         return out
+
+    def position_rows(
+        self, answer_ids: list[str], qids: list[str], texts: list[Any]
+    ) -> list[tuple]:
+        """``position`` for answers given as lists (ids and qids as text), one
+        ``POSITION_COLUMNS`` tuple per answer in the order given: the same numbers without a
+        frame around them (the service's synchronous requests)."""
+        if not answer_ids:
+            return []
+        frame = self._answer_frame(answer_ids, qids, texts)
+        return self.strategy.position(frame)
+
+    @contextlib.contextmanager
+    def embedding_stream(self, qids: list[str], texts: list[Any]) -> Iterator[None]:
+        """While open, the ranker serves the embeddings of these answers (``qids``, ``texts``),
+        their queries and, without a score cache, D_q of queries it has not streamed before,
+        from one stream embedded now (``DenseRanker.embedding_stream``: one length-sorted pass
+        over every text, as a bare ``encode`` of them). Nothing for rankers without one or
+        another mode than pointwise. Scores move by float rounding with the stream (about
+        1e-7); NRP does not (the tie tolerance; docs/nrp.md)."""
+        stream = getattr(self.state.ranker, "embedding_stream", None)
+        if stream is None or self.mode != POINTWISE or not qids:
+            yield
+            return
+        streamed: list[str] = []
+        for qid in dict.fromkeys(qids):
+            found = self._query_and_docnos(qid)
+            if found is None:
+                continue  # ``position`` says so
+            streamed.append(found[0])
+            if self.state.score_cache is None and qid not in self._streamed_dq:
+                self._streamed_dq.add(qid)
+                streamed.extend(self.state.dq[qid]["text"].fillna("").astype(str))
+        streamed.extend(
+            "" if text is None or (isinstance(text, float) and np.isnan(text)) else str(text)
+            for text in texts
+        )
+        with stream(streamed):
+            yield
 
 
 def describe_mode(mode: str, ranker: Ranker) -> str:

@@ -10,9 +10,13 @@ calls, so positioning in batches costs what one call would.
 - ``position(answers)``: positions of answers (answer_id, qid, text; text_sha optional, computed
   when missing and a results cache is used), the results cache first; the rest in batches of
   ``chunk_size`` answers here, or in per-query partitions on an executor, each batch stored as
-  soon as it is done. Answer ids must be distinct within a call.
+  soon as it is done. Here, a neural ranker embeds the texts of up to ``STREAM_ANSWERS``
+  answers (their queries, and D_q when no score cache holds it) in one stream first
+  (``AnswerInjector.embedding_stream``), so its batches cost what one bare ``encode`` of the
+  same texts costs. Answer ids must be distinct within a call.
 - ``position_now(answers)``: the same numbers computed here without the results cache (the
-  service's synchronous path: a request's answers are not kept).
+  service's synchronous path: a request's answers are not kept); ``position_rows`` takes and
+  gives them as lists (no frames: a request of one answer costs its arithmetic).
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ from nrp.positioning.partitions import position_with_executor
 from nrp.positioning.results_cache import POSITION_COLUMNS, text_sha
 
 Progress = Callable[[str], None]
+#: answers whose texts (with their queries and new D_q) a neural ranker embeds in one stream
+#: (``AnswerInjector.embedding_stream``), in whole batches of ``chunk_size``: a few MiB of
+#: vectors, and the length sort of a bare ``encode`` over thousands of texts
+STREAM_ANSWERS = 8192
 
 
 class Positioner:
@@ -92,6 +100,11 @@ class Positioner:
         nothing read from or stored in the results cache."""
         return self.injector.position(answers[["answer_id", "qid", "text"]])
 
+    def position_rows(self, answer_ids: list[str], qids: list[str], texts: list) -> list[tuple]:
+        """``position_now`` for answers given as lists (ids and qids as text): one
+        ``POSITION_COLUMNS`` tuple per answer, in their order, without frames."""
+        return self.injector.position_rows(answer_ids, qids, texts)
+
     def _position_here(
         self, todo: pd.DataFrame, progress: Progress | None, counts: InjectionCounts
     ) -> list[pd.DataFrame]:
@@ -100,14 +113,18 @@ class Positioner:
         size, spec = self.job.options.chunk_size, self.job.ranker.spec()
         before = injector.counts.as_dict()
         found_parts = []
-        for start in range(0, len(todo), size):
-            chunk = todo.iloc[start : start + size]
-            found = injector.position(chunk)
-            if results is not None:
-                results.store(self.job.scope, found, chunk["text_sha"].tolist())
-            found_parts.append(found)
-            if progress:
-                progress(f"{spec}: {min(start + size, len(todo))}/{len(todo)} positioned")
+        window = max(size, STREAM_ANSWERS // size * size)  # whole batches per stream
+        for first in range(0, len(todo), window):
+            part = todo.iloc[first : first + window]
+            with injector.embedding_stream(part["qid"].astype(str).tolist(), part["text"].tolist()):
+                for start in range(first, first + len(part), size):
+                    chunk = todo.iloc[start : start + size]
+                    found = injector.position(chunk)
+                    if results is not None:
+                        results.store(self.job.scope, found, chunk["text_sha"].tolist())
+                    found_parts.append(found)
+                    if progress:
+                        progress(f"{spec}: {min(start + size, len(todo))}/{len(todo)} positioned")
         after = injector.counts.as_dict()
         counts.add(InjectionCounts(**{k: after[k] - before[k] for k in after}))
         return found_parts

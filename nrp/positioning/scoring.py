@@ -45,15 +45,15 @@ import pandas as pd
 import pyterrier as pt
 
 from nrp.collection.collection import Collection
-from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, NrpError
 from nrp.executors.base import Executor, active_executor
 from nrp.positioning.injected_runs import check_injected_runs, write_injected_runs
 from nrp.positioning.injection import InjectedRanking, InjectionCounts, describe_mode
 from nrp.positioning.job import PositionCaches, PositionJob, PositionOptions
 from nrp.positioning.positioner import Positioner
+from nrp.positioning.result_rows import dimension_values, result_arrays
 from nrp.positioning.results_cache import text_sha
-from nrp.positioning.ties import DEFAULT_TIE_MODE, check_tie_mode, nrp_value, rank_from_counts
+from nrp.positioning.ties import DEFAULT_TIE_MODE, check_tie_mode
 from nrp.rankers.base import Ranker
 from nrp.rankers.coerce import as_ranker
 from nrp.settings import settings_with
@@ -487,53 +487,30 @@ def result_frame(
     answer order. ``positions``: dimension -> (ranker spec, positions indexed by answer_id);
     ``weight_of``: normalised weights (``normalised_weights``).
 
-    Built column by column in numpy and put into one frame at the end, so that a few answers
-    (a service request) cost what the arithmetic costs. The combined NRP is the weighted sum
-    of the dimensions' NRP in dimension order with compensated (Kahan) summation, missing
-    values skipped: the sum pandas' ``groupby(...).sum()`` computes, bit for bit."""
+    Built column by column in numpy (``nrp.positioning.result_rows``, whose ``result_rows``
+    gives the same rows without a frame) and put into one frame at the end, so that a few
+    answers cost what the arithmetic costs. The combined NRP is the weighted sum of the
+    dimensions' NRP in dimension order with compensated (Kahan) summation, missing values
+    skipped: the sum pandas' ``groupby(...).sum()`` computes, bit for bit."""
     if not len(answers):
         return pd.DataFrame(columns=list(RESULT_COLUMNS))
     ids = answers["answer_id"]
-    n, width = len(answers), len(positions) + 1  # rows per answer: one per dimension, combined
-    dimension = np.empty((n, width), dtype=object)
-    ranker = np.empty((n, width), dtype=object)
-    score = np.full((n, width), np.nan)
-    rank = np.full((n, width), np.nan)
-    n_docs = np.zeros((n, width), dtype=np.int64)
-    ties = np.zeros((n, width), dtype=np.int64)
-    nrp = np.zeros((n, width))
-    total, compensation = np.zeros(n), np.zeros(n)
-    for order, (name, (spec, found)) in enumerate(positions.items()):
-        values = _dimension_values(ids, found, tie_mode)
-        dimension[:, order], ranker[:, order] = name, spec
-        score[:, order], rank[:, order] = values["score"], values["rank"]
-        n_docs[:, order], ties[:, order], nrp[:, order] = (
-            values["n_docs"],
-            values["ties"],
-            values["nrp"],
-        )
-        weighted = values["nrp"] * weight_of.get(name, np.nan)
-        y = weighted - compensation
-        t = total + y
-        c = t - total - y
-        c[np.isnan(c) & ~np.isnan(weighted)] = 0.0  # an infinite term: no compensation
-        kept = ~np.isnan(weighted)
-        total = np.where(kept, t, total)
-        compensation = np.where(kept, c, compensation)
-    dimension[:, -1], ranker[:, -1] = COMBINED, ""
-    n_docs[:, -1], nrp[:, -1] = n_docs[:, 0], total
-    no_ties = np.zeros((n, width), dtype=bool)
-    no_ties[:, -1] = True
-    rows = np.repeat(np.arange(n), width)
+    n = len(answers)
+    dimensions = [
+        (name, spec, _dimension_values(ids, found, tie_mode))
+        for name, (spec, found) in positions.items()
+    ]
+    arrays = result_arrays(n, dimensions, weight_of)
+    rows = np.repeat(np.arange(n), len(dimensions) + 1)
     columns = {name: answers[name].array.take(rows) for name in RESULT_COLUMNS[:5]}
     columns.update(
-        dimension=dimension.ravel(),
-        ranker=ranker.ravel(),
-        score=score.ravel(),
-        rank=rank.ravel(),
-        n_docs=n_docs.ravel(),
-        ties=pd.arrays.IntegerArray(ties.ravel(), no_ties.ravel()),
-        nrp=nrp.ravel(),
+        dimension=arrays.dimension.ravel(),
+        ranker=arrays.ranker.ravel(),
+        score=arrays.score.ravel(),
+        rank=arrays.rank.ravel(),
+        n_docs=arrays.n_docs.ravel(),
+        ties=pd.arrays.IntegerArray(arrays.ties.ravel(), arrays.no_ties.ravel()),
+        nrp=arrays.nrp.ravel(),
     )
     return pd.DataFrame(columns)  # the columns in RESULT_COLUMNS order
 
@@ -541,27 +518,17 @@ def result_frame(
 def _dimension_values(
     ids: pd.Series, positions: pd.DataFrame, tie_mode: str
 ) -> dict[str, np.ndarray]:
-    """One dimension's values for every answer: score, r under the tie rule, |D_q|, ties and
-    NRP."""
+    """One dimension's values for every answer (``dimension_values``) from its positions
+    indexed by answer id."""
     found = positions.reindex(ids)
-    if tie_mode == "strict":
-        rank = found["strict"].to_numpy(dtype=np.float64)
-    else:
-        rank = rank_from_counts(
-            found["above"].to_numpy(dtype=np.float64),
-            found["ties"].to_numpy(dtype=np.float64),
-            tie_mode,
-        )
-    n_docs = found["n_docs"].to_numpy(dtype=np.int64)
-    return {
-        "score": found["score"].to_numpy(dtype=np.float64),
-        "rank": np.asarray(rank, dtype=np.float64),
-        "n_docs": n_docs,
-        "ties": found["ties"].to_numpy(dtype=np.int64),
-        "nrp": np.asarray(nrp_value(rank, n_docs), dtype=np.float64)
-        if len(n_docs)
-        else np.zeros(0),
-    }
+    return dimension_values(
+        found["score"].to_numpy(dtype=np.float64),
+        found["above"].to_numpy(dtype=np.float64),
+        found["ties"].to_numpy(dtype=np.int64),
+        found["strict"].to_numpy(dtype=np.float64),
+        found["n_docs"].to_numpy(dtype=np.int64),
+        tie_mode,
+    )
 
 
 def score(

@@ -29,9 +29,10 @@ with the last ranker that uses it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -68,6 +69,7 @@ PARAMS: dict[str, Param] = {
         "minilm (packaged all-MiniLM-L6-v2), mpnet (all-mpnet-base-v2 "
         "parts), a sentence-transformers folder, a folder written by nrp train --ranker dense, "
         "or a hub id",
+        kind="model",
     ),
     "fold": fold_param(),
     "similarity": Param(str, "cosine", "cosine (normalized embeddings) or dot", SIMILARITIES),
@@ -94,6 +96,7 @@ class DenseRanker(TrainedFolds, Ranker):
         self.check_fold()
         self._model: SentenceTransformer | None = None
         self._fold_models: dict[str, DenseRanker] = {}
+        self._streamed: dict[str, np.ndarray] | None = None  # ``embedding_stream``'s vectors
 
     @cached_property
     def model_path(self) -> str:
@@ -147,8 +150,38 @@ class DenseRanker(TrainedFolds, Ranker):
             model.max_seq_length = input_limit(None, encoder, asked, "dense")
         return model.eval()
 
+    @contextlib.contextmanager
+    def embedding_stream(self, texts: Sequence[str]) -> Iterator[None]:
+        """Embed ``texts`` (each distinct text once) in one length-sorted stream, and serve
+        ``encode`` from those vectors while the context is open (texts it lacks are embedded
+        as usual). A caller that will score D_q and answers in several calls (the positioner's
+        batches) pays for one stream sorted by length over all of them, as a bare
+        ``SentenceTransformer.encode`` of the same texts would: no text embedded twice, the
+        least padding. A vector depends on the batch its text was embedded in by float
+        rounding (about 1e-7), which the tie rule's tolerance absorbs (docs/nrp.md). Per-fold
+        checkpoints and passages are not streamed (their texts are not these)."""
+        if self.trained is not None or int(self.params["passages"]) > 0 or not texts:
+            yield
+            return
+        distinct = list(dict.fromkeys(texts))
+        vectors = self.encode(distinct, desc="dense stream")
+        previous, self._streamed = self._streamed, dict(zip(distinct, vectors, strict=True))
+        try:
+            yield
+        finally:
+            self._streamed = previous
+
     def encode(self, texts: Sequence[str], desc: str = "embedding") -> np.ndarray:
-        """float32 embeddings of ``texts`` in order, L2-normalized for ``similarity=cosine``."""
+        """float32 embeddings of ``texts`` in order, L2-normalized for ``similarity=cosine``
+        (from the open ``embedding_stream`` where it has them)."""
+        streamed = self._streamed
+        if streamed is not None and texts:
+            missing = [t for t in dict.fromkeys(texts) if t not in streamed]
+            found = dict(zip(missing, self._encode(missing, desc), strict=True)) if missing else {}
+            return np.stack([streamed[t] if t in streamed else found[t] for t in texts])
+        return self._encode(texts, desc)
+
+    def _encode(self, texts: Sequence[str], desc: str) -> np.ndarray:
         model = self.model
         normalize = self.params["similarity"] == "cosine"
 

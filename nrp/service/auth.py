@@ -64,7 +64,7 @@ def require(scope: str) -> Any:
     """A dependency that admits a request whose token has ``scope`` (``read``: read or admin;
     ``admin``: admin; ``review``: a reviewer or admin) and gives the token's scope."""
 
-    def check(
+    async def check(  # async: checked on the event loop, no thread for a dict lookup
         request: Request,
         # declared so that the OpenAPI document names the bearer scheme; the header is read
         # by ``authenticate``, as the middleware reads it

@@ -5,8 +5,8 @@
   collection's results cache and nothing else comes back.
 - ``run_evaluate_units``: evaluator units, through ``evaluate`` into the evaluation cache.
 - ``score_requests``: synchronous requests, positioned now without the results cache
-  (``Positioner.position_now``) and turned into rows by ``result_frame``, the code that builds
-  ``score_answers``' rows, so a response has the numbers ``nrp score`` writes.
+  (``Positioner.position_rows``) and turned into rows by ``result_rows``, the arithmetic that
+  builds ``score_answers``' rows, so a response has the numbers ``nrp score`` writes.
 - ``job_tables``: a finished job's tables, by ``score_answers`` and ``evaluate_answers`` over
   its answers (every position and evaluation served by the caches the units filled).
 
@@ -24,7 +24,6 @@ import pandas as pd
 
 from nrp import api
 from nrp.service.pool import ModelPool
-from nrp.service.store import json_value
 from nrp.tables import jsonable
 
 Payload = dict[str, Any]  # a score request as the planner wrote it (``RequestPlanner``)
@@ -113,49 +112,42 @@ def score_requests(
     pool: ModelPool, requests: list[Payload], chunk_size: int
 ) -> dict[str, dict[str, Any]]:
     """The reply to each request (by id): ``RESULT_COLUMNS`` rows of its ranked answers. The
-    answers of all requests that share a ranker and options are positioned together (one call
-    per round of distinct (qid, answer id)), and the rows of all requests that share rankers,
-    options, tie rule and weights come from one ``result_frame`` call; ``chunk_size``: the
-    positioners' option, so these share the job units' positioners.
+    answers of all requests that share a ranker and options are positioned together (one
+    ``Positioner.position_rows`` call per round of distinct (qid, answer id)), and the rows of
+    all requests that share rankers, options, tie rule and weights come from one
+    ``result_rows`` call (the rows ``result_frame`` builds, as lists: no frames, so a request
+    of one answer costs its arithmetic); ``chunk_size``: the positioners' option, so these
+    share the job units' positioners.
 
-    Within a batch every ranked answer has a key of its own (its number in the batch): answer
-    ids repeat across requests, and ``result_frame`` finds an answer's positions by id, so it
-    gets the keys and each row its answer id back. Every row is computed from its own answer's
-    positions alone, so a request's rows do not depend on the requests batched with it."""
+    Within a batch every ranked answer has a number of its own (its place in the batch):
+    answer ids repeat across requests, so positions are found by number. Every row is
+    computed from its own answer's positions alone, so a request's rows do not depend on the
+    requests batched with it."""
     ranked = {p["id"]: [a for a in p["answers"] if a["ranked"]] for p in requests}
-    keys, start = {}, 0
+    numbers, start = {}, 0
     for p in requests:
-        keys[p["id"]] = [str(n) for n in range(start, start + len(ranked[p["id"]]))]
+        numbers[p["id"]] = range(start, start + len(ranked[p["id"]]))
         start += len(ranked[p["id"]])
-    positions = _positions_now(pool, requests, ranked, keys, chunk_size)
+    positions = _positions_now(pool, requests, ranked, numbers, chunk_size)
     columns = list(api.RESULT_COLUMNS)
     replies = {p["id"]: {"ok": True, "columns": columns, "rows": []} for p in requests}
     for group in _row_groups(requests, ranked).values():
         first = group[0]
+        answers = [a for p in group for a in ranked[p["id"]]]
+        mine = [n for p in group for n in numbers[p["id"]]]
         found = {
-            dimension: (spec, positions[_position_key(first, spec)])
+            dimension: (spec, [positions[_position_key(first, spec)][n] for n in mine])
             for dimension, spec in first["rankers"].items()
         }
         weight_of = api.normalised_weights(first.get("weights"), list(first["rankers"]))
         tie_mode = api.check_tie_mode(first["ties"])
-        answers = [a for p in group for a in ranked[p["id"]]]
-        base = pd.DataFrame(
-            {
-                "answer_id": [k for p in group for k in keys[p["id"]]],
-                **{c: [a[c] for a in answers] for c in ("llm", "prompt", "qid", "sample")},
-            }
-        )
-        frame = api.result_frame(base, found, tie_mode, weight_of)
-        rows = [[json_value(v) for v in r] for r in frame.itertuples(index=False, name=None)]
+        rows = api.result_rows(answers, found, tie_mode, weight_of)
         per_answer = len(rows) // len(answers)  # one row per dimension and the combined row
         at = 0
         for p in group:
-            mine = rows[at : at + per_answer * len(ranked[p["id"]])]
-            at += len(mine)
-            for number, answer in enumerate(ranked[p["id"]]):
-                for row in mine[number * per_answer : (number + 1) * per_answer]:
-                    row[0] = answer["answer_id"]
-            replies[p["id"]]["rows"] = mine
+            count = per_answer * len(ranked[p["id"]])
+            replies[p["id"]]["rows"] = rows[at : at + count]
+            at += count
     return replies
 
 
@@ -183,36 +175,34 @@ def _positions_now(
     pool: ModelPool,
     requests: list[Payload],
     ranked: dict[str, list[dict[str, Any]]],
-    keys: dict[str, list[str]],
+    numbers: dict[str, range],
     chunk_size: int,
-) -> dict[tuple[str, str, bool, bool], pd.DataFrame]:
-    """(collection, ranker spec, options) -> positions of the ranked answers of the requests
-    that use it, indexed by their keys; one ``position_now`` call per round."""
+) -> dict[tuple[str, str, bool, bool], dict[int, tuple]]:
+    """(collection, ranker spec, options) -> the ``POSITION_COLUMNS`` tuple of each ranked
+    answer of the requests that use it, by its number in the batch; one ``position_rows``
+    call per round."""
     groups: dict[tuple[str, str, bool, bool], list[Payload]] = {}
     for p in requests:
         if ranked[p["id"]]:
             for spec in dict.fromkeys(p["rankers"].values()):
                 groups.setdefault(_position_key(p, spec), []).append(p)
-    positions: dict[tuple[str, str, bool, bool], pd.DataFrame] = {}
+    positions: dict[tuple[str, str, bool, bool], dict[int, tuple]] = {}
     for key, group in groups.items():
         name, spec, frozen, full = key
         answers = [a for p in group for a in ranked[p["id"]]]
-        answer_keys = [k for p in group for k in keys[p["id"]]]
+        answer_numbers = [n for p in group for n in numbers[p["id"]]]
         positioner = pool.positioner(
             pool.collection(name), spec, api.PositionOptions(frozen, full, chunk_size)
         )
-        parts = []
-        for numbers in _distinct_rounds([(str(a["qid"]), str(a["answer_id"])) for a in answers]):
-            part = pd.DataFrame(
-                {
-                    "answer_id": [str(answers[n]["answer_id"]) for n in numbers],
-                    "qid": [str(answers[n]["qid"]) for n in numbers],
-                    "text": [answers[n]["text"] for n in numbers],
-                }
+        found: dict[int, tuple] = {}
+        for part in _distinct_rounds([(str(a["qid"]), str(a["answer_id"])) for a in answers]):
+            rows = positioner.position_rows(
+                [str(answers[n]["answer_id"]) for n in part],
+                [str(answers[n]["qid"]) for n in part],
+                [answers[n]["text"] for n in part],
             )
-            found = positioner.position_now(part)
-            parts.append(found.set_axis([answer_keys[n] for n in numbers]))
-        positions[key] = parts[0] if len(parts) == 1 else pd.concat(parts)
+            found.update(zip([answer_numbers[n] for n in part], rows, strict=True))
+        positions[key] = found
     return positions
 
 

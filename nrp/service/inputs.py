@@ -25,8 +25,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,17 +42,6 @@ from nrp.errors import ConfigError, InputError, NrpError
 from nrp.spec import Param, parse_params
 
 RANK, EVALUATE = "rank", "evaluate"
-#: (component, parameter) -> the kind its declaration cannot say yet: nrp/rankers/dense.py is
-#: being edited elsewhere (issue 28), so its ``model`` Param is declared plain text. Declare
-#: ``kind="model"`` there and empty this table.
-UNDECLARED_KINDS: dict[tuple[str, str], str] = {("dense", "model"): "model"}
-
-
-def param_kind(component: str, key: str, param: Param) -> str:
-    """What a parameter's value names (``nrp.spec.PARAM_KINDS``), as its ``Param`` declares it."""
-    return UNDECLARED_KINDS.get((component, key), param.kind)
-
-
 # a spec with this backend names a model of a remote server, not a file here
 REMOTE_BACKENDS = ("openai",)
 
@@ -210,9 +201,9 @@ def check_spec_paths(
         if eq and param is not None and param.type is str and value != param.default:
             if key == "collection" and value:
                 check_collection_name(value, indexes)
-            elif param_kind(name, key, param) == "model" and not remote:
+            elif param.kind == "model" and not remote:
                 value = models.resolve(value, what)
-            elif param_kind(name, key, param) != "text" or _looks_like_path(value):
+            elif param.kind != "text" or _looks_like_path(value):
                 value = _spec_path(value, roots, what)
         items.append(f"{key}={value}" if eq else key)
     return f"{name}:{','.join(items)}" if items else name
@@ -265,7 +256,7 @@ def _check_sub_rankers(ranker: api.Ranker, models: ModelPlaces, roots: Sequence[
             if not isinstance(sub, api.Ranker):
                 continue
             for key, param in (sub.declared_params() or {}).items():
-                kind, given = param_kind(sub.name, key, param), sub.params.get(key)
+                kind, given = param.kind, sub.params.get(key)
                 if kind == "text" or given in (None, param.default):
                     continue
                 what = f"ranker {ranker.name!r}: its ranker {sub.name!r} parameter {key}"
@@ -313,6 +304,11 @@ class CollectionView:
     def name(self) -> str:
         return self.collection.name
 
+    @functools.cached_property
+    def store_path(self) -> str:
+        """The collection's store file (its modification time is the build's ``stamp``)."""
+        return str(self.collection.path / api.STORE_FILE)
+
 
 class Collections:
     """Collection views by name, reloaded when the collection's store file changes."""
@@ -322,14 +318,22 @@ class Collections:
         self.lock = threading.Lock()
         self.views: dict[str, CollectionView] = {}
 
-    def get(self, name: str) -> CollectionView:
-        store = self.indexes / name / api.STORE_FILE
+    def current(self, name: str) -> CollectionView | None:
+        """The view of a name checked before, when one stat says it is current (None: it
+        must be read, ``get``)."""
         with self.lock:
             view = self.views.get(name)
-        if view is not None:  # a name checked before: one stat says whether it is current
+        if view is not None:
             with contextlib.suppress(OSError):
-                if store.stat().st_mtime_ns == view.stamp:
+                if os.stat(view.store_path).st_mtime_ns == view.stamp:
                     return view
+        return None
+
+    def get(self, name: str) -> CollectionView:
+        view = self.current(name)
+        if view is not None:
+            return view
+        store = self.indexes / name / api.STORE_FILE
         check_collection_name(name, self.indexes)
         stamp = store.stat().st_mtime_ns
         collection = api.Collection(self.indexes / name)

@@ -10,10 +10,11 @@ every job and every synchronous request can be put into one model call. What it 
 the library's (``nrp.service.compute``, over the models of ``nrp.service.pool``); this module is
 the loop that batches work and keeps the store's books:
 
-1. **Synchronous requests first** (someone is waiting): requests that arrive within
-   ``batch_max_wait_ms`` of the first one, up to ``batch_max_size`` answers, are grouped per
-   ranker and positioned in one ``Positioner.position_now`` call per ranker; each request then
-   gets its rows from ``result_frame``, the code behind ``score_answers``' rows.
+1. **Synchronous requests first** (someone is waiting): the requests queued (those that
+   arrived while the previous batch was computed, and within ``batch_max_wait_ms`` of the
+   first one; 0 by default), up to ``batch_max_size`` answers, are grouped per ranker and
+   positioned in one ``Positioner.position_rows`` call per ranker; each request then gets its
+   rows from ``result_rows``, the arithmetic behind ``score_answers``' rows, without frames.
 2. **Job units**: the store hands out queued units that share a batch key (same collection,
    ranker or evaluator and options) across jobs, up to ``batch_max_size`` answers. Positions go
    to the collection's results cache and evaluations to its evaluation cache as soon as a batch

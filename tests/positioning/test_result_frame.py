@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from nrp.positioning.result_rows import result_rows
 from nrp.positioning.scoring import RESULT_COLUMNS, result_frame
 
 ANSWERS = pd.DataFrame(
@@ -81,3 +82,26 @@ def test_tie_rules_of_the_second_answer():
 def test_no_answers_no_rows():
     frame = result_frame(ANSWERS.iloc[:0], POSITIONS, "mid", WEIGHTS)
     assert list(frame.columns) == list(RESULT_COLUMNS) and frame.empty
+
+
+def test_result_rows_are_result_frames_rows_without_a_frame():
+    # the service's rows (``result_rows``: positions as tuples in answer order) hold the very
+    # values of ``result_frame``'s, missing ones as None, for every tie rule
+    records = ANSWERS.to_dict("records")
+    for rule in ("optimistic", "mid", "pessimistic", "strict"):
+        tuples = {
+            name: (spec, list(found.reindex(ANSWERS["answer_id"]).reset_index().itertuples(
+                index=False, name=None)))
+            for name, (spec, found) in POSITIONS.items()
+        }  # fmt: skip
+        rows = result_rows(records, tuples, rule, WEIGHTS)
+        frame = result_frame(ANSWERS, POSITIONS, rule, WEIGHTS)
+        expected = [
+            [None if v is pd.NA or (isinstance(v, float) and np.isnan(v)) else v for v in row]
+            for row in frame.astype(object).itertuples(index=False, name=None)
+        ]
+        assert rows == expected
+        assert [[type(v) for v in row] for row in rows] == [
+            [type(v) for v in row] for row in expected
+        ]
+    assert result_rows([], {}, "mid", WEIGHTS) == []

@@ -282,3 +282,78 @@ def test_device_and_dtype() -> None:
             resolve_device("cuda")
     else:
         assert resolve_dtype("bf16", "cuda") is torch.bfloat16
+
+
+# -- one embedding stream (the positioner's batches) ----------------------------------------------
+STREAM_MANIFEST = """\
+name: streamed
+description: dense stream test
+citation: nrp tests
+data_root: .
+repeated_judgments: {policy: error}
+dimensions:
+  relevance:
+    description: relevant or not
+    grades: {0: "no", 1: "yes"}
+sources:
+  - {format: table, path: topics.tsv, holds: topics}
+  - {format: table, path: documents.tsv, holds: documents}
+  - {format: table, path: qrels.tsv, holds: judgments, dimensions: [relevance]}
+"""
+
+
+def test_one_embedding_stream_keeps_nrp_and_scores_within_1e_6(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """The identity rule for neural rankers: positioning with one embedding stream (the texts
+    of every batch embedded in one length-sorted pass) gives the NRP of positioning batch by
+    batch, exactly, and scores within 1e-6 (float rounding with the batch composition)."""
+    from nrp import ingest
+    from nrp.collection.collection import Collection
+    from nrp.positioning import positioner
+    from nrp.positioning.scoring import score_answers
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "manifest.yaml").write_text(STREAM_MANIFEST)
+    queries = {"q1": QUERY, "q2": "flu fever cough", "q3": "diet sugar"}
+    (data / "topics.tsv").write_text(
+        "qid\tquery\n" + "".join(f"{q}\t{t}\n" for q, t in queries.items())
+    )
+    docs = {f"d{i}": t for i, t in enumerate(TEXTS * 3)}
+    (data / "documents.tsv").write_text(
+        "docno\ttext\n" + "".join(f"{d}\t{t} {d}\n" for d, t in docs.items())
+    )
+    qids = list(queries)
+    (data / "qrels.tsv").write_text(
+        "qid\tdocno\trelevance\n" + "".join(f"{qids[i % 3]}\td{i}\t1\n" for i in range(len(docs)))
+    )
+    ingest(data / "manifest.yaml", indexes_dir=tmp_path / "indexes")
+    collection = Collection.load("streamed", tmp_path / "indexes")
+    words = WORDS.split()
+    answers = pd.DataFrame(
+        {
+            "answer_id": [f"a{i}" for i in range(60)],
+            "qid": [qids[i % 3] for i in range(60)],
+            "text": [" ".join(words[(i * 7) % 40 : (i * 7) % 40 + 2 + i % 13]) for i in range(60)],
+        }
+    )
+    model = ranker(tiny_model, batch=4)
+    calls: list[int] = []
+    encode = model._encode
+    model._encode = lambda texts, desc: calls.append(len(texts)) or encode(texts, desc)
+    streamed = score_answers(collection, answers, model, cache=False, chunk_size=16)
+    stream_calls = list(calls)
+    window = positioner.STREAM_ANSWERS
+    try:
+        positioner.STREAM_ANSWERS = 1  # a stream per batch of 16: the texts of each batch
+        calls.clear()
+        batched = score_answers(collection, answers, model, cache=False, chunk_size=16)
+    finally:
+        positioner.STREAM_ANSWERS = window
+    assert len(stream_calls) == 1  # documents, answers and queries: one stream
+    assert len(calls) == 4  # one per batch
+    assert streamed["nrp"].tolist() == batched["nrp"].tolist()
+    assert streamed["rank"].equals(batched["rank"]) and streamed["ties"].equals(batched["ties"])
+    scores = streamed["score"].to_numpy(dtype=float)
+    np.testing.assert_allclose(scores, batched["score"].to_numpy(dtype=float), rtol=0, atol=1e-6)

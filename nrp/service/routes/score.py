@@ -36,7 +36,11 @@ router = APIRouter(tags=["score"], route_class=StrictJSONRoute)
 async def score(
     body: ScoreRequest, service: ServiceDep, scope: Annotated[str, READ]
 ) -> dict[str, Any] | JSONResponse:
-    payload, skipped = await run_in_threadpool(service.planner.score_payload, body, scope)
+    if service.collections.current(body.collection) is not None:
+        # the checks of a collection read before are a few dict lookups: no thread hop
+        payload, skipped = service.planner.score_payload(body, scope)
+    else:  # reading the collection's view takes a while: not on the event loop
+        payload, skipped = await run_in_threadpool(service.planner.score_payload, body, scope)
     if not service.worker_ready:
         raise HTTPException(503, "the worker is not ready yet", headers={"Retry-After": "1"})
     loop = asyncio.get_running_loop()
