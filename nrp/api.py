@@ -34,6 +34,7 @@ from nrp.answers import AnswerLocation, AnswerReader, read_answers, report_citat
 from nrp.collection.build import default_indexes_dir, ingest
 from nrp.collection.collection import Collection, list_collections
 from nrp.collection.formats import all_formats
+from nrp.collection.formats._io import DuplicateKey, unique_keys
 from nrp.collection.formats.irds import irds_manifest
 from nrp.collection.info import collection_info, render_info
 from nrp.collection.manifest import COMBINED, DATASET_PREFIX, Manifest, first_outside, inside_roots
@@ -122,6 +123,7 @@ __all__ = [
     "AnswerReader",
     "CheckResult",
     "Collection",
+    "DuplicateKey",
     "EvaluationCache",
     "EvaluationSettings",
     "Executor",
@@ -227,6 +229,7 @@ __all__ = [
     "summarize",
     "synthesize",
     "train_ranker",
+    "unique_keys",
     "using_executor",
     "validate",
     "validate_runs",

@@ -24,21 +24,14 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
+from nrp import api
+
 # an escaped surrogate in the raw body: only then can a parsed string hold a lone one
 _ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 class _Refused(ValueError):
     pass
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _Refused(f"key {key[:100]!r} appears twice in one object")
-        out[key] = value
-    return out
 
 
 def _float(text: str) -> float:
@@ -80,11 +73,11 @@ def strict_loads(body: bytes | str) -> Any:
     try:
         text = raw.decode("utf-8")
         value = json.loads(
-            text, object_pairs_hook=_pairs, parse_float=_float, parse_constant=_constant
+            text, object_pairs_hook=api.unique_keys, parse_float=_float, parse_constant=_constant
         )
     except UnicodeDecodeError as err:
         raise json.JSONDecodeError(f"not UTF-8 at byte {err.start}", "", err.start) from None
-    except _Refused as err:
+    except (_Refused, api.DuplicateKey) as err:
         raise json.JSONDecodeError(str(err), "", 0) from None
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply", "", 0) from None

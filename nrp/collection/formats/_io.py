@@ -213,7 +213,8 @@ class DuplicateKey(ValueError):
     """A JSON object that gives one key twice (``json.loads`` would keep the last silently)."""
 
 
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """``json.loads``' ``object_pairs_hook`` that refuses a key given twice (``DuplicateKey``)."""
     found: dict[str, object] = {}
     for key, value in pairs:
         if key in found:
@@ -225,7 +226,7 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
 def loads_strict(text: str) -> object:
     """``json.loads`` of one JSON text, refusing an object that gives a key twice (as manifests
     refuse a YAML key given twice): the one JSON parser of every input file reader."""
-    return json.loads(text, object_pairs_hook=_unique_keys)
+    return json.loads(text, object_pairs_hook=unique_keys)
 
 
 def json_problem(err: ValueError) -> str:
