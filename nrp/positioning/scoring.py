@@ -112,7 +112,7 @@ def _check_answers(answers_df: pd.DataFrame) -> pd.DataFrame:
 
 
 def resolve_rankers(
-    rankers: RankerChoice, collection: Collection
+    rankers: RankerChoice, collection: Collection, validation: Any = None
 ) -> tuple[dict[str, Ranker], list[str]]:
     """dimension -> ranker (built, bound to the collection), and warnings.
 
@@ -120,20 +120,17 @@ def resolve_rankers(
     validation JSON or a ``ValidationResult`` (its chosen ranker per dimension); a single spec,
     ``Ranker`` or transformer for every dimension of the collection (``as_ranker`` turns each
     into a ranker). The same
-    spec string, or the same object, builds one ranker object."""
-    from nrp.validation.result import ValidationResult
-
+    spec string, or the same object, builds one ranker object. ``validation``: what
+    ``validation_of(rankers)`` gives, when the caller has read it already."""
     warnings: list[str] = []
-    if isinstance(rankers, ValidationResult):
-        chosen, warnings = _chosen(rankers, collection, "the validation result")
+    validation = validation if validation is not None else validation_of(rankers)
+    if validation is not None:
+        source = str(rankers) if isinstance(rankers, str | Path) else "the validation result"
+        chosen, warnings = _chosen(validation, collection, source)
     elif isinstance(rankers, pt.Transformer):
         chosen: Mapping[str, Any] = dict.fromkeys(collection.dimensions, rankers)
     elif isinstance(rankers, str | Path):
-        text = str(rankers)
-        if text.endswith(".json") or Path(text).is_file():
-            chosen, warnings = _from_validation(Path(text), collection)
-        else:
-            chosen = dict.fromkeys(collection.dimensions, text)
+        chosen = dict.fromkeys(collection.dimensions, str(rankers))
     else:
         chosen = dict(rankers)
     if not chosen:
@@ -159,12 +156,6 @@ def resolve_rankers(
     return built, warnings
 
 
-def _from_validation(path: Path, collection: Collection) -> tuple[dict[str, str], list[str]]:
-    from nrp.validation.result import ValidationResult
-
-    return _chosen(ValidationResult.from_json(path), collection, str(path))
-
-
 def validation_of(rankers: RankerChoice) -> Any:
     """The ``ValidationResult`` that ``rankers`` names (itself, or a validation JSON's path,
     read), or None when ``rankers`` are given otherwise."""
@@ -172,7 +163,7 @@ def validation_of(rankers: RankerChoice) -> Any:
 
     if isinstance(rankers, ValidationResult):
         return rankers
-    if isinstance(rankers, str | Path) and not isinstance(rankers, pt.Transformer):
+    if isinstance(rankers, str | Path):
         text = str(rankers)
         if text.endswith(".json") or Path(text).is_file():
             return ValidationResult.from_json(Path(text))
@@ -290,9 +281,7 @@ def score_answers(
     options = PositionOptions(settings.frozen_stats, settings.full_rerank, settings.chunk_size)
     answers = _check_answers(answers_df)
     validation = validation_of(rankers)
-    by_dimension, warnings = resolve_rankers(
-        rankers if validation is None else validation, collection
-    )
+    by_dimension, warnings = resolve_rankers(rankers, collection, validation)
     weights, left_out = default_weights(settings, validation, list(by_dimension), warnings)
     weight_of = normalised_weights(weights, list(by_dimension))
     candidates = collection.candidates()
