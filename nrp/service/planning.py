@@ -185,8 +185,24 @@ def default_weights(
     significantly better than random weighs 0); else None (equal)."""
     if weights is not None or not (isinstance(choice, str) and choice.strip() == VALIDATION):
         return weights
+    validation = collection_validation(view)
+    return None if validation is None else validation.weighting()[0]
+
+
+def collection_validation(view: inputs.CollectionView) -> api.ValidationResult | None:
+    """The collection's ``validation.json``, parsed once per version of the file (a request
+    with ``rankers: validation`` reads its choice and its weights), or None without one."""
     path = view.collection.path / api.VALIDATION_FILE
-    return api.ValidationResult.from_json(path).weighting()[0] if path.is_file() else None
+    if not path.is_file():
+        return None
+    stat = path.stat()
+    return _read_validation(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _read_validation(path: str, mtime_ns: int, size: int) -> api.ValidationResult:
+    """(``mtime_ns`` and ``size`` only key the cache: a rewritten file is read again.)"""
+    return api.ValidationResult.from_json(path)
 
 
 def chosen_specs(choice: str | Mapping[str, str], view: inputs.CollectionView) -> dict[str, str]:
@@ -196,12 +212,12 @@ def chosen_specs(choice: str | Mapping[str, str], view: inputs.CollectionView) -
     collection = view.collection
     dimensions = list(collection.dimensions)
     if isinstance(choice, str) and choice.strip() == VALIDATION:
-        path = collection.path / api.VALIDATION_FILE
-        if not path.is_file():
+        validation = collection_validation(view)
+        if validation is None:
             raise inputs.RequestError(
                 422, f"collection {view.name!r} has no validation.json (run nrp validate)"
             )
-        chosen = api.ValidationResult.from_json(path).chosen()
+        chosen = validation.chosen()
         if not chosen:
             raise inputs.RequestError(422, "the validation chose no ranker for any dimension")
         return chosen
