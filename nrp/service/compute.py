@@ -1,8 +1,8 @@
 """What the worker computes, each one call into the library API over the models of its pool.
 
-- ``run_rank_units``: rank units of several jobs that share a batch key, positioned by the
-  pool's ``Positioner`` (on the executor when one is configured); positions land in the
-  collection's results cache and nothing else comes back.
+- ``run_rank_units``: rank units of several jobs that share a batch key (``BatchKey``),
+  positioned by the pool's ``Positioner`` (on the executor when one is configured); positions
+  land in the collection's results cache and nothing else comes back.
 - ``run_evaluate_units``: evaluator units, through ``evaluate`` into the evaluation cache.
 - ``score_requests``: synchronous requests, positioned now without the results cache
   (``Positioner.position_rows``) and turned into rows by ``result_rows``, the arithmetic that
@@ -16,13 +16,13 @@ its only say.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 import pandas as pd
 
 from nrp import api
+from nrp.service.keys import BatchKey, PositionKey, RowKey
 from nrp.service.pool import ModelPool
 from nrp.tables import jsonable
 
@@ -64,14 +64,11 @@ def run_rank_units(
     already holds are skipped. ``answers``: each unit's answers. Positions are computed here
     in batches of ``partition_size``, or with an ``executor`` in per-query partitions of up to
     ``partition_size`` answers, each stored as it arrives."""
-    _, name, spec, options = json.loads(units[0]["batch_key"])
-    collection = pool.collection(name)
+    key = BatchKey.parse(units[0]["batch_key"])
     positioner = pool.positioner(
-        collection,
-        spec,
-        api.PositionOptions(
-            bool(options["frozen_stats"]), bool(options["full_rerank"]), partition_size
-        ),
+        pool.collection(key.collection),
+        key.spec,
+        api.PositionOptions(key.frozen_stats, key.full_rerank, partition_size),
     )
     frame = pd.concat(_by_job(units, answers), ignore_index=True)
     for part in _rounds(frame):
@@ -95,13 +92,13 @@ def run_evaluate_units(
     """Evaluate the answers of evaluator units that share a batch key in one run (on
     ``executor`` when given); rows land in the collection's evaluation cache (evaluators that
     are not cacheable run at finalisation)."""
-    _, name, spec, options = json.loads(units[0]["batch_key"])
-    collection = pool.collection(name)
-    evaluator = pool.evaluator(spec)
+    key = BatchKey.parse(units[0]["batch_key"])
+    collection = pool.collection(key.collection)
+    evaluator = pool.evaluator(key.spec)
     if not evaluator.cacheable:
         return
     frame = pd.concat(answers, ignore_index=True)
-    items = api.build_items(collection, frame, options.get("references", "auto"))
+    items = api.build_items(collection, frame, key.references)
     api.evaluate(
         items, [evaluator], pool.evaluation_cache(collection), collection, executor=executor
     )
@@ -112,62 +109,60 @@ def score_requests(
     pool: ModelPool, requests: list[Payload], chunk_size: int
 ) -> dict[str, dict[str, Any]]:
     """The reply to each request (by id): ``RESULT_COLUMNS`` rows of its ranked answers. The
-    answers of all requests that share a ranker and options are positioned together (one
+    answers of all requests that share a ``PositionKey`` are positioned together (one
     ``Positioner.position_rows`` call per round of distinct (qid, answer id)), and the rows of
-    all requests that share rankers, options, tie rule and weights come from one
-    ``result_rows`` call (the rows ``result_frame`` builds, as lists: no frames, so a request
-    of one answer costs its arithmetic); ``chunk_size``: the positioners' option, so these
-    share the job units' positioners.
+    all requests that share a ``RowKey`` come from one ``result_rows`` call (the rows
+    ``result_frame`` builds, as lists: no frames, so a request of one answer costs its
+    arithmetic); ``chunk_size``: the positioners' option, so these share the job units'
+    positioners.
 
     Within a batch every ranked answer has a number of its own (its place in the batch):
-    answer ids repeat across requests, so positions are found by number. Every row is
-    computed from its own answer's positions alone, so a request's rows do not depend on the
-    requests batched with it."""
+    answer ids repeat across requests, so positions and rows are joined to answers by number,
+    and a request's reply holds the rows of its own numbers. Every row is computed from its
+    own answer's positions alone, so a request's rows do not depend on the requests batched
+    with it."""
     ranked = {p["id"]: [a for a in p["answers"] if a["ranked"]] for p in requests}
     numbers, start = {}, 0
     for p in requests:
         numbers[p["id"]] = range(start, start + len(ranked[p["id"]]))
         start += len(ranked[p["id"]])
     positions = _positions_now(pool, requests, ranked, numbers, chunk_size)
-    columns = list(api.RESULT_COLUMNS)
-    replies = {p["id"]: {"ok": True, "columns": columns, "rows": []} for p in requests}
-    for group in _row_groups(requests, ranked).values():
-        first = group[0]
+    rows_of: dict[int, list[list[Any]]] = {}  # an answer's number -> its rows
+    for key, group in _row_groups(requests, ranked).items():
         answers = [a for p in group for a in ranked[p["id"]]]
         mine = [n for p in group for n in numbers[p["id"]]]
         found = {
-            dimension: (spec, [positions[_position_key(first, spec)][n] for n in mine])
-            for dimension, spec in first["rankers"].items()
+            dimension: (spec, [positions[key.position_key(spec)][n] for n in mine])
+            for dimension, spec in key.rankers
         }
-        weight_of = api.normalised_weights(first.get("weights"), list(first["rankers"]))
-        tie_mode = api.check_tie_mode(first["ties"])
-        rows = api.result_rows(answers, found, tie_mode, weight_of)
-        per_answer = len(rows) // len(answers)  # one row per dimension and the combined row
-        at = 0
-        for p in group:
-            count = per_answer * len(ranked[p["id"]])
-            replies[p["id"]]["rows"] = rows[at : at + count]
-            at += count
+        weights = None if key.weights is None else dict(key.weights)
+        weight_of = api.normalised_weights(weights, [dimension for dimension, _ in key.rankers])
+        rows = api.result_rows(answers, found, api.check_tie_mode(key.ties), weight_of)
+        rows_of.update(zip(mine, _per_answer(rows, len(answers)), strict=True))
+    columns = list(api.RESULT_COLUMNS)
+    replies = {}
+    for p in requests:
+        rows = [row for n in numbers[p["id"]] for row in rows_of[n]]
+        replies[p["id"]] = {"ok": True, "columns": columns, "rows": rows}
     return replies
 
 
-def _position_key(p: Payload, spec: str) -> tuple[str, str, bool, bool]:
-    """What positions are shared by: collection, ranker spec and positioning options."""
-    return (p["collection"], spec, bool(p["frozen_stats"]), bool(p["full_rerank"]))
+def _per_answer(rows: list[list[Any]], n_answers: int) -> list[list[list[Any]]]:
+    """``result_rows``' rows cut into each answer's (one per dimension, then its combined
+    row: as many for every answer), in answer order."""
+    width = len(rows) // n_answers
+    return [rows[at : at + width] for at in range(0, len(rows), width)]
 
 
 def _row_groups(
     requests: list[Payload], ranked: dict[str, list[dict[str, Any]]]
-) -> dict[str, list[Payload]]:
-    """Requests with ranked answers grouped by what their rows depend on besides positions:
-    collection, options, rankers per dimension, tie rule and weights."""
-    groups: dict[str, list[Payload]] = {}
+) -> dict[RowKey, list[Payload]]:
+    """Requests with ranked answers grouped by what their rows depend on besides positions
+    (``RowKey``)."""
+    groups: dict[RowKey, list[Payload]] = {}
     for p in requests:
-        if not ranked[p["id"]]:
-            continue
-        settings = [p["collection"], p["frozen_stats"], p["full_rerank"], p["ties"]]
-        key = json.dumps([*settings, list(p["rankers"].items()), p.get("weights")])
-        groups.setdefault(key, []).append(p)
+        if ranked[p["id"]]:
+            groups.setdefault(RowKey.of(p), []).append(p)
     return groups
 
 
@@ -177,22 +172,22 @@ def _positions_now(
     ranked: dict[str, list[dict[str, Any]]],
     numbers: dict[str, range],
     chunk_size: int,
-) -> dict[tuple[str, str, bool, bool], dict[int, tuple]]:
-    """(collection, ranker spec, options) -> the ``POSITION_COLUMNS`` tuple of each ranked
-    answer of the requests that use it, by its number in the batch; one ``position_rows``
-    call per round."""
-    groups: dict[tuple[str, str, bool, bool], list[Payload]] = {}
+) -> dict[PositionKey, dict[int, tuple]]:
+    """The ``POSITION_COLUMNS`` tuple of each ranked answer of the requests that share a
+    ``PositionKey``, by its number in the batch; one ``position_rows`` call per round."""
+    groups: dict[PositionKey, list[Payload]] = {}
     for p in requests:
         if ranked[p["id"]]:
             for spec in dict.fromkeys(p["rankers"].values()):
-                groups.setdefault(_position_key(p, spec), []).append(p)
-    positions: dict[tuple[str, str, bool, bool], dict[int, tuple]] = {}
+                groups.setdefault(PositionKey.of(p, spec), []).append(p)
+    positions: dict[PositionKey, dict[int, tuple]] = {}
     for key, group in groups.items():
-        name, spec, frozen, full = key
         answers = [a for p in group for a in ranked[p["id"]]]
         answer_numbers = [n for p in group for n in numbers[p["id"]]]
         positioner = pool.positioner(
-            pool.collection(name), spec, api.PositionOptions(frozen, full, chunk_size)
+            pool.collection(key.collection),
+            key.spec,
+            api.PositionOptions(key.frozen_stats, key.full_rerank, chunk_size),
         )
         found: dict[int, tuple] = {}
         for part in _distinct_rounds([(str(a["qid"]), str(a["answer_id"])) for a in answers]):

@@ -39,9 +39,9 @@ import pandas as pd
 
 from nrp import api
 from nrp.errors import ConfigError, InputError, NrpError
+from nrp.service.keys import EVALUATE, RANK, BatchKey
 from nrp.spec import Param, parse_params
 
-RANK, EVALUATE = "rank", "evaluate"
 # a spec with this backend names a model of a remote server, not a file here
 REMOTE_BACKENDS = ("openai",)
 
@@ -385,10 +385,6 @@ def _problem(err: InputError) -> str:
 
 
 # -- job plans -------------------------------------------------------------------------------------
-def batch_key(kind: str, collection: str, spec: str, **options: Any) -> str:
-    return json.dumps([kind, collection, spec, options], sort_keys=True)
-
-
 def plan_units(
     view: CollectionView,
     answers: pd.DataFrame,
@@ -402,16 +398,14 @@ def plan_units(
     per_qid = answers.groupby(answers["qid"].astype(str), sort=False).size()
     units = []
     for spec in dict.fromkeys(rankers.values()):
-        key = batch_key(
-            RANK, view.name, spec, frozen_stats=bool(frozen_stats), full_rerank=bool(full_rerank)
-        )
+        key = BatchKey.rank(view.name, spec, frozen_stats, full_rerank).text
         for qid, count in per_qid.items():
             if view.dq_size.get(str(qid), 0) > 0:
                 units.append(
                     {"kind": RANK, "spec": spec, "batch_key": key, "qid": qid, "n_answers": count}
                 )
     for spec in evaluators:
-        key = batch_key(EVALUATE, view.name, spec, references=references)
+        key = BatchKey.evaluate(view.name, spec, references).text
         for qid, count in per_qid.items():
             units.append(
                 {"kind": EVALUATE, "spec": spec, "batch_key": key, "qid": qid, "n_answers": count}

@@ -77,7 +77,8 @@ from nrp.errors import ModelError, NrpError
 from nrp.service.compute import job_tables, run_evaluate_units, run_rank_units, score_requests
 from nrp.service.config import ServiceConfig
 from nrp.service.disclosure import internal_error, redact_paths, trace
-from nrp.service.inputs import EVALUATE, ModelPlaces
+from nrp.service.inputs import ModelPlaces
+from nrp.service.keys import EVALUATE
 from nrp.service.pool import ModelPool, PoolLimits
 from nrp.service.store import Store
 

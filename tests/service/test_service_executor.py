@@ -45,7 +45,7 @@ from nrp.positioning.results_cache import RESULTS_FILE
 from nrp.positioning.scoring import score_answers
 from nrp.service.compute import run_evaluate_units, run_rank_units
 from nrp.service.config import ServiceConfig, load_config
-from nrp.service.inputs import EVALUATE, RANK, batch_key
+from nrp.service.keys import EVALUATE, RANK, BatchKey
 from nrp.service.pool import ModelPool
 from nrp.service.store import json_value
 
@@ -124,7 +124,7 @@ def _copy(root: Path, name: str) -> Path:
 
 def _units(kind: str, spec: str, answers: pd.DataFrame, **options) -> tuple[list, list]:
     """Units as the store hands them out: one per query, split over two jobs."""
-    key = batch_key(kind, "synth", spec, **options)
+    key = BatchKey(kind, "synth", spec, **options).text
     units, frames = [], []
     for n, (qid, frame) in enumerate(answers.groupby("qid", sort=False)):
         units.append({"job_id": f"job{n % 2}", "qid": qid, "batch_key": key})

@@ -18,6 +18,7 @@ from service_helpers import write_synth
 from nrp import ingest
 from nrp.positioning.scoring import score_answers
 from nrp.service.compute import score_requests
+from nrp.service.keys import BatchKey, PositionKey, RowKey
 from nrp.service.pool import ModelPool
 from nrp.service.store import json_value
 
@@ -90,3 +91,21 @@ def test_batched_replies_equal_each_request_alone_and_score_answers(pool):
         rows = [[json_value(v) for v in r] for r in expected.itertuples(index=False, name=None)]
         assert batched[payload["id"]]["rows"] == rows
         assert batched[payload["id"]]["columns"] == list(expected.columns)
+
+
+def test_batch_keys_are_read_by_name_and_stored_as_before():
+    # the text a store holds for queued units is the JSON list it always held, so a store
+    # written before the typed key keeps its queue; reading it back gives the same key
+    rank = BatchKey.rank("synth", "bm25", frozen_stats=True, full_rerank=False)
+    assert rank.text == '["rank", "synth", "bm25", {"frozen_stats": true, "full_rerank": false}]'
+    assert BatchKey.parse(rank.text) == rank
+    evaluate = BatchKey.evaluate("synth", "bleu", "auto")
+    assert evaluate.text == '["evaluate", "synth", "bleu", {"references": "auto"}]'
+    assert BatchKey.parse(evaluate.text) == evaluate
+    assert evaluate != BatchKey.evaluate("synth", "bleu", "judged")
+    # requests 0 and 6 share rankers, options, tie rule and weights; 1 has another tie rule;
+    # 3 has weights: four requests, three groups of rows
+    keys = [RowKey.of(REQUESTS[n]) for n in (0, 6, 1, 3)]
+    assert keys[0] == keys[1] and len(set(keys)) == 3
+    assert keys[3].weights == (("relevance", 3), ("readability", 1))
+    assert keys[0].position_key("bm25") == PositionKey.of(REQUESTS[1], "bm25")
