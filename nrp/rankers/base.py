@@ -162,6 +162,15 @@ class Ranker(Component, pt.Transformer):
         except ConfigError as error:
             raise ConfigError(f"ranker {self.spec()}: {error}") from None
 
+    # -- parts --------------------------------------------------------------------------------
+    def parts(self) -> tuple[Ranker, ...]:
+        """The rankers this one is made of, in the order its spec names them (a fusion's
+        rankers, the ranker a guard guards, duoT5's monoT5 first stage); none for a ranker
+        that scores by itself. A composite ranker declares them, so whoever checks a ranker
+        through and through (the service's checks of the models and files a spec may load)
+        reads them here instead of searching the ranker's attributes."""
+        return ()
+
     # -- scoring ------------------------------------------------------------------------------
     def score_frame(self, frame: pd.DataFrame) -> np.ndarray:
         raise NotImplementedError

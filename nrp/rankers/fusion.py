@@ -178,6 +178,9 @@ class FusionRanker(Ranker):
             )
         return weights
 
+    def parts(self) -> tuple[Ranker, ...]:
+        return tuple(self.rankers)
+
     # -- identity -----------------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
         """Name and parameters, with each sub-ranker's fingerprint in place of its spec."""

@@ -421,6 +421,9 @@ class GuardRanker(Ranker):
         given = float(self.params["threshold"])
         return self.model.threshold if given == -1.0 else given
 
+    def parts(self) -> tuple[Ranker, ...]:
+        return (self.ranker,)
+
     def identity(self) -> dict[str, Any]:
         """Name and parameters, with the guarded ranker's fingerprint and the model's content."""
         identity = super().identity()

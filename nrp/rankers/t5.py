@@ -602,6 +602,9 @@ class DuoT5Ranker(Ranker):
         super().bind_collection(collection)
         self.mono.bind_collection(collection)  # the first stage reads the same query field
 
+    def parts(self) -> tuple[Ranker, ...]:
+        return (self.mono,)
+
     def model_checksum(self) -> str:
         return f"duo:{self.t5.checksum()}|mono:{self.mono.model_checksum()}"
 

@@ -246,31 +246,28 @@ def canonical_ranker(
 
 
 def _check_sub_rankers(ranker: api.Ranker, models: ModelPlaces, roots: Sequence[Path]) -> None:
-    """The rankers a ranker is made of (``fuse:rankers=bm25+dense:model=...``) load only models
-    the server offers and read only files in its data roots too. Their specs sit inside a
-    parameter's value, where ``check_spec_paths`` rewrites nothing, so a model there must be
-    written as it resolves: a packaged name, a named model's target, or an absolute folder
-    inside a model root; a file as an absolute path inside a data root."""
-    for value in vars(ranker).values():
-        for sub in value if isinstance(value, list | tuple) else [value]:
-            if not isinstance(sub, api.Ranker):
+    """The rankers a ranker is made of (its ``parts``: ``fuse:rankers=bm25+dense:model=...``)
+    load only models the server offers and read only files in its data roots too. Their specs
+    sit inside a parameter's value, where ``check_spec_paths`` rewrites nothing, so a model
+    there must be written as it resolves: a packaged name, a named model's target, or an
+    absolute folder inside a model root; a file as an absolute path inside a data root."""
+    for sub in ranker.parts():
+        for key, param in (sub.declared_params() or {}).items():
+            kind, given = param.kind, sub.params.get(key)
+            if kind == "text" or given in (None, param.default):
                 continue
-            for key, param in (sub.declared_params() or {}).items():
-                kind, given = param.kind, sub.params.get(key)
-                if kind == "text" or given in (None, param.default):
-                    continue
-                what = f"ranker {ranker.name!r}: its ranker {sub.name!r} parameter {key}"
-                if kind == "model" and not models.offers(str(given)):
-                    raise RequestError(
-                        422,
-                        f"{what}: {given!r} is not a model this server offers (it offers: "
-                        f"{models.offered()}; or an absolute folder inside its {models.label})",
-                    )
-                if kind == "path" and not _inside(str(given), roots):
-                    raise RequestError(
-                        422, f"{what}: {given!r} is not an absolute path inside the data roots"
-                    )
-            _check_sub_rankers(sub, models, roots)
+            what = f"ranker {ranker.name!r}: its ranker {sub.name!r} parameter {key}"
+            if kind == "model" and not models.offers(str(given)):
+                raise RequestError(
+                    422,
+                    f"{what}: {given!r} is not a model this server offers (it offers: "
+                    f"{models.offered()}; or an absolute folder inside its {models.label})",
+                )
+            if kind == "path" and not _inside(str(given), roots):
+                raise RequestError(
+                    422, f"{what}: {given!r} is not an absolute path inside the data roots"
+                )
+        _check_sub_rankers(sub, models, roots)
 
 
 def _inside(value: str, roots: Sequence[Path]) -> bool:

@@ -140,3 +140,29 @@ def test_fingerprint_ignores_batch_but_not_model_parameters():
     a, b = make_ranker("bm25:k1=1.2"), make_ranker("bm25:k1=0.9")
     assert a.fingerprint() != b.fingerprint()
     assert make_ranker("dense:batch=8").fingerprint() == make_ranker("dense:batch=64").fingerprint()
+
+
+def test_composite_rankers_declare_their_parts():
+    assert [r.spec() for r in make_ranker("fuse:rankers=bm25+tfidf").parts()] == ["bm25", "tfidf"]
+    assert [r.spec() for r in make_ranker("guard:ranker=bm25").parts()] == ["bm25"]
+    guard_of_fuse = make_ranker("guard:ranker=fuse:rankers=bm25+dph")
+    (fuse,) = guard_of_fuse.parts()
+    assert [r.spec() for r in fuse.parts()] == ["bm25", "dph"]
+    assert [r.spec() for r in make_ranker("duot5:k=5").parts()] == ["monot5"]
+    for spec in ("bm25", "tfidf", "dph", "random", "monot5"):
+        assert make_ranker(spec).parts() == ()
+
+
+@pytest.mark.parametrize(
+    "spec, fingerprint",
+    [
+        # the cache keys of results already on disk: declaring parts changed none of them
+        ("bm25", "cf74f133fa19eaf15afc"),
+        ("dph", "132647dee4974112fb6d"),
+        ("random:seed=3", "649d0cc55036c6e58d38"),
+        ("fuse:rankers=bm25+tfidf", "d7fdf4e9d3b5dc145a8d"),
+        ("guard:ranker=bm25", "ee943fdb8024e9ca291e"),
+    ],
+)
+def test_fingerprints_of_plain_and_composite_rankers_are_pinned(spec, fingerprint):
+    assert make_ranker(spec).fingerprint() == fingerprint
