@@ -46,7 +46,8 @@ from nrp.collection.formats._io import (
     loads_strict,
 )
 from nrp.collection.records import nfc
-from nrp.errors import InputError, clip, quote
+from nrp.errors import InputError, quote
+from nrp.tables import require_columns
 
 COLUMNS = ["answer_id", "llm", "prompt", "qid", "sample", "text"]
 #: the column of cited doc ids (a tuple per answer), in the frame when a report file was read
@@ -349,8 +350,7 @@ class AnswerReader:
             if (match := WIDE_COLUMN.fullmatch(name)) is not None
         }
         if wide and "text" not in columns:
-            if "qid" not in columns:
-                raise InputError(file, None, "missing column 'qid' (wide layout: qid, answer1..N)")
+            require_columns(columns, ["qid"], file, hint="the wide layout is qid, answer1..N")
             if 0 in wide.values():
                 raise InputError(file, None, "answer columns are numbered from answer1")
             if max(wide.values()) > MAX_SAMPLE + 1:
@@ -361,16 +361,13 @@ class AnswerReader:
             for line, record in records:
                 self._wide_row(AnswerLocation(file, line, unit), record, wide, llm, prompt)
             return
-        missing = [name for name in LONG_REQUIRED if name not in columns]
-        if missing:
-            raise InputError(
-                file,
-                None,
-                f"missing column(s) {', '.join(map(repr, missing))} "
-                f"(found: {clip(', '.join(columns))}); "
-                f"an answer file has {', '.join(LONG_REQUIRED)} and optionally answer_id, sample, "
-                "or the wide layout qid, answer1..answerN",
-            )
+        require_columns(
+            columns,
+            LONG_REQUIRED,
+            file,
+            hint=f"an answer file has {', '.join(LONG_REQUIRED)} and optionally answer_id, "
+            "sample, or the wide layout qid, answer1..answerN",
+        )
         for line, record in records:
             self.read_record(AnswerLocation(file, line, unit), record)
 

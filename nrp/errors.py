@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 #: the most characters of one value an error message quotes: a 5 MB cell or label stays out of
@@ -51,6 +52,27 @@ class InputError(NrpError):
         if self.line is not None:
             where = f"{where}:{self.line}"
         return f"{where}: {self.problem}"
+
+
+class ColumnsError(InputError, ValueError):
+    """A table without columns its reader needs (``nrp.tables.require_columns``, the one check
+    of a table's columns): names the table (its file, or what it is), the header line where
+    known, every missing column and the columns found. A ``ValueError`` too, as a Python caller
+    of a PyTerrier transformer expects of a frame without its columns."""
+
+    def __init__(
+        self,
+        source: str | Path | None,
+        line: int | None,
+        missing: Sequence[object],
+        found: Sequence[object],
+        hint: str = "",
+    ):
+        self.missing, self.found = tuple(missing), tuple(found)
+        listed = ", ".join(quote(str(column)) for column in self.missing)
+        present = clip(", ".join(map(str, self.found))) or "none"
+        problem = f"missing column(s) {listed} (found: {present})" + (f"; {hint}" if hint else "")
+        super().__init__(source, line, problem)
 
 
 class ConfigError(NrpError):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nrp.errors import InputError
+from nrp.errors import ColumnsError, InputError
 
 DELIMITERS = {".csv": ",", ".tsv": "\t"}
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
@@ -49,6 +49,27 @@ def one_row(frame: pd.DataFrame, **keys: Any) -> pd.Series:
     if match.sum() != 1:
         raise KeyError(tuple(keys.values()))
     return frame[match].iloc[0]
+
+
+def require_columns(
+    table: pd.DataFrame | Iterable[Any],
+    columns: Iterable[str],
+    source: str | Path | None = None,
+    *,
+    line: int | None = None,
+    hint: str = "",
+) -> None:
+    """The one check of a table's columns: a ``ColumnsError`` naming ``source`` (the file, or
+    what the table is; default: a frame's ``attrs["path"]``), the header ``line`` where known,
+    every one of ``columns`` that ``table`` lacks and the columns it has, then ``hint`` (what
+    the table should have been). ``table``: a frame, or a header's names (a row's keys)."""
+    found = list(table.columns if isinstance(table, pd.DataFrame) else table)
+    missing = [column for column in dict.fromkeys(columns) if column not in found]
+    if not missing:
+        return
+    if source is None and isinstance(table, pd.DataFrame):
+        source = table.attrs.get("path")
+    raise ColumnsError(source, line, missing, found, hint)
 
 
 def numeric_columns(frame: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:

@@ -51,6 +51,7 @@ from nrp.collection.formats._io import iter_table  # noqa: E402
 from nrp.collection.formats.warc import RecordProblem, header_value, html_payload  # noqa: E402
 from nrp.collection.text_extraction import ExtractionError, extract_page  # noqa: E402
 from nrp.errors import InputError, NrpError  # noqa: E402
+from nrp.tables import require_columns  # noqa: E402
 
 DEFAULT_POINTERS = REPO.parent / "shared/data/clef-ehealth-2021/doc_pointers/assessed_docs.csv"
 DEFAULT_OUTPUT = REPO / "indexes/restored/clef-ehealth-2021-documents.tsv"
@@ -97,14 +98,8 @@ def read_pointers(path: Path) -> list[Pointer]:
     pointers: list[Pointer] = []
     first_line: dict[str, int] = {}
     for line, row in iter_table(path, delimiter=","):
-        if not pointers:
-            missing = [column for column in REQUIRED_COLUMNS if column not in row]
-            if missing:
-                raise InputError(
-                    path,
-                    _header_line(path),
-                    f"header lacks column(s) {', '.join(missing)} (found: {', '.join(row)})",
-                )
+        if not pointers and not set(REQUIRED_COLUMNS) <= set(row):  # header line: on error only
+            require_columns(row, REQUIRED_COLUMNS, path, line=_header_line(path))
         docno = row["uri"].strip()
         if not docno:
             raise InputError(path, line, "docno (column 'uri') is empty")

@@ -564,7 +564,8 @@ def test_wide_missing_qid_column_and_empty_qid(tmp_path):
     path.parent.mkdir()
     path.write_text("query,answer1\nq,a\n")
     assert error_of(path, skip_invalid=True) == (
-        f"{path}: missing column 'qid' (wide layout: qid, answer1..N)"
+        f"{path}: missing column(s) 'qid' (found: query, answer1); "
+        "the wide layout is qid, answer1..N"
     )
     empty_qid = write_wide(tmp_path, "m", "e", " ,q,a1,a2\n")
     assert error_of(empty_qid) == f"{empty_qid}:2: answer1: qid is missing or empty"

@@ -434,3 +434,53 @@ def test_a_reader_option_refused_while_reading_names_the_manifest(tmp_path):
     assert line.startswith(f"nrp: error: {manifest}: sources[0] (table: ")
     assert line.endswith("option 'holds' must be one of topics, documents, references, "
                          "judgments, got 'topix'")  # fmt: skip
+
+
+# --- a table without a column its reader needs ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command, name, text, missing, found",
+    [
+        # an answer file (nrp score)
+        ("score", "answers.csv", "llm,prompt,qid\nm,p,1\n", "'text'", "llm, prompt, qid"),
+        # a results table (nrp summary)
+        ("summary", "results.csv", "answer_id,qid,dimension,nrp\na,1,relevance,0.5\n",
+         "'llm', 'prompt'", "answer_id, qid, dimension, nrp"),
+        # a human label file (nrp meta)
+        ("meta", "human.csv", "id,relevance\na,1\n", "'answer_id'", "id, relevance"),
+        # a run file (nrp validate --runs)
+        ("validate", "run.csv", "qid,doc,score\n1,d,1\n", "'docno'", "qid, doc, score"),
+    ],
+)  # fmt: skip
+def test_a_table_without_a_needed_column_is_one_line_naming_file_and_columns(
+    demo, tmp_path, command, name, text, missing, found
+):
+    path = tmp_path / name
+    path.write_text(text)
+    scores = tmp_path / "scores.csv"
+    scores.write_text("answer_id,score\na,1\n")
+    argv = {
+        "score": (
+            "score",
+            "demo",
+            path,
+            "--ranker",
+            "tfidf",
+            "--out",
+            tmp_path / "o",
+            "--indexes",
+            demo,
+        ),
+        "summary": ("summary", path),
+        "meta": ("meta", scores, path),
+        "validate": ("validate", "demo", "--runs", path, "--indexes", demo),
+    }[command]
+    line = one_line_error(*nrp(*argv)[::2])
+    assert f"{path}" in line and f"missing column(s) {missing} (found: {found})" in line
+
+
+def test_a_collection_table_without_a_needed_column_is_one_line(tmp_path):
+    manifest = write_tiny(tmp_path / "c", topics_tsv="qid\ttitle\nq1\tvitamin c\n")
+    line = ingest_fails(tmp_path, manifest)
+    assert line.endswith("topics.tsv:1: missing column(s) 'query' (found: qid, title)")

@@ -384,7 +384,7 @@ def test_record_id_other_than_docno_is_counted(crawl, tmp_path, main):
 @pytest.mark.parametrize(
     "edit, where, problem",
     [
-        (lambda t: t.replace(",offset,", ",start,"), 1, "header lacks column(s) offset"),
+        (lambda t: t.replace(",offset,", ",start,"), 1, "missing column(s) 'offset'"),
         (
             lambda t: re.sub(r",(\d+),(\d+),DIGEST2", r",12x,\2,DIGEST2", t),
             4,
@@ -416,7 +416,7 @@ def test_bad_pointers_file_from_the_command_line(crawl, tmp_path):
     done = restore("--warc-root", root, "--pointers", bad, "--output", out)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (
-        f"error: {bad}:1: header lacks column(s) offset (found: , url, timestamp, charset, "
+        f"error: {bad}:1: missing column(s) 'offset' (found: , url, timestamp, charset, "
         "domain, uri, filename, start, length, digest)\n"
     )
     assert not (tmp_path / "out").exists()

@@ -25,7 +25,7 @@ import pandas as pd
 from nrp.answers import CITATIONS
 from nrp.collection.collection import Collection
 from nrp.errors import InputError
-from nrp.tables import TableFile, read_table_file, text_column
+from nrp.tables import TableFile, read_table_file, require_columns, text_column
 
 CITATIONS_FILE = "citations.csv"
 CITATION_COLUMNS = (
@@ -106,9 +106,7 @@ def read_citations(path: str | Path) -> pd.DataFrame:
         raise InputError(path, None, "file not found (nrp score writes it beside the results)")
     table = read_table_file(path)
     frame = table.frame.copy()
-    missing = [c for c in CITATION_COLUMNS if c not in frame.columns]
-    if missing:
-        raise InputError(path, 1, f"missing citation columns {missing}")
+    require_columns(frame, CITATION_COLUMNS, path, line=1, hint="a citations table")
     for column in ("answer_id", "llm", "prompt", "qid", "dimension"):
         frame[column] = text_column(frame[column])
     for column in CITATION_COLUMNS[4:]:

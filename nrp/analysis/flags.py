@@ -23,7 +23,7 @@ import pandas as pd
 
 from nrp.collection.collection import Collection
 from nrp.errors import InputError, NrpError
-from nrp.tables import read_table_file, text_column
+from nrp.tables import read_table_file, require_columns, text_column
 from nrp.validation import flags as rules
 
 FLAGS_FILE = "flags.csv"
@@ -74,9 +74,7 @@ def read_flags(path: str | Path) -> pd.DataFrame:
         raise InputError(path, None, "file not found (nrp score writes it beside the results)")
     table = read_table_file(path)
     frame = table.frame.copy()
-    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
-    if missing:
-        raise InputError(path, 1, f"missing flag columns {missing}")
+    require_columns(frame, REQUIRED_COLUMNS, path, line=1, hint="a flags table")
     for column in ("answer_id", "qid", "llm", "prompt"):
         if column not in frame.columns:
             frame[column] = ""

@@ -58,6 +58,7 @@ from nrp.tables import (
     json_export,
     read_table_file,
     records,
+    require_columns,
     text_column,
     text_table,
 )
@@ -96,9 +97,7 @@ def read_results(path: str | Path) -> pd.DataFrame:
                 frame[column] = text_column(frame[column])
     else:
         _numbers(table)
-    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
-    if missing:
-        raise InputError(path, None, f"missing result columns {missing}")
+    require_columns(frame, REQUIRED_COLUMNS, path, hint="a results table")
     return frame
 
 
@@ -387,9 +386,7 @@ def scoring_beside(results: str | Path) -> dict[str, Any] | None:
 
 def checked_results(frame: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
     """Checked copy with text keys, the measure key (dimension, ranker), and NRP as float."""
-    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
-    if missing:
-        raise NrpError(f"results lack columns {missing} (have: {list(frame.columns)})")
+    require_columns(frame, REQUIRED_COLUMNS, frame.attrs.get("path") or "results")
     answers = frame.copy()
     if "ranker" not in answers.columns:
         answers["ranker"] = ""

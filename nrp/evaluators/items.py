@@ -20,6 +20,7 @@ import pandas as pd
 from nrp.collection.collection import Collection
 from nrp.errors import ConfigError, NrpError
 from nrp.evaluators.base import ITEM_COLUMNS
+from nrp.tables import require_columns
 
 ReferenceSource = Literal["auto", "collection", "pseudo", "none"]
 REFERENCE_SOURCES = ("auto", "collection", "pseudo", "none")
@@ -74,9 +75,7 @@ def build_items(
         raise ConfigError(
             f"unknown reference source {references!r} (use one of {', '.join(REFERENCE_SOURCES)})"
         )
-    missing = [c for c in ("answer_id", "qid", "text") if c not in answers.columns]
-    if missing:
-        raise NrpError(f"answers need columns answer_id, qid, text; missing {missing}")
+    require_columns(answers, ("answer_id", "qid", "text"), "answers")
     frame = answers.reset_index(drop=True).copy()
     frame["qid"] = frame["qid"].astype(str)
     frame["answer_id"] = frame["answer_id"].astype(str)
@@ -127,9 +126,7 @@ def build_items(
 def items_from_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """Items from a frame that has at least answer_id, text (qid, question, references,
     contexts optional; references / contexts may be a string or a list of strings)."""
-    missing = [c for c in ("answer_id", "text") if c not in frame.columns]
-    if missing:
-        raise NrpError(f"items need columns answer_id and text; missing {missing}")
+    require_columns(frame, ("answer_id", "text"), "items")
     out = frame.reset_index(drop=True).copy()
     out["answer_id"] = out["answer_id"].astype(str)
     out["qid"] = out["qid"].astype(str) if "qid" in out else out["answer_id"]

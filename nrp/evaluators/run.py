@@ -23,12 +23,12 @@ import numpy as np
 import pandas as pd
 
 from nrp.collection.collection import Collection
-from nrp.errors import NrpError
 from nrp.evaluators.base import ITEM_COLUMNS, Evaluator, make_evaluators
 from nrp.evaluators.cache import EVALUATION_CACHE_FILE, EvaluationCache, item_key
 from nrp.evaluators.items import ReferenceSource, build_items
 from nrp.executors.base import Executor, active_executor, using_executor
 from nrp.settings import settings_with
+from nrp.tables import require_columns
 
 Progress = Callable[[str], None]
 IDENTITY_COLUMNS = ("answer_id", "llm", "prompt", "qid", "sample")
@@ -47,9 +47,7 @@ def evaluate(
     default: the active executor, else this process); evaluators that are not cacheable (NRP)
     run here, with the executor active for what they call."""
     executor = executor if executor is not None else active_executor()
-    missing = [c for c in ITEM_COLUMNS if c not in items.columns]
-    if missing:
-        raise NrpError(f"items need columns {list(ITEM_COLUMNS)}; missing {missing}")
+    require_columns(items, ITEM_COLUMNS, "items")
     built = make_evaluators(evaluators if isinstance(evaluators, str) else list(evaluators))
     if isinstance(cache, str | Path):
         cache = EvaluationCache(cache)

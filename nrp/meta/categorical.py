@@ -40,6 +40,7 @@ from nrp.tables import (
     format_number,
     json_export,
     records,
+    require_columns,
     text_table,
     write_aside,
 )
@@ -218,9 +219,7 @@ def categorical_evaluate(
     table, and (with ``confidence_column``) the review curve over ``thresholds`` (default 0,
     0.05, ..., 1). See the module docstring."""
     columns = [label_column, human_column, *([confidence_column] if confidence_column else [])]
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise NrpError(f"columns not found: {missing} (have: {', '.join(map(str, frame.columns))})")
+    require_columns(frame, columns, frame.attrs.get("path") or "the labelled table")
     human = frame[human_column].map(normalise_label)
     has_human = human.notna().to_numpy()
     warnings = []

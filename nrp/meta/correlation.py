@@ -58,6 +58,7 @@ from nrp.tables import (
     json_export,
     one_row,
     records,
+    require_columns,
     text_table,
 )
 
@@ -441,9 +442,7 @@ def _check_columns(
 ) -> None:
     """Every named column present, none both a score and a human column."""
     needed = [*scores, *humans, *options.roles()]
-    missing = [c for c in dict.fromkeys(needed) if c not in frame.columns]
-    if missing:
-        raise NrpError(f"columns not found: {missing} (have: {', '.join(map(str, frame.columns))})")
+    require_columns(frame, needed, frame.attrs.get("path") or "the correlated table")
     overlap = sorted(set(scores) & set(humans))
     if overlap:
         raise ConfigError(f"columns {overlap} are named both as scores and as human labels")

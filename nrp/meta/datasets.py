@@ -71,6 +71,7 @@ import pandas as pd
 from nrp.errors import ConfigError, InputError
 from nrp.evaluators.base import ITEM_COLUMNS
 from nrp.evaluators.items import REFERENCE
+from nrp.tables import require_columns
 
 DIALOG_DIMENSIONS = ("coherence", "relevance", "consistency", "fluency")
 DIALOG_METRICS = (
@@ -558,13 +559,8 @@ def load_chatbot_vi(folder: Path, include_references: bool = False) -> MetaSet:
     frame = read_table(
         path, text_columns=["id", "question", "expected_answer", "received_answer", "human_label"]
     )
-    missing = [
-        c
-        for c in ("id", "question", "expected_answer", "received_answer", "human_label")
-        if c not in frame.columns
-    ]
-    if missing:
-        raise InputError(path, 1, f"missing columns {missing}")
+    needed = ("id", "question", "expected_answer", "received_answer", "human_label")
+    require_columns(frame, needed, path, line=1)
     items, human = [], []
     for position, row in enumerate(frame.itertuples(index=False)):
         label = VI_LABELS.get(row.human_label.strip().upper())

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from nrp.errors import InputError
-from nrp.tables import JSONL_SUFFIXES, find_table, read_jsonl, read_table_file
+from nrp.tables import JSONL_SUFFIXES, find_table, read_jsonl, read_table_file, require_columns
 
 RESULT_FILES = ("evaluations.parquet", "evaluations.csv", "results.parquet", "results.csv")
 RANKING_DIMENSION = "ranking"
@@ -149,25 +149,15 @@ def read_human(
     if path.suffix.lower() in JSONL_SUFFIXES and path.is_file() and _is_ranking_file(path):
         return _read_rankings(path, id_column)
     frame = read_table(path, text_columns=[id_column, "qid"])
-    if id_column not in frame.columns:
-        raise InputError(
-            path,
-            1 if frame.attrs["lines"] is not None else None,
-            f"no item id column {id_column!r} (columns: {', '.join(map(str, frame.columns))})",
-        )
+    line = 1 if frame.attrs["lines"] is not None else None
+    require_columns(frame, [id_column], path, line=line, hint="the item id column")
     empty = np.flatnonzero((frame[id_column] == "").to_numpy())
     if len(empty):
         raise InputError(path, line_of(frame, int(empty[0])), f"empty {id_column}")
     check_unique_items(frame, id_column, path)
     others = [c for c in frame.columns if c not in (id_column, "qid")]
     if dimensions:
-        unknown = [d for d in dimensions if d not in frame.columns]
-        if unknown:
-            raise InputError(
-                path,
-                None,
-                f"no label column(s) {unknown} (columns: {', '.join(map(str, frame.columns))})",
-            )
+        require_columns(frame, dimensions, path, line=line, hint="the label columns named")
         chosen = list(dimensions)
     elif categorical:
         chosen = others

@@ -43,6 +43,7 @@ import pandas as pd
 
 from nrp.errors import InputError, quote
 from nrp.meta.human import line_of, read_table, tie_group_grades
+from nrp.tables import require_columns
 
 #: the Ranker tag's name in nrp's own labeling configuration and Label Studio's examples
 RANKER = "rank"
@@ -98,10 +99,8 @@ class QueryMap:
     def read(cls, path: str | Path) -> QueryMap:
         """From a CSV/TSV/JSONL/Parquet file with ``qid`` and ``query`` columns."""
         frame = read_table(path, text_columns=["qid", "query"])
-        missing = [c for c in ("qid", "query") if c not in frame.columns]
-        if missing:
-            line = 1 if frame.attrs["lines"] is not None else None
-            raise InputError(path, line, f"a query map needs columns qid and query; no {missing}")
+        line = 1 if frame.attrs["lines"] is not None else None
+        require_columns(frame, ("qid", "query"), path, line=line, hint="a query map")
         for column in ("qid", "query"):
             blank = (frame[column].str.strip() == "").to_numpy().nonzero()[0]
             if len(blank):

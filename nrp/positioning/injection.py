@@ -59,6 +59,7 @@ from nrp.positioning.strategies import (
 )
 from nrp.rankers.base import REQUIRED_COLUMNS, Ranker
 from nrp.rankers.cache import ScoreCache
+from nrp.tables import require_columns
 
 __all__ = [
     "ANSWER_COLUMNS",
@@ -183,9 +184,7 @@ class AnswerInjector:
     def position(self, answers: pd.DataFrame) -> pd.DataFrame:
         """Score, above, ties, strict and |D_q| of each answer (rows answer_id, qid, text), in
         the order given."""
-        missing = [c for c in ANSWER_COLUMNS if c not in answers.columns]
-        if missing:
-            raise ValueError(f"answers need columns {list(ANSWER_COLUMNS)}; missing {missing}")
+        require_columns(answers, ANSWER_COLUMNS, "answers")
         rows = self.position_rows(
             answers["answer_id"].astype(str).tolist(),
             answers["qid"].astype(str).tolist(),

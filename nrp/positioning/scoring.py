@@ -57,6 +57,7 @@ from nrp.positioning.ties import DEFAULT_TIE_MODE, check_tie_mode
 from nrp.rankers.base import Ranker
 from nrp.rankers.coerce import as_ranker
 from nrp.settings import settings_with
+from nrp.tables import require_columns
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +90,7 @@ def _collection(collection: Collection | str) -> Collection:
 def _check_answers(answers_df: pd.DataFrame) -> pd.DataFrame:
     """A copy with answer_id, llm, prompt, qid, sample, text (llm, prompt, sample optional:
     filled with '' / 0), ids as text; answer ids must be unique."""
-    missing = [c for c in ("answer_id", "qid", "text") if c not in answers_df.columns]
-    if missing:
-        raise NrpError(f"answers need columns answer_id, qid and text; missing {missing}")
+    require_columns(answers_df, ("answer_id", "qid", "text"), "answers")
     # columns are replaced, never written into: no deep copy of the texts (a copy per column
     # only where pandas needs one)
     answers = answers_df.reset_index(drop=True)
@@ -578,9 +577,7 @@ class NRPScorer(pt.Transformer):
         return f"NRP({self.ranker.spec()}, ties={self.ties})"
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        missing = [c for c in ("qid", "docno", "text") if c not in inp.columns]
-        if missing:
-            raise ValueError(f"NRPScorer needs columns qid, docno, text; missing {missing}")
+        require_columns(inp, ("qid", "docno", "text"), f"{self}: input")
         out = inp.drop(
             columns=["score", "rank", "ties", "n_docs", "nrp"], errors="ignore"
         ).reset_index(drop=True)

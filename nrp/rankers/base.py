@@ -53,6 +53,7 @@ from nrp.collection.collection import DEFAULT_QUERY_FIELD
 from nrp.components import Component
 from nrp.errors import ConfigError, NrpError
 from nrp.spec import Param
+from nrp.tables import require_columns
 
 if TYPE_CHECKING:
     from nrp.rankers.lexical import CorpusStatistics, LexicalIndex, TermStatistics
@@ -176,11 +177,7 @@ class Ranker(Component, pt.Transformer):
         raise NotImplementedError
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        missing = [c for c in REQUIRED_COLUMNS if c not in inp.columns]
-        if missing:
-            raise ValueError(
-                f"{self.spec()} needs columns {list(REQUIRED_COLUMNS)}; missing {missing}"
-            )
+        require_columns(inp, REQUIRED_COLUMNS, f"ranker {self.spec()}: input")
         if inp.empty:
             return inp.assign(score=pd.Series(dtype=float), rank=pd.Series(dtype=int))
         frame = self.formulate(inp.reset_index(drop=True))

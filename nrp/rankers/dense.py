@@ -50,6 +50,7 @@ from nrp.rankers.cross import input_limit
 from nrp.rankers.passages import neural_params, passage_params, score_with_passages, split_passages
 from nrp.rankers.registry import Param, RankerInfo, register
 from nrp.rankers.trained import ALL_DIR, TrainedFolds, fold_param
+from nrp.tables import require_columns
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from sentence_transformers import SentenceTransformer
@@ -283,9 +284,7 @@ class DenseRetriever(pt.Transformer):
     def build(self, corpus: pd.DataFrame) -> DenseRetriever:
         import faiss
 
-        missing = {"docno", "text"} - set(corpus.columns)
-        if missing:
-            raise ValueError(f"corpus needs columns docno and text; missing {sorted(missing)}")
+        require_columns(corpus, ("docno", "text"), "corpus")
         self.docnos = corpus["docno"].astype(str).to_numpy(dtype=object)
         self.texts = corpus["text"].fillna("").astype(str).to_numpy(dtype=object)
         length, stride = int(self.ranker.params["passages"]), int(self.ranker.params["stride"])

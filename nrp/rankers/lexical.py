@@ -78,6 +78,7 @@ from nrp.errors import ConfigError
 from nrp.rankers import text_pipeline
 from nrp.rankers.base import Ranker, query_params
 from nrp.rankers.registry import Param, RankerInfo, register
+from nrp.tables import require_columns
 
 #: ``WeightingModelLibrary.LOG_2_OF_E``: Terrier's log is ``Math.log(d) * LOG_2_OF_E``.
 LOG_2_OF_E = 1.0 / math.log(2.0)
@@ -204,11 +205,7 @@ class CorpusStatistics:
     @classmethod
     def from_frame(cls, corpus: pd.DataFrame) -> CorpusStatistics:
         """From a documents frame with ``docno`` and ``text`` (``Collection.docs``)."""
-        missing = {"docno", "text"} - set(corpus.columns)
-        if missing:
-            raise ValueError(
-                f"corpus frame needs columns docno and text; missing {sorted(missing)}"
-            )
+        require_columns(corpus, ("docno", "text"), "corpus")
         unique = corpus.drop_duplicates("docno")
         return cls.from_texts(unique["text"].fillna("").astype(str), unique["docno"].astype(str))
 

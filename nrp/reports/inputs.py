@@ -55,7 +55,8 @@ from nrp.analysis.flags import flags_path, read_flags
 from nrp.analysis.summary import read_results
 from nrp.collection.formats._io import folder_files
 from nrp.collection.mapping_files import compose_yaml, yaml_error
-from nrp.errors import InputError, NrpError
+from nrp.errors import InputError
+from nrp.tables import require_columns
 from nrp.validation.result import VALIDATION_FILE
 
 AGREEMENT_FILE = "agreement.json"
@@ -198,9 +199,7 @@ def read_agreement(path: str | Path) -> dict[str, Any]:
     if not isinstance(summary, list) or not all(isinstance(r, dict) for r in summary):
         raise InputError(path, None, "not an agreement result: no 'summary' list of rows")
     for row in summary:
-        missing = [c for c in AGREEMENT_SUMMARY_COLUMNS if c not in row]
-        if missing:
-            raise InputError(path, None, f"agreement summary row lacks {missing}")
+        require_columns(row, AGREEMENT_SUMMARY_COLUMNS, path, hint="an agreement summary row")
     return data
 
 
@@ -236,8 +235,7 @@ def read_evaluations(path: str | Path) -> pd.DataFrame:
             raise InputError(path, None, f"not a readable table: {error}") from None
     else:
         raise InputError(path, None, "evaluations must be .parquet, .csv or .tsv")
-    if "answer_id" not in frame.columns:
-        raise InputError(path, None, "evaluations lack the answer_id column")
+    require_columns(frame, ["answer_id"], path, hint="evaluations have an answer_id column")
     for column in ("answer_id", "llm", "prompt", "qid"):
         if column in frame.columns:
             frame[column] = frame[column].astype(object).where(frame[column].notna(), "")
@@ -518,6 +516,4 @@ def describe_missing(inputs: ReportInputs) -> dict[str, str]:
 def check_results(frame: pd.DataFrame) -> None:
     """The columns every section needs."""
     needed = ("answer_id", "llm", "prompt", "qid", "dimension", "nrp")
-    missing = [c for c in needed if c not in frame.columns]
-    if missing:
-        raise NrpError(f"results lack columns {missing}: not the output of nrp score")
+    require_columns(frame, needed, "results", hint="not the output of nrp score?")

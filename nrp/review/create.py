@@ -37,6 +37,7 @@ from nrp.evaluators.items import build_items
 from nrp.meta.human import read_table
 from nrp.review.project import KINDS, TFN_LABELS, ReviewItem, ReviewProject
 from nrp.settings import settings_with
+from nrp.tables import require_columns
 
 LABEL_COLUMN = "judge.label"
 CONFIDENCE_COLUMN = "judge.confidence"
@@ -147,9 +148,12 @@ def verify_items(
     """One ``verify`` item per answer whose judge label is missing or has a confidence under
     ``threshold``, in the order of ``evaluations``."""
     path = evaluations.attrs.get("path")
-    missing = [c for c in ("answer_id", label_column, confidence_column) if c not in evaluations]
-    if missing:
-        raise InputError(path, None, f"no column(s) {missing} (an `nrp evaluate` judge output?)")
+    require_columns(
+        evaluations,
+        ("answer_id", label_column, confidence_column),
+        path or "evaluations",
+        hint="an `nrp evaluate` judge output?",
+    )
     by_id = items.set_index("answer_id")
     out = []
     for row in evaluations.to_dict("records"):

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from nrp.collection.formats._io import folder_files, iter_records
 from nrp.errors import InputError, quote
+from nrp.tables import require_columns
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson", ".json")
 TEXT_SUFFIXES = (".txt", ".md")
@@ -110,12 +111,7 @@ def _table(path: Path, columns: TableColumns, report: DocumentReport) -> Iterato
     seen: dict[str, tuple[int, str]] = {}
     for line, row in iter_records(path):
         needed = [c for c in (columns.docno, columns.text, columns.title) if c]
-        missing = [c for c in needed if c not in row]
-        if missing:
-            found = ", ".join(map(str, row)) or "none"
-            raise InputError(
-                path, line, f"no column(s) {', '.join(map(quote, missing))} (found: {found})"
-            )
+        require_columns(row, needed, path, line=line)
         docno = str(row[columns.docno] if row[columns.docno] is not None else "").strip()
         if not docno:
             raise InputError(path, line, f"document id (column {quote(columns.docno)}) is empty")

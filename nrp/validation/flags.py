@@ -43,6 +43,7 @@ import pandas as pd
 
 from nrp.errors import NrpError
 from nrp.rankers.text_pipeline import analyse, english_tokens, porter_stem, terrier_stopwords
+from nrp.tables import require_columns
 from nrp.validation.degenerate import WORD
 
 #: question_words: the least share of an answer's content terms that are the question's
@@ -131,9 +132,7 @@ def flag_answers(
 
     ``answers``: answer_id, qid, text; ``queries``: qid -> question text; ``judged``: qid -> the
     texts of its judged documents (a qid without any: no copy can be found)."""
-    missing = [c for c in ("answer_id", "qid", "text") if c not in answers.columns]
-    if missing:
-        raise NrpError(f"answers need columns answer_id, qid and text; missing {missing}")
+    require_columns(answers, ("answer_id", "qid", "text"), "answers")
     qids = answers["qid"].astype(str)
     questions = {str(q): str(t) for q, t in dict(queries).items()}
     unknown = sorted(set(qids) - set(questions))

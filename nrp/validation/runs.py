@@ -46,6 +46,7 @@ import pandas as pd
 from nrp.collection.formats._io import iter_lines, iter_table, read_text
 from nrp.collection.records import nfc
 from nrp.errors import InputError, NrpError
+from nrp.tables import require_columns
 
 RunFormat = Literal["trec", "csv", "tsv"]
 TABLE_COLUMNS = ("qid", "docno", "score")
@@ -121,13 +122,7 @@ def _read_table(path: Path, delimiter: str) -> list[tuple[str, str, float, int, 
     )
     rows: list[tuple[str, str, float, int, int]] = []
     for line, row in iter_table(path, delimiter):
-        missing = [c for c in TABLE_COLUMNS if c not in row]
-        if missing:
-            raise InputError(
-                path,
-                header_line,
-                f"header lacks column(s) {', '.join(missing)} (needs {', '.join(TABLE_COLUMNS)})",
-            )
+        require_columns(row, TABLE_COLUMNS, path, line=header_line, hint="a run table")
         qid, docno = row["qid"].strip(), row["docno"].strip()
         if not qid or not docno:
             raise InputError(path, line, "qid or docno is empty")

@@ -205,7 +205,7 @@ def test_bad_results_are_reported():
         summarize(pd.concat([frame, frame.iloc[:1]]))
     with pytest.raises(NrpError, match=r"\[0, 1\]"):
         summarize(frame.assign(nrp=1.5))
-    with pytest.raises(NrpError, match="lack columns"):
+    with pytest.raises(NrpError, match=r"results: missing column\(s\) 'llm' \(found: "):
         summarize(frame.drop(columns="llm"))
     partial = frame.copy()
     partial.loc[0, "nrp"] = np.nan

@@ -242,7 +242,10 @@ def test_non_utf8_names_the_line(tmp_path):
 
 def test_missing_query_column(tmp_path):
     path = write(tmp_path, "topics.csv", "Topic ID,Category,Short Query\n1,X,Good\n")
-    with pytest.raises(InputError, match="no column 'Long Query'") as err:
+    with pytest.raises(
+        InputError,
+        match="missing column\\(s\\) 'Long Query' \\(found: Topic ID, Category, Short Query\\)",
+    ) as err:
         read("argquality-topics", path)
     assert str(err.value).startswith(f"{path}:2: ")
     topics, _ = read("argquality-topics", path, query="short")
@@ -255,7 +258,7 @@ def test_missing_score_column(tmp_path):
     header = HEADER.replace(",Dialectical Quality", "")
     row = "1,3,100,Text,0.5,True,1.2,-0.3,5,True,0.7\n"
     path = write(tmp_path, "args.csv", header + row)
-    with pytest.raises(InputError, match="no column 'Dialectical Quality'") as err:
+    with pytest.raises(InputError, match="missing column\\(s\\) 'Dialectical Quality'") as err:
         read("argquality-arguments", path)
     assert str(err.value).startswith(f"{path}:2: ")
 

@@ -92,7 +92,9 @@ def test_topic_fields_from_named_columns(tmp_path):
     ]
     listed, _ = read(path, holds="topics", fields=["summary"])
     assert [t.fields for t in listed] == [None, None]
-    assert error(path, holds="topics", fields=["paraphrase"]).startswith(f"{path}:1: header lacks")
+    assert error(path, holds="topics", fields=["paraphrase"]).startswith(
+        f"{path}:1: missing column(s) 'paraphrase'"
+    )
     with pytest.raises(ConfigError, match="'fields' only apply to topics"):
         read(path, holds="documents", fields=["summary"])
 
@@ -153,20 +155,20 @@ def test_fieldnames_for_a_file_without_header_and_delimiter_option(tmp_path):
 def test_missing_required_column_names_the_header_line(tmp_path):
     path = write(tmp_path, "docs.tsv", "\ndocno\tbody\nd1\ttext\n")
     assert error(path, holds="documents") == (
-        f"{path}:2: header lacks column(s) text (found: docno, body)"
+        f"{path}:2: missing column(s) 'text' (found: docno, body)"
     )
 
 
 def test_missing_column_asked_for_by_name(tmp_path):
     path = write(tmp_path, "docs.csv", "docno,text\nd1,t\n")
     assert error(path, holds="documents", columns={"url": "link"}) == (
-        f"{path}:1: header lacks column(s) link (found: docno, text)"
+        f"{path}:1: missing column(s) 'link' (found: docno, text)"
     )
 
 
 def test_missing_key_in_jsonl_names_its_line(tmp_path):
     path = write(tmp_path, "t.jsonl", '{"qid": "1", "query": "a"}\n{"qid": "2"}\n')
-    assert error(path, holds="topics") == f"{path}:2: missing column(s) query (found: qid)"
+    assert error(path, holds="topics") == f"{path}:2: missing column(s) 'query' (found: qid)"
 
 
 @pytest.mark.parametrize(

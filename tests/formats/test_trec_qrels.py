@@ -187,7 +187,7 @@ def test_wide_mapping_needs_a_header(tmp_path):
 def test_wide_mapping_column_missing_from_header(tmp_path):
     path = write(tmp_path, "qid docno rel\n1 d1 2\n")
     assert error("qrels-wide", path, dimensions={"rel": "relevance", "cred": "credibility"}) == (
-        f"{path}:1: header lacks grade column(s) cred (found: qid docno rel)"
+        f"{path}:1: missing column(s) 'cred' (found: rel); grade columns follow qid, docno"
     )
 
 

@@ -185,7 +185,7 @@ def test_missing_values_are_left_out_and_counted():
 
 def test_errors():
     frame = tiny_frame()
-    with pytest.raises(NrpError, match="columns not found"):
+    with pytest.raises(NrpError, match=r"missing column\(s\) 'nope' \(found: "):
         meta_evaluate(frame, ["nope"], ["human"])
     with pytest.raises(ConfigError):
         meta_evaluate(frame, ["score"], ["score"])

@@ -54,7 +54,8 @@ def test_csv_and_tsv_runs(tmp_path):
         ("f.run", b"q1 Q0 d1 1 1.0 t\nq1 Q0 d\xe92 2 0.5 t\n", ":2", "not valid UTF-8"),
         ("f.csv", "qid,docno,score\nq1,d1,0.5\nq1,d2\n", ":3", "expected 3 fields"),
         ("f.csv", "qid,docno,score\nq1,d1,abc\n", ":2", "score 'abc' is not a number"),
-        ("f.csv", "qid,doc,score\nq1,d1,1\n", ":1", "header lacks column(s) docno"),
+        ("f.csv", "qid,doc,score\nq1,d1,1\n", ":1",
+         "missing column(s) 'docno' (found: qid, doc, score)"),
         ("f.tsv", "qid\tdocno\tscore\n", "", "run has no rows"),
     ],
 )  # fmt: skip

@@ -32,7 +32,8 @@ from nrp.collection.formats import register
 from nrp.collection.formats._io import iter_table, require
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Document, Judgment, Origin, Record, Topic
-from nrp.errors import ConfigError, InputError, clip, quote
+from nrp.errors import ConfigError, InputError, quote
+from nrp.tables import require_columns
 
 QUERY_COLUMNS = {"long": "Long Query", "short": "Short Query"}
 # topic field -> column: both formulations, whichever is the query, and the category
@@ -49,11 +50,7 @@ NON_ARGUMENT_CHOICES = ("keep", "drop")
 
 def _check_columns(path: Path, line: int, row: Mapping[str, str], needed: list[str]) -> None:
     """Name a missing column once, at the first row, instead of failing on every row."""
-    for column in needed:
-        if column not in row:
-            raise InputError(
-                path, line, f"no column {quote(column)} (the header names: {clip(', '.join(row))})"
-            )
+    require_columns(row, needed, path, line=line)
 
 
 def read_topics(path: Path, options: Mapping[str, Any], report: ReadReport) -> Iterator[Record]:

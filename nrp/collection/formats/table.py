@@ -11,7 +11,8 @@ from nrp.collection.formats import register
 from nrp.collection.formats._io import iter_records, read_text
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Document, Judgment, Origin, Record, Reference, Topic
-from nrp.errors import ConfigError, InputError, clip, quote
+from nrp.errors import ConfigError, InputError, quote
+from nrp.tables import require_columns
 
 # Our field names, each with the file column it is read from unless `columns` says otherwise.
 DEFAULT_COLUMNS: dict[str, dict[str, str]] = {
@@ -121,16 +122,13 @@ def _check_columns(
     missing = sorted(column for column in layout.required if column not in row)
     if not missing:
         return
-    found = clip(", ".join(row)) or "none"
     if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
-        raise InputError(path, line, f"missing column(s) {', '.join(missing)} (found: {found})")
+        require_columns(row, missing, path, line=line)
     if options["fieldnames"]:
         raise ConfigError(
             f"table: option 'fieldnames' lacks column(s) {', '.join(missing)} for {path}"
         )
-    raise InputError(
-        path, _header_line(path), f"header lacks column(s) {', '.join(missing)} (found: {found})"
-    )
+    require_columns(row, missing, path, line=_header_line(path))
 
 
 def read(path: Path, options: Mapping[str, Any], report: ReadReport) -> Iterator[Record]:

@@ -14,6 +14,7 @@ from nrp.collection.formats._io import iter_lines
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.records import Judgment, Origin
 from nrp.errors import ConfigError, InputError, clip
+from nrp.tables import require_columns
 
 # First fields that mark a line of a wide file as its header, not a judgment.
 HEADER_FIRST_FIELDS = {"qid", "query_id", "queryid", "topic", "topic_id", "topicid"}
@@ -53,14 +54,8 @@ def _wide_columns(
                 path, 1, "'dimensions' maps header columns, but the file has no header line"
             )
         line, names = header
-        missing = [str(column) for column in dimensions if str(column) not in names[2:]]
-        if missing:
-            raise InputError(
-                path,
-                line,
-                f"header lacks grade column(s) {', '.join(missing)} "
-                f"(found: {clip(' '.join(names))})",
-            )
+        grades = [str(column) for column in dimensions]
+        require_columns(names[2:], grades, path, line=line, hint="grade columns follow qid, docno")
         return [(names.index(str(column)), str(name)) for column, name in dimensions.items()]
     if header is not None and len(header[1]) - 2 != len(dimensions):
         line, names = header
