@@ -119,7 +119,7 @@ def test_flag_answers_gives_one_row_per_answer_with_the_flags_in_order():
     assert bare["flags"].tolist()[2] == ""  # no judged document for the copy to match
     with pytest.raises(NrpError, match="no question text for qid '1'"):
         flag_answers(answers, {"2": QUESTION}, {})
-    with pytest.raises(NrpError, match=r"missing \['text'\]"):
+    with pytest.raises(NrpError, match=r"answers: missing column\(s\) 'text' \(found: "):
         flag_answers(answers.drop(columns="text"), {"1": QUESTION}, {})
 
 
