@@ -14,7 +14,8 @@ bad answer. An empty answer against references is a real comparison and scores 0
   ``rouge.L``),
   F1 by default (``statistic=p`` or ``r`` for precision or recall). Several references:
   ``RougeScorer.score_multi``, which takes per ROUGE type the reference with the highest F1
-  and reports that reference's statistic.
+  and reports that reference's statistic. The numbers are rouge-score's, computed by
+  ``nrp.evaluators.rouge`` (each text tokenized once, a bit-parallel LCS).
 - ``bertscore``: bert-score's greedy matching of contextual token embeddings (cosine of each
   answer token with its best reference token, averaged: precision; the reverse: recall; F1 their
   harmonic mean). Several references: the reference with the highest F1, and that reference's
@@ -55,13 +56,13 @@ import pandas as pd
 
 from nrp.errors import ConfigError
 from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param, register
+from nrp.evaluators.rouge import ROUGE_TYPES, RougeScorer
 
 FAMILY = "reference-based"
 #: sacrebleu tokenizers that work offline without extra packages (ja-mecab, ko-mecab need
 #: MeCab; spm and flores download a sentencepiece model)
 BLEU_TOKENIZERS = ("13a", "intl", "char", "zh", "none")
 BLEU_SMOOTHING = ("exp", "floor", "add-k", "none")
-ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 #: score columns are named ``EVALUATOR.MEASURE`` (``nrp.relevance``, ``judge.confidence``,
 #: ``heuristics.afas``); an evaluator with one measure is its name alone (``bleu``)
 ROUGE_COLUMNS = {"rouge1": "rouge.1", "rouge2": "rouge.2", "rougeL": "rouge.L"}
@@ -100,14 +101,25 @@ class Bleu(Evaluator):
     def evaluate(self, items: pd.DataFrame) -> pd.DataFrame:
         from sacrebleu.metrics import BLEU
 
-        metric = BLEU(
-            tokenize=str(self.params["tokenize"]),
-            smooth_method=str(self.params["smooth_method"]),
-            lowercase=bool(self.params["lowercase"]),
-            effective_order=True,
-        )
+        # One metric per set of references, holding them tokenized (sacrebleu's reference
+        # cache): the answers of one query share them, and tokenizing them again for every
+        # answer was most of BLEU's time. Scoring one answer against the cached references is
+        # sentence BLEU with the same numbers (the statistics of one segment, aggregated once).
+        metrics: dict[tuple[str, ...], Any] = {}
+
+        def metric(refs: tuple[str, ...]) -> Any:
+            if refs not in metrics:
+                metrics[refs] = BLEU(
+                    tokenize=str(self.params["tokenize"]),
+                    smooth_method=str(self.params["smooth_method"]),
+                    lowercase=bool(self.params["lowercase"]),
+                    effective_order=True,
+                    references=[[ref] for ref in refs],
+                )
+            return metrics[refs]
+
         scores = [
-            metric.sentence_score(str(text), list(refs)).score if len(refs) else math.nan
+            metric(tuple(refs)).corpus_score([str(text)], None).score if len(refs) else math.nan
             for text, refs in zip(items["text"], items["references"], strict=True)
         ]
         return pd.DataFrame({"bleu": np.asarray(scores, dtype=float)})
@@ -129,18 +141,15 @@ class Rouge(Evaluator):
         return [ROUGE_COLUMNS[kind] for kind in ROUGE_TYPES]
 
     def evaluate(self, items: pd.DataFrame) -> pd.DataFrame:
-        from rouge_score.rouge_scorer import RougeScorer
-
-        scorer = RougeScorer(list(ROUGE_TYPES), use_stemmer=bool(self.params["use_stemmer"]))
+        scorer = RougeScorer(use_stemmer=bool(self.params["use_stemmer"]))
         attribute = ROUGE_STATISTICS[str(self.params["statistic"])]
-        out = _nan_frame(self.score_columns(), len(items))
-        for i, (text, refs) in enumerate(zip(items["text"], items["references"], strict=True)):
-            if not len(refs):
-                continue
-            scores = scorer.score_multi(list(refs), str(text))
+        columns: dict[str, list[float]] = {ROUGE_COLUMNS[kind]: [] for kind in ROUGE_TYPES}
+        for text, refs in zip(items["text"], items["references"], strict=True):
+            scores = scorer.score_multi(list(refs), str(text)) if len(refs) else None
             for kind in ROUGE_TYPES:
-                out.loc[i, ROUGE_COLUMNS[kind]] = float(getattr(scores[kind], attribute))
-        return out
+                value = float(getattr(scores[kind], attribute)) if scores else math.nan
+                columns[ROUGE_COLUMNS[kind]].append(value)
+        return pd.DataFrame(columns, columns=self.score_columns())
 
 
 # -- BERTScore ----------------------------------------------------------------------------------

@@ -55,6 +55,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
 from nrp.errors import ConfigError
 from nrp.probes.entities import ENTITY_LABELS
@@ -128,7 +129,9 @@ class PerturbationContext:
     """What perturbations of one answer may draw on. ``judged``: the query's judged documents as
     (grade, text), best first; ``others``: the best-graded judged document of each other query;
     ``numbers``: numbers found in the collection's documents (as written); ``entities``: label ->
-    named entities found in the query's judged documents (``nrp.probes.entities``)."""
+    named entities found in the query's judged documents (``nrp.probes.entities``);
+    ``parsed``: text -> its spaCy doc, parsed beforehand in one batch (``parse_all``); a text
+    not in it is parsed when a perturbation reads it."""
 
     answer_id: str
     query: str
@@ -137,6 +140,12 @@ class PerturbationContext:
     numbers: Sequence[str] = ()
     entities: Mapping[str, Sequence[str]] = field(default_factory=dict)
     seed: int = 0
+    parsed: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def parse(self, text: str) -> Any:
+        """``text``'s spaCy doc (tags, lemmas, entities)."""
+        doc = self.parsed.get(text)
+        return doc if doc is not None else spacy_pipeline()(text)
 
     def rng(self, name: str) -> random.Random:
         return random.Random(f"{self.seed}/{self.answer_id}/{name}")
@@ -213,10 +222,10 @@ def _negate_sentence(sentence: str) -> str | None:
 DO_SUPPORT = {"VBZ": "does not", "VBD": "did not", "VBP": "do not"}
 
 
-def _negate_verb(sentence: str) -> str | None:
+def _negate_verb(sentence: str, context: PerturbationContext) -> str | None:
     """The sentence with its first finite verb negated by do-support, or None."""
     try:
-        tokens = list(spacy_pipeline()(sentence))
+        tokens = list(context.parse(sentence))
     except ConfigError:  # no spaCy model here: auxiliaries only
         return None
     if tokens and tokens[0].tag_ == "VB":  # an imperative: "Take it" -> "Do not take it"
@@ -240,10 +249,33 @@ def spacy_pipeline():  # type: ignore[no-untyped-def]
     return spacy.load(DEFAULT_MODEL, exclude=["parser"])
 
 
+def texts_to_parse(names: Sequence[str], text: str) -> list[str]:
+    """The texts the perturbations ``names`` will parse with spaCy for an answer ``text``: the
+    answer itself (``swap_entities``) and each sentence without an auxiliary to negate
+    (``negate``)."""
+    out = [text] if "swap_entities" in names else []
+    if "negate" in names:
+        out += [s for s in sentences(text) if _negate_sentence(s) is None]
+    return out
+
+
+def parse_all(texts: Sequence[str]) -> dict[str, Any]:
+    """text -> spaCy doc for every distinct text, parsed in batches (``nlp.pipe``: the same docs
+    as one call per text, several times faster); empty where no spaCy model is installed."""
+    distinct = list(dict.fromkeys(texts))
+    if not distinct:
+        return {}
+    try:
+        nlp = spacy_pipeline()
+    except ConfigError:
+        return {}
+    return dict(zip(distinct, nlp.pipe(distinct, batch_size=64), strict=True))
+
+
 @register("negate", "meaning", "the first auxiliary (else verb) of each sentence negated")
 def negate(text: str, context: PerturbationContext) -> str | None:
     parts = sentences(text)
-    changed = [_negate_sentence(s) or _negate_verb(s) for s in parts]
+    changed = [_negate_sentence(s) or _negate_verb(s, context) for s in parts]
     if all(c is None for c in changed):
         return None
     return " ".join(c if c is not None else s for s, c in zip(parts, changed, strict=True))
@@ -271,7 +303,7 @@ def swap_numbers(text: str, context: PerturbationContext) -> str | None:
 
 @register("swap_entities", "meaning", "named entities replaced by others of the same label")
 def swap_entities(text: str, context: PerturbationContext) -> str | None:
-    doc = spacy_pipeline()(text)
+    doc = context.parse(text)
     rng = context.rng("swap_entities")
     out, end, changed = [], 0, False
     for entity in doc.ents:

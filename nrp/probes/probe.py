@@ -32,8 +32,10 @@ from nrp.probes.perturbations import (
     NUMBER,
     PERTURBATIONS,
     PerturbationContext,
+    parse_all,
     perturb,
     perturbation_names,
+    texts_to_parse,
 )
 from nrp.statistics import percentile_interval, resample_counts
 from nrp.tables import (
@@ -127,10 +129,15 @@ class ProbeResult(FrameView):
 
 
 def contexts(
-    collection: Collection, answers: pd.DataFrame, seed: int, with_entities: bool = False
+    collection: Collection,
+    answers: pd.DataFrame,
+    seed: int,
+    with_entities: bool = False,
+    names: Sequence[str] = (),
 ) -> dict[str, PerturbationContext]:
     """answer_id -> what its perturbations draw on (``PerturbationContext``). Grades: the
-    collection's first dimension (relevance where it has one)."""
+    collection's first dimension (relevance where it has one). The texts that the perturbations
+    ``names`` parse with spaCy are parsed here, once, in batches."""
     dimensions = list(collection.dimensions)
     dimension = "relevance" if "relevance" in dimensions else dimensions[0]
     candidates = collection.candidates()
@@ -151,6 +158,9 @@ def contexts(
         query_entities(collection, documents, answers["qid"].astype(str)) if with_entities else {}
     )
     queries = collection.topic_texts()
+    parsed = parse_all(
+        [t for text in answers["text"].astype(str) for t in texts_to_parse(names, text)]
+    )
     out = {}
     for row in answers.itertuples():
         qid = str(row.qid)
@@ -162,6 +172,7 @@ def contexts(
             numbers=numbers,
             entities=entities.get(qid, {}),
             seed=seed,
+            parsed=parsed,
         )
     return out
 
@@ -185,7 +196,9 @@ def probe(
     if answers["answer_id"].astype(str).str.contains(re.escape(SEPARATOR)).any():
         raise ConfigError(f"answer ids may not contain {SEPARATOR!r} (the probe's twin ids use it)")
     answers = answers.reset_index(drop=True)
-    context = contexts(collection, answers, seed, with_entities="swap_entities" in names)
+    context = contexts(
+        collection, answers, seed, with_entities="swap_entities" in names, names=names
+    )
     twins, missing = [], {name: 0 for name in names}
     for row in answers.to_dict("records"):
         for name in names:
