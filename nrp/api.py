@@ -72,6 +72,7 @@ from nrp.positioning.scoring import (
 from nrp.positioning.ties import DEFAULT_TIE_MODE, TIE_MODES, TieMode, check_tie_mode
 from nrp.probes.perturbations import PERTURBATIONS, PerturbationContext, perturb
 from nrp.probes.probe import ProbeResult, probe
+from nrp.progress import ProgressLines
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, ScoreCache
 from nrp.rankers.coerce import as_ranker
@@ -142,6 +143,7 @@ __all__ = [
     "PositionOptions",
     "Positioner",
     "ProbeResult",
+    "ProgressLines",
     "QueryMap",
     "Ranker",
     "ReportSettings",

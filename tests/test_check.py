@@ -103,6 +103,23 @@ def test_no_worse_fails_a_clearly_worse_model_and_passes_an_equal_one(results, t
     assert code == 0 and lines[0].endswith("< 0.05) [not gating]")
 
 
+def test_a_baseline_alone_reports_the_comparison(results, tmp_path, capsys):
+    """--baseline without --no-worse or --min-nrp: the same comparison as above, exit 0."""
+    worse = [v - 0.2 for v in GPT2]
+    new = write_results(tmp_path / "worse", ("gpt2", "plain", worse), ("llama", "plain", LLAMA))
+    code, lines, _ = check(capsys, new, "--baseline", results)
+    assert code == 0
+    assert lines == [
+        f"nrp check: PASS gpt2/plain weighted: mean NRP 0.550 {interval(worse)} (8 queries); "
+        "significantly below baseline 0.750 (-0.200 on 8 common queries, Holm p 0.016 < 0.05) "
+        "[not gating]",
+        f"nrp check: PASS llama/plain weighted: mean NRP 0.600 {interval(LLAMA)} (8 queries); "
+        "vs baseline 0.600 (+0.000 on 8 common queries, Holm p 1.000 >= 0.05)",
+    ]
+    outcome = api.check_gate(new, baseline=results)
+    assert outcome.passed and outcome.table["worse"].tolist() == [True, False]
+
+
 def test_no_worse_pairs_on_common_queries_only(results, tmp_path, capsys):
     # the baseline has q1..q4 only, and a model the results lack
     base = write_results(tmp_path / "old", ("gpt2", "plain", GPT2[:4], QIDS[:4]),
@@ -176,6 +193,11 @@ def test_a_real_nrp_score_folder(tmp_path, capsys):
     for line, ((llm, prompt), mean) in zip(lines, means.items(), strict=True):
         model = f"{llm}/{prompt}" if prompt else llm
         assert line.startswith(f"nrp check: PASS {model} weighted: mean NRP {mean:.3f} [")
+    code, alone, _ = check(capsys, str(out), "--baseline", str(out))  # itself: p 1, exit 0
+    assert code == 0 and [line.split(";")[0] for line in alone] == [
+        line.split(";")[0].replace(" >= 0", "") for line in lines
+    ]
+    assert all(a.endswith("(+0.000 on 8 common queries, Holm p 1.000 >= 0.05)") for a in alone)
     strict = f"{means.max() + 0.01:.2f}"
     code, lines, _ = check(capsys, str(out), "--min-nrp", strict)
     assert code == 1 and all(line.startswith("nrp check: FAIL") for line in lines)

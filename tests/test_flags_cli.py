@@ -76,9 +76,12 @@ def test_check_max_flagged_fails_the_echo_system(scored, capsys):
     code, lines, _ = run(capsys, "check", scored, "--min-nrp", "0", "--max-flagged", "1")
     assert code == 0 and len(lines) == 6
     assert [line.split(":")[1].split()[-1] for line in lines] == ["weighted"] * 3 + ["flagged"] * 3
-    # a baseline without --no-worse checks no NRP: the flags alone, not "nothing to check"
+    # a baseline without --no-worse is reported (itself: no difference), then the flags gate
     code, lines, err = run(capsys, "check", scored, "--baseline", scored, "--max-flagged", "0.5")
-    assert (code, err) == (1, "") and len(lines) == 3
+    assert (code, err) == (1, "") and len(lines) == 6
+    assert all(line.endswith("(+0.000 on 2 common queries, Holm p 1.000 >= 0.05)")
+               for line in lines[:3])  # fmt: skip
+    assert [line.split(":")[1].split()[-1] for line in lines] == ["weighted"] * 3 + ["flagged"] * 3
 
 
 def test_check_max_flagged_passes_real_answers(indexes, tmp_path, capsys):

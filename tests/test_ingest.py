@@ -186,6 +186,9 @@ def test_mean_policy_rounds_half_up(tmp_path):
     judgments = Collection.load("tiny", tmp_path / "ix").judgments("relevance").set_index("docno")
     assert judgments.loc["d2", "grade"] == 2  # mean of 1 and 2 is 1.5 -> 2
     assert judgments.loc["d2", "raw_value"] == 1.5
+    # a mean that is no whole number keeps the raw labels of its dimension floats
+    raw = Collection.load("tiny", tmp_path / "ix").qrels("relevance", labels="raw")
+    assert raw["label"].dtype.kind == "f" and raw.set_index("docno").loc["d2", "label"] == 1.5
 
 
 def test_identical_repeats_are_merged_and_counted(tmp_path):

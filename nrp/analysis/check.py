@@ -133,12 +133,13 @@ def check_gate(
     max_flagged: float | None = None,
 ) -> CheckResult:
     """What ``nrp check`` runs: ``check_results`` when an NRP check is asked (``min_nrp``, a
-    baseline; or nothing at all, which it refuses), ``check_flagged`` when ``max_flagged`` is
+    baseline, alone a comparison that reports and does not gate; or nothing at all, which it
+    refuses), ``check_flagged`` when ``max_flagged`` is
     given; one result with the NRP lines first."""
     if max_flagged is None:
         return check_results(results, min_nrp, baseline, no_worse, dimension, alpha)
     _check_share(max_flagged)
-    if min_nrp is None and not no_worse:  # a baseline without no-worse is no NRP check
+    if min_nrp is None and baseline is None:
         return check_flagged(results, max_flagged)
     outcome = check_results(results, min_nrp, baseline, no_worse, dimension, alpha)
     flagged = check_flagged(results, max_flagged)
@@ -200,10 +201,10 @@ def _check_options(
         raise ConfigError("n_resamples must be at least 1")
     if no_worse and baseline is None:
         raise ConfigError("no-worse needs a baseline results folder to compare with (--baseline)")
-    if min_nrp is None and not no_worse:
+    if min_nrp is None and baseline is None:
         raise ConfigError(
-            "nothing to check: give a minimum NRP (--min-nrp), a baseline with no-worse "
-            "(--baseline OLD --no-worse) and/or a maximum share of flagged answers "
+            "nothing to check: give a minimum NRP (--min-nrp), a baseline (--baseline OLD; "
+            "with --no-worse it gates) and/or a maximum share of flagged answers "
             "(--max-flagged)"
         )
 

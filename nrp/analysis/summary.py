@@ -204,8 +204,20 @@ class Summary(FrameView):
 
     # -- text -----------------------------------------------------------------------------------
     def tables(self) -> dict[tuple[str, str], str]:
-        """(dimension, ranker) -> its text table with the comparisons below it."""
-        return {key: self._table(*key) for key in self.measures()}
+        """(dimension, ranker) -> its text table with the comparisons below it; a table with
+        the same numbers as one before it (the weighted NRP of one dimension, two dimensions
+        scored by one ranker on the same judged documents) says so in one line instead."""
+        tables: dict[tuple[str, str], str] = {}
+        seen: dict[str, str] = {}
+        for key in self.measures():
+            head, _, numbers = self._table(*key).partition("\n")
+            name = _block_name(*key)
+            if numbers in seen:
+                tables[key] = f"{name}: the same numbers as {seen[numbers]}"
+            else:
+                tables[key] = f"{head}\n{numbers}"
+                seen[numbers] = name
+        return tables
 
     def format(self) -> str:
         parts = [self.weighting_text()] if self.weighting_text() else []
@@ -258,7 +270,7 @@ class Summary(FrameView):
             & (self.query_means["ranker"] == ranker)
             & (self.query_means["prompt"] != ALL_PROMPTS)
         ]
-        name = dimension + (f" (ranker {ranker})" if ranker else "")
+        name = _block_name(dimension, ranker)
         ci = f"{round(s['confidence'] * 100)}% CI"
         lines = [
             f"{name}: {answers['qid'].nunique()} queries, {int(answers['n_answers'].sum())} "
@@ -266,6 +278,8 @@ class Summary(FrameView):
             f"  {ci}: percentile bootstrap over queries ({s['n_boot']} resamples, seed "
             f"{s['seed']}); NRP=1 / NRP=0: share of answers above / below every document",
         ]
+        # an LLM's (all) row repeats its only prompt's numbers: shown only over several prompts
+        prompts = means.loc[means["prompt"] != ALL_PROMPTS, "llm"].value_counts()
         rows = [
             [
                 str(r.llm),
@@ -277,6 +291,7 @@ class Summary(FrameView):
                 str(r.n_answers),
             ]
             for r in means.itertuples()
+            if r.prompt != ALL_PROMPTS or prompts[r.llm] > 1
         ]
         header = ["llm", "prompt", f"NRP [{ci}]", "NRP=1", "NRP=0", "queries", "answers"]
         lines.append(text_table(header, rows))
@@ -308,6 +323,10 @@ class Summary(FrameView):
         lines.append(text_table(["family", "a - b", "mean diff.", "queries", "p", "p corr."], rows))
         lines.append(f"  * significant after correction (p corr. < {alpha})")
         return "\n".join(lines)
+
+
+def _block_name(dimension: str, ranker: str) -> str:
+    return dimension + (f" (ranker {ranker})" if ranker else "")
 
 
 # -- aggregation -----------------------------------------------------------------------------------

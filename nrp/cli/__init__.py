@@ -75,6 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
         "human-judged documents (Normalized Rank Position).",
     )
     parser.add_argument("--version", action="version", version=f"nrp {__version__}")
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress on stderr (lines, and bars with the time left on a terminal)",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add_parser in _COMMANDS:
         add_parser(commands)

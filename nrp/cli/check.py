@@ -2,7 +2,7 @@
 when every model (LLM x prompt) reaches --min-nrp, with --baseline and --no-worse is not
 significantly below the baseline on the same queries, and with --max-flagged has no larger share
 of flagged answers (the folder's flags.csv); exit 1 and a FAIL line per failing model otherwise;
-exit 2 on bad input."""
+exit 2 on bad input. --baseline alone reports the comparison per model and fails nothing."""
 
 from __future__ import annotations
 
@@ -23,7 +23,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--min-nrp", type=float, metavar="X", help="fail a model whose mean NRP is below X"
     )
     parser.add_argument(
-        "--baseline", type=Path, metavar="OLD", help="`nrp score` output folder to compare with"
+        "--baseline",
+        type=Path,
+        metavar="OLD",
+        help="`nrp score` output folder to compare with (alone: report the comparison; with "
+        "--no-worse: fail a model significantly below it)",
     )
     parser.add_argument(
         "--no-worse",

@@ -1,5 +1,6 @@
-"""What every ``nrp`` sub-command shares: the --indexes and executor options, progress and
-executor reports on stderr, reading an answer set, and the one-line error a library error becomes.
+"""What every ``nrp`` sub-command shares: the --indexes and executor options, progress (lines,
+and bars with the time left on a terminal) and executor reports on stderr, reading an answer
+set, and the one-line error a library error becomes.
 
 Kept in one place so that each option reads and behaves the same in every command that takes it.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
@@ -82,9 +84,22 @@ def query_map(args: argparse.Namespace) -> Any:
     return args.query_map
 
 
+#: the running command's progress (``run_command`` sets it and closes its bars)
+_progress: Callable[[str], None] | None = None
+
+
 def print_progress(line: str) -> None:
-    """The ``progress`` callback of every long command: one line on stderr."""
-    print(line, file=sys.stderr)
+    """The ``progress`` callback of every long command: one line on stderr and, on a terminal,
+    a bar per counted step with its rate and time left (``nrp.progress``); with --quiet
+    nothing."""
+    if _progress is None:  # a handler called without run_command: the plain line
+        print(line, file=sys.stderr)
+    else:
+        _progress(line)
+
+
+def _no_progress(line: str) -> None:
+    """--quiet: progress lines dropped."""
 
 
 def read_answer_set(path: Path, collection: object, skip_invalid: bool) -> Any:
@@ -145,6 +160,9 @@ def run_command(args: argparse.Namespace) -> int:
     """Run the sub-command ``args`` names; a library error is one line on stderr and exit 2
     (argparse's code for a usage error), and so is a file that cannot be read or written (no
     permission, a name too long, a full disk); an interrupt exits 130."""
+    global _progress
+    lines = None if getattr(args, "quiet", False) else api.ProgressLines(sys.stderr)
+    _progress = lines or _no_progress
     try:
         return args.run(args)
     except NrpError as err:  # one line, however long the values it was built from
@@ -158,3 +176,7 @@ def run_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("nrp: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if lines is not None:
+            lines.close()
+        _progress = None

@@ -45,6 +45,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     chooser.add_argument(
         "--ranker",
+        "--rankers",
         action="append",
         metavar="DIM=SPEC",
         help="ranker for a dimension (repeat), or SPEC for every dimension",

@@ -32,8 +32,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
         "--rankers",
-        help="comma-separated ranker specs (default: every ranker that needs no model folder, "
-        f"{','.join(api.DEFAULT_RANKERS)})",
+        "--ranker",
+        action="append",
+        metavar="SPECS",
+        help="comma-separated ranker specs, or the option repeated (default: every ranker that "
+        f"needs no model folder, {','.join(api.DEFAULT_RANKERS)})",
     )
     source.add_argument(
         "--runs",
@@ -138,9 +141,10 @@ def handle(args: argparse.Namespace) -> int:
             validity_max_nrp=args.validity_max_nrp,
             validity_kinds=args.validity_kinds,
         )
+        rankers = ",".join(args.rankers) if args.rankers else None
         with open_executor(args) as executor:
             result = api.validate(
-                collection, args.rankers, labels=args.labels, cache=not args.no_cache,
+                collection, rankers, labels=args.labels, cache=not args.no_cache,
                 progress=print_progress, executor=executor, save_runs=args.save_runs, **options,
             )  # fmt: skip
             report_executor(executor)

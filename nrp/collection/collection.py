@@ -127,7 +127,8 @@ class Collection:
     def qrels(self, dimension: str, labels: LabelMode = "graded") -> pd.DataFrame:
         """qid, docno, label in one dimension. ``graded``: the label scale's gains, with labels the
         scale excludes ("could not judge") left out. ``raw``: every judgment with its label as
-        written, as a number (what the source study's scripts used)."""
+        written, as a number (what the source study's scripts used): integers when every label
+        of the dimension is a whole number, else floats."""
         self._check_dimension(dimension)
         if labels == "graded":
             frame = self._query(
@@ -149,6 +150,10 @@ class Collection:
                     f"dimension {dimension!r} has non-numeric raw labels ({bad!r}); "
                     "use labels='graded'"
                 )
+            # whole numbers stay integers ("2", not "2.0"): TREC qrels written from them must
+            # read back in trec_eval and ir_datasets, which parse the label as an int
+            if (frame["label"] % 1 == 0).all():
+                frame["label"] = frame["label"].astype(int)
             return frame.drop(columns="raw_label")
         raise NrpError(f"labels must be 'graded' or 'raw', not {labels!r}")
 

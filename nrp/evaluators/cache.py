@@ -12,12 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from nrp.cache_db import connect, create
 
 EVALUATION_CACHE_FILE = "evaluations.sqlite"
 
@@ -54,21 +55,13 @@ def _jsonable(value: Any) -> Any:
 
 class EvaluationCache:
     def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.executescript(SCHEMA)
-
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=60)
-        db.execute("PRAGMA journal_mode=WAL")
-        return db
+        self.path = create(path, SCHEMA)
 
     def lookup(self, scope: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Stored rows for the keys found."""
         found: dict[str, dict[str, Any]] = {}
         wanted = list(dict.fromkeys(keys))
-        with self._connect() as db:
+        with connect(self.path) as db:
             for start in range(0, len(wanted), 500):
                 chunk = wanted[start : start + 500]
                 marks = ",".join("?" * len(chunk))
@@ -81,7 +74,7 @@ class EvaluationCache:
 
     def store(self, scope: str, spec: str, keys: Sequence[str], rows: pd.DataFrame) -> None:
         records = rows.to_dict("records")
-        with self._connect() as db:
+        with connect(self.path) as db:
             db.execute("INSERT OR IGNORE INTO evaluators VALUES (?, ?)", (scope, spec))
             db.executemany(
                 "INSERT OR REPLACE INTO evaluations VALUES (?, ?, ?)",
@@ -98,7 +91,7 @@ class EvaluationCache:
             )
 
     def count(self, scope: str | None = None) -> int:
-        with self._connect() as db:
+        with connect(self.path) as db:
             if scope is None:
                 return db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
             return db.execute(

@@ -7,7 +7,8 @@ themselves, so a review that collects several labels per item reports that ceili
   any number of coders (missing labels allowed; a unit with fewer than two labels is not
   pairable and left out). ``level``: ``nominal`` (labels only equal or not: TRUE / FALSE /
   NOT GIVEN), ``ordinal`` (ranks of the values: a grade scale 0-2) or ``interval`` (squared
-  differences). alpha = 1 - D_o / D_e from the coincidence matrix (Krippendorff 2011,
+  differences). Computed by the ``krippendorff`` package: alpha = 1 - D_o / D_e from the
+  coincidence matrix (Krippendorff 2011,
   "Computing Krippendorff's Alpha-Reliability"): o_ck sums, over units, the c-k pairs of the
   unit divided by m_u - 1; n_c = sum_k o_ck, n = sum_c n_c;
   alpha = 1 - (n - 1) sum_ck o_ck d_ck / sum_ck n_c n_k d_ck, with d_ck the squared distance:
@@ -42,53 +43,35 @@ LEVELS = ("nominal", "ordinal", "interval")
 
 def krippendorff_alpha(units: Sequence[Sequence[Hashable | None]], level: Level) -> float:
     """Krippendorff's alpha of ``units``: one sequence of labels per unit (one per coder who
-    labelled it; None for a coder who did not). Ordinal and interval labels must be numbers."""
+    labelled it; None for a coder who did not). Ordinal and interval labels must be numbers.
+    The arithmetic is the ``krippendorff`` package's, from the units' value counts."""
+    import krippendorff  # first use: keeps the start of the CLI quick
+
     if level not in LEVELS:
         raise NrpError(f"unknown level {level!r} (use one of {', '.join(LEVELS)})")
     pairable = [[v for v in unit if v is not None] for unit in units]
     pairable = [unit for unit in pairable if len(unit) >= 2]
     values = sorted({v for unit in pairable for v in unit}, key=_order_key)
-    if len(values) < 2:
+    if len(values) < 2:  # nothing to disagree on: the package refuses, alpha is undefined
         return math.nan
+    numbers = [_order_key(v) for v in values]
+    if level != "nominal" and any(kind != 0 for kind, _ in numbers):
+        raise NrpError(f"{level} agreement needs numeric labels, got {values}")
     index = {v: i for i, v in enumerate(values)}
-    coincidence = np.zeros((len(values), len(values)))
-    for unit in pairable:
-        weight = 1.0 / (len(unit) - 1)
-        for a, b in itertools.permutations(range(len(unit)), 2):
-            coincidence[index[unit[a]], index[unit[b]]] += weight
-    totals = coincidence.sum(axis=1)
-    n = totals.sum()
-    distance = _distances(values, totals, level)
-    expected = float((np.outer(totals, totals) * distance).sum())
-    if expected == 0:
-        return math.nan
-    observed = float((coincidence * distance).sum())
-    return 1.0 - (n - 1) * observed / expected
+    counts = np.zeros((len(pairable), len(values)))
+    for row, unit in enumerate(pairable):
+        for value in unit:
+            counts[row, index[value]] += 1
+    # interval distances need the numbers; nominal and ordinal only the values' order
+    domain = [v for _, v in numbers] if level == "interval" else list(range(len(values)))
+    alpha = krippendorff.alpha(value_counts=counts, value_domain=domain, level_of_measurement=level)
+    return float(alpha)
 
 
 def _order_key(value: Hashable) -> tuple[int, float | str]:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return (0, float(value))
     return (1, str(value))
-
-
-def _distances(values: list[Hashable], totals: np.ndarray, level: Level) -> np.ndarray:
-    k = len(values)
-    if level == "nominal":
-        return 1.0 - np.eye(k)
-    numbers = [_order_key(v) for v in values]
-    if any(kind != 0 for kind, _ in numbers):
-        raise NrpError(f"{level} agreement needs numeric labels, got {values}")
-    if level == "interval":
-        x = np.array([float(v) for _, v in numbers])
-        return (x[:, None] - x[None, :]) ** 2
-    distance = np.zeros((k, k))
-    for c in range(k):
-        for d in range(k):
-            low, high = min(c, d), max(c, d)
-            between = totals[low : high + 1].sum() - (totals[c] + totals[d]) / 2
-            distance[c, d] = between**2
-    return distance
 
 
 def pairwise_kendall_tau(

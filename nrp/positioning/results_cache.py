@@ -16,19 +16,20 @@ first stage), so every answer of a query, and every later run, reuses them. Pair
 an answer are not stored there: answer ids are not documents, and the answer's result row is
 what the results cache keeps.
 
-Both are plain SQLite in WAL mode, written in one transaction per batch, so a killed run loses at
-most the batch in flight and never leaves a half-written row.
+Both are plain SQLite in WAL mode (``nrp.cache_db``), written in one transaction per batch, so
+a killed run loses at most the batch in flight and never leaves a half-written row.
 """
 
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+
+from nrp.cache_db import connect, create
 
 RESULTS_FILE = "nrp.sqlite"
 
@@ -62,12 +63,6 @@ def text_sha(text: str) -> str:
     return hashlib.sha256(str(text).encode("utf-8")).hexdigest()[:32]
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(path, timeout=60)
-    db.execute("PRAGMA journal_mode=WAL")
-    return db
-
-
 @dataclass(frozen=True)
 class PositionScope:
     """What one results-cache scope is: the ranker and mode its rows were computed with."""
@@ -91,10 +86,7 @@ class ResultsCache:
     """Answer positions per (scope, qid, answer_id, text hash); see the module docstring."""
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with _connect(self.path) as db:
-            db.executescript(RESULTS_SCHEMA)
+        self.path = create(path, RESULTS_SCHEMA)
 
     def lookup(self, scope: PositionScope, answers: pd.DataFrame) -> pd.DataFrame:
         """Stored positions of ``answers`` (answer_id, qid, text_sha); ``POSITION_COLUMNS`` for
@@ -108,7 +100,7 @@ class ResultsCache:
             )
         )
         rows = []
-        with _connect(self.path) as db:
+        with connect(self.path) as db:
             for qid in sorted({q for q, _, _ in wanted}):
                 for answer_id, sha, score, above, ties, strict, n_docs in db.execute(
                     "SELECT answer_id, text_sha, score, above, ties, strict, n_docs "
@@ -122,7 +114,7 @@ class ResultsCache:
     def store(self, scope: PositionScope, positions: pd.DataFrame, shas: Sequence[str]) -> None:
         """Store positions (``POSITION_COLUMNS``) with their answers' text hashes, in one
         transaction."""
-        with _connect(self.path) as db:
+        with connect(self.path) as db:
             db.execute(
                 "INSERT OR IGNORE INTO position_scopes VALUES (?, ?, ?, ?, ?)",
                 (
@@ -152,7 +144,7 @@ class ResultsCache:
             )
 
     def count(self, scope: PositionScope | None = None) -> int:
-        with _connect(self.path) as db:
+        with connect(self.path) as db:
             if scope is None:
                 return db.execute("SELECT COUNT(*) FROM answer_positions").fetchone()[0]
             return db.execute(
@@ -164,10 +156,7 @@ class PairCache:
     """duoT5 document-document pair scores; see the module docstring."""
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with _connect(self.path) as db:
-            db.executescript(PAIR_SCHEMA)
+        self.path = create(path, PAIR_SCHEMA)
 
     @staticmethod
     def scope(collection_fingerprint: str, pair_fingerprint: str) -> str:
@@ -176,7 +165,7 @@ class PairCache:
     def lookup(self, scope: str, qids: Iterable[str]) -> dict[tuple[str, str, str], float]:
         """Every stored pair of the given queries: (qid, docno_a, docno_b) -> log P."""
         found: dict[tuple[str, str, str], float] = {}
-        with _connect(self.path) as db:
+        with connect(self.path) as db:
             for qid in sorted(set(map(str, qids))):
                 for a, b, log_p in db.execute(
                     "SELECT docno_a, docno_b, log_p FROM pair_scores WHERE scope = ? AND qid = ?",
@@ -187,14 +176,14 @@ class PairCache:
 
     def store(self, scope: str, rows: Iterable[tuple[str, str, str, float]]) -> None:
         """Store (qid, docno_a, docno_b, log_p) rows in one transaction."""
-        with _connect(self.path) as db:
+        with connect(self.path) as db:
             db.executemany(
                 "INSERT OR REPLACE INTO pair_scores VALUES (?, ?, ?, ?, ?)",
                 [(scope, str(q), str(a), str(b), float(p)) for q, a, b, p in rows],
             )
 
     def count(self, scope: str | None = None) -> int:
-        with _connect(self.path) as db:
+        with connect(self.path) as db:
             if scope is None:
                 return db.execute("SELECT COUNT(*) FROM pair_scores").fetchone()[0]
             return db.execute(

@@ -10,7 +10,6 @@ candidate set), and stores what it computed.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ import pandas as pd
 import pyterrier as pt
 from pyterrier.model import add_ranks
 
+from nrp.cache_db import connect, create
 from nrp.rankers.base import REQUIRED_COLUMNS, Ranker
 
 #: the score cache's file name, beside the collection's store in indexes/NAME/
@@ -34,21 +34,13 @@ CREATE TABLE IF NOT EXISTS rankers (scope TEXT PRIMARY KEY, spec TEXT NOT NULL);
 
 class ScoreCache:
     def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.executescript(SCHEMA)
-
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=60)
-        db.execute("PRAGMA journal_mode=WAL")
-        return db
+        self.path = create(path, SCHEMA)
 
     def lookup(self, scope: str, qids: list[str], docnos: list[str]) -> np.ndarray:
         """Scores for the given rows in order; NaN where not cached."""
         wanted = set(qids)
         found: dict[tuple[str, str], float] = {}
-        with self._connect() as db:
+        with connect(self.path) as db:
             for qid in wanted:
                 for docno, score in db.execute(
                     "SELECT docno, score FROM scores WHERE scope = ? AND qid = ?", (scope, qid)
@@ -57,7 +49,7 @@ class ScoreCache:
         return np.array([found.get((q, d), np.nan) for q, d in zip(qids, docnos, strict=True)])
 
     def store(self, scope: str, spec: str, rows: list[tuple[str, str, float]]) -> None:
-        with self._connect() as db:
+        with connect(self.path) as db:
             db.execute("INSERT OR IGNORE INTO rankers VALUES (?, ?)", (scope, spec))
             db.executemany(
                 "INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?)",
@@ -65,7 +57,7 @@ class ScoreCache:
             )
 
     def count(self, scope: str | None = None) -> int:
-        with self._connect() as db:
+        with connect(self.path) as db:
             if scope is None:
                 return db.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
             return db.execute("SELECT COUNT(*) FROM scores WHERE scope = ?", (scope,)).fetchone()[0]

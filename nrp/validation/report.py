@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from nrp.measures import display_name
+from nrp.tables import text_table
 from nrp.validation.selection import rank_systems
 from nrp.validation.validity import REPORTED_ONLY
 
@@ -166,16 +167,13 @@ def validity_lines(dim: Any, ranked: list[str]) -> list[str]:
                 "pass" if v.passed else "FAIL",
             ]
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     rule = first.rule
     lines = [
         f"  validity: relevant judged documents above degenerate texts (pairs, ties half) and "
         f"the texts' NRP; pass: every kind but first_sentence >= {rule.get('min_wins')} wins "
         f"and <= {rule.get('max_nrp')} NRP"
     ]
-    for row in rows:
-        cells = (cell.ljust(w) for cell, w in zip(row, widths, strict=True))
-        lines.append(("    " + "  ".join(cells)).rstrip())
+    lines.extend(text_table(rows[0], rows[1:], indent="    ").splitlines())
     return lines
 
 
@@ -214,8 +212,5 @@ def _measure_rows(result: ResultView, dim: Any, ranked: list[str], best: str | N
             + [f"{dim.summary[name][m].mean:.4f}" for m in result.measures[1:]]
             + [str(primary.n), mark]
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    for row in rows:
-        cells = (cell.ljust(w) for cell, w in zip(row, widths, strict=True))
-        lines.append(("  " + "  ".join(cells)).rstrip())
+    lines.extend(text_table(header, rows[1:]).splitlines())
     return lines

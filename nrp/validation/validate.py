@@ -108,12 +108,15 @@ def validate(
         check_trec_ids(candidates["docno"].unique(), "docno")
     score_cache = ScoreCache(collection.path / SCORE_CACHE_FILE) if cache else None
     # without a progress callback (a notebook, a script) a bar over the rankers shows the
-    # time left; with one (the CLI) its lines say the same
+    # time left; with one (the CLI) its counted lines say the same (``nrp.progress``)
     bar = progress_bar(rankers, len(rankers), "validating rankers", verbose=progress is None)
-    systems = [
-        _ranker_system(collection, ranker, candidates, score_cache, executor, progress)
-        for ranker in bar
-    ]
+    systems = []
+    for ranker in bar:
+        systems.append(
+            _ranker_system(collection, ranker, candidates, score_cache, executor, progress)
+        )
+        if progress:
+            progress(f"rankers: {len(systems)}/{len(rankers)} validated")
     scored = (
         _degenerate_scores(collection, checked, rankers, systems, candidates, score_cache, progress)
         if checked.validity

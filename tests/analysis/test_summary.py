@@ -99,6 +99,34 @@ def test_combined_dimension_is_summarised_and_listed_last():
     assert "weighted:" in summary.format()
 
 
+def test_one_prompt_and_one_dimension_print_no_repeated_numbers():
+    """One prompt: an LLM's (all) row would repeat its prompt's row; one dimension: the weighted
+    block would repeat the dimension's. A: q1 1.0, q2 0.5 -> 0.75; B: 0.5, 0.0 -> 0.25; the
+    bootstrap over two queries draws means 0.5, 0.75, 1.0 (A), so its 95% interval is [0.5, 1];
+    A - B is +0.5 on both queries: 2 of the 4 sign vectors reach |0.5|, p = 0.5."""
+    rows = [("A", "p", "q1", 0, 1.0), ("A", "p", "q2", 0, 0.5)]
+    rows += [("B", "p", "q1", 0, 0.5), ("B", "p", "q2", 0, 0.0)]
+    summary = summarize(pd.concat([results(rows, "relevance"), results(rows, "weighted", "")]))
+    assert summary.format().splitlines() == [
+        "relevance (ranker bm25): 2 queries, 4 answers; mean NRP over queries (a query's samples "
+        "averaged first)",
+        "  95% CI: percentile bootstrap over queries (10000 resamples, seed 0); NRP=1 / NRP=0: "
+        "share of answers above / below every document",
+        "  llm  prompt  NRP [95% CI]             NRP=1  NRP=0  queries  answers",
+        "  A    p       0.7500 [0.5000, 1.0000]  50.0%  0.0%   2        2",
+        "  B    p       0.2500 [0.0000, 0.5000]  0.0%   50.0%  2        2",
+        "  paired comparisons on query-level means: paired randomization test, Holm within each "
+        "family, alpha 0.05",
+        "  family                 a - b  mean diff.  queries  p      p corr.",
+        "  llms within prompt: p  A - B  +0.5000     2        0.500  0.500",
+        "  * significant after correction (p corr. < 0.05)",
+        "",
+        "weighted: the same numbers as relevance (ranker bm25)",
+    ]
+    # the (all) rows stay in the means table: only the text leaves them out
+    assert summary.mean("weighted", "A") == summary.mean("relevance", "A", "p") == 0.75
+
+
 def spread(llm: str, values: list[float], prompt: str = "p") -> list[tuple]:
     return [(llm, prompt, f"q{i}", 0, v) for i, v in enumerate(values)]
 

@@ -113,6 +113,27 @@ def test_holm_by_hand():
     assert holm([0.5, 0.2, 0.6]) == pytest.approx([1.0, 0.6, 1.0])
 
 
+def test_holm_and_bonferroni_equal_statsmodels_multipletests():
+    """The hand-written corrections give statsmodels' numbers exactly (ties, values capped at 1,
+    the randomization test's smallest p 1/10,001, one test, none)."""
+    from statsmodels.stats.multitest import multipletests
+
+    families = [
+        [0.01, 0.04, 0.03],
+        [0.5, 0.2, 0.6],
+        [0.02, 0.02, 0.02, 0.5],
+        [1 / 10_001, 1.0, 0.0, 0.3, 1 / 10_001],
+        [0.7],
+        [0.016, 0.523, 0.562, 0.938, 1.0],
+    ]
+    rng = np.random.default_rng(7)
+    families += [list(rng.random(n).round(3)) for n in range(2, 12)]
+    for p in families:
+        assert holm(p) == multipletests(p, method="holm")[1].tolist()
+        assert bonferroni(p) == multipletests(p, method="bonferroni")[1].tolist()
+    assert holm([]) == [] and bonferroni([]) == []
+
+
 def test_bonferroni_and_none():
     assert bonferroni([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.12, 0.09])
     assert bonferroni([0.5, 0.2]) == [1.0, 0.4]

@@ -1,0 +1,129 @@
+"""Progress of the CLI's long steps: the library's lines as they are on a file or a pipe, and on
+a terminal (a real pseudo-terminal here) a bar per counted step with its rate and time left;
+nothing with --quiet."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from nrp import ingest
+from nrp.progress import ProgressLines, counted
+
+DEMO = resources.files("nrp") / "data" / "demo"
+ROOT = Path(__file__).resolve().parents[1]
+VALIDATE_LINES = [
+    "ranking 120 documents with tfidf",
+    "rankers: 1/3 validated",
+    "ranking 120 documents with bm25",
+    "rankers: 2/3 validated",
+    "ranking 120 documents with random",  # the random baseline is always added
+    "rankers: 3/3 validated",
+]
+
+
+def test_counted_lines():
+    assert counted("bm25: 40/64 positioned") == ("bm25", 40, 64)
+    assert counted("monot5:batch=8: 3/10 documents scored (ray)") == ("monot5:batch=8", 3, 10)
+    assert counted("tiny: epoch 2/3: loss 0.6931 (12 steps)") == ("tiny", 2, 3)
+    assert counted("rankers: 3/3 validated") == ("rankers", 3, 3)
+    assert counted("ranking 120 documents with bm25") is None
+    assert counted("bm25: 64 answers, 0 from the results cache") is None
+    assert counted("x: 0/0 positioned") is None  # nothing to count
+
+
+def test_lines_on_a_file_are_the_lines_and_nothing_else():
+    stream = io.StringIO()
+    progress = ProgressLines(stream)
+    assert progress.bars is False  # a StringIO is no terminal
+    for line in VALIDATE_LINES:
+        progress(line)
+    progress.close()
+    assert stream.getvalue() == "".join(f"{line}\n" for line in VALIDATE_LINES)
+
+
+def test_bars_count_each_step_and_close_at_the_total():
+    stream = io.StringIO()
+    progress = ProgressLines(stream, bars=True)
+    progress("bm25: 64 answers, 0 from the results cache")
+    progress("bm25: 16/64 positioned")
+    progress("bleu: 1/2 evaluated")
+    assert sorted(progress._open) == ["bleu", "bm25"]
+    assert (progress._open["bm25"].n, progress._open["bm25"].total) == (16, 64)
+    progress("bm25: 64/64 positioned")
+    assert sorted(progress._open) == ["bleu"]
+    progress.close()
+    assert progress._open == {}
+    text = stream.getvalue()
+    for line in ("bm25: 64 answers, 0 from the results cache", "bm25: 16/64 positioned",
+                 "bleu: 1/2 evaluated", "bm25: 64/64 positioned"):  # fmt: skip
+        assert f"{line}\n" in text
+    assert re.search(r"bm25:  25%\|.*\| 16/64 \[\d\d:\d\d<\d\d:\d\d", text)
+    assert re.search(r"bleu:  50%\|.*\| 1/2 \[\d\d:\d\d<\d\d:\d\d", text)
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory):
+    ix = tmp_path_factory.mktemp("ix")
+    ingest(DEMO / "manifest.yaml", indexes_dir=ix)
+    return ix
+
+
+def validate_command(indexes: Path, out: Path, *options: str) -> list[str]:
+    return [
+        sys.executable, "-m", "nrp", *options, "validate", "demo", "--rankers", "tfidf,bm25",
+        "--no-validity", "--no-cache", "--indexes", str(indexes), "--out", str(out),
+    ]  # fmt: skip
+
+
+def environment() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+
+
+def test_validate_piped_prints_the_lines_and_quiet_prints_none(indexes, tmp_path):
+    for options, expected in (((), VALIDATE_LINES), (("--quiet",), [])):
+        command = validate_command(indexes, tmp_path / "v.json", *options)
+        proc = subprocess.run(command, capture_output=True, text=True, env=environment())
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr.splitlines() == expected
+        assert proc.stdout.endswith(f"wrote {tmp_path / 'v.json'}\n")
+
+
+@pytest.mark.skipif(os.name != "posix", reason="pseudo-terminals are POSIX")
+def test_validate_on_a_terminal_shows_the_time_left(indexes, tmp_path):
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    primary, secondary = pty.openpty()
+    # a terminal 100 columns wide (a fresh pseudo-terminal has 0, where tqdm draws nothing)
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    command = validate_command(indexes, tmp_path / "v.json")
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=secondary, env=environment())  # fmt: skip
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(primary, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(primary)
+    assert proc.wait() == 0
+    text = b"".join(chunks).decode()
+    # every line as on a pipe, and between them the bar over the rankers with its time left
+    lines = [line.split("\r")[-1] for line in text.split("\r\n")]
+    assert [line for line in lines if line] == VALIDATE_LINES
+    assert re.search(r"rankers:  33%\|.*\| 1/3 \[\d\d:\d\d<\d\d:\d\d, ", text)
+    assert re.search(r"rankers:  67%\|.*\| 2/3 \[\d\d:\d\d<\d\d:\d\d, ", text)
