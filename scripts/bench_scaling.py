@@ -155,6 +155,11 @@ def print_axis(label: str, floor: float, rows: list[tuple[int, float, float, int
         + (f" ({left} not above the floor left out)" if left else "")
         + " (1 = linear)"
     )
+    if len(above) > 2:
+        last = above[-2:]
+        print(f"  between the last two ({last[0][0]:,} and {last[1][0]:,}): "
+              f"{shown(loglog_slope(last))} as measured, {shown(loglog_slope(last, floor))} with "
+              "the floor subtracted")  # fmt: skip
 
 
 def run_answers_axis(args: argparse.Namespace, work: Path) -> None:
