@@ -47,6 +47,10 @@ bench: setup
 	@# whole `nrp score` processes on 100k MEDIQA answers, every lexical ranker and statistics
 	@# mode, beside a plain Python loop and the floor of the process (issue 28)
 	$(BIN)/python scripts/bench_score.py
+	@# how a whole `nrp score` scales in answers and in |D_q| (10-10,000), log-log slopes, memory
+	@# (issue 28). Answers up to 100k here: the full grid's 1M point adds about 7 minutes and a
+	@# 1.1 GB answer file (run the script without --answers for it)
+	$(BIN)/python scripts/bench_scaling.py --answers 1000,10000,100000
 	@# dense cold fast vs full re-rank on the CLEF eHealth answer set (150 of the first query's
 	@# 400 answers: the full re-rank embeds D_q again for every answer)
 	$(BIN)/python scripts/bench_nrp.py --rankers dense --no-cached --limit-queries 1 \

@@ -43,7 +43,6 @@ The cold fast-vs-full ratio of the dense ranker on the CLEF eHealth answer set i
 from __future__ import annotations
 
 import argparse
-import math
 import shutil
 import sys
 import tempfile
@@ -53,7 +52,18 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchkit import ROOT, child_main, emit, machine, measured, peak_rss_mib, ratio, run_child
+from benchkit import (
+    ROOT,
+    child_main,
+    emit,
+    loglog_slope,
+    machine,
+    measured,
+    peak_rss_mib,
+    ratio,
+    run_child,
+    write_table_collection,
+)
 
 MANIFEST = ROOT / "manifests" / "mediqa-2019.yaml"
 SHARED = ROOT.parent / "shared" / "data" / "mediqa-2019"
@@ -315,7 +325,6 @@ def _scaling(payload: dict) -> None:
 def synthetic_collection(indexes: Path, folder: Path, size: int, queries: int) -> Path:
     """A collection of ``queries`` MEDIQA questions, each with ``size`` judged documents taken in
     turn from the MEDIQA texts; returns its manifest."""
-    import pandas as pd
 
     from nrp.collection.collection import Collection
 
@@ -323,33 +332,15 @@ def synthetic_collection(indexes: Path, folder: Path, size: int, queries: int) -
     candidates = mediqa.candidates()
     topics = candidates.drop_duplicates("qid").head(queries)
     texts = [" ".join(t.split()) for t in candidates["text"].fillna("").astype(str)]
-    folder.mkdir(parents=True)
-    name = f"dq-{size}"
-    rows = [
+    documents = [
         (str(q), f"{q}-{j}", texts[(i * size + j) % len(texts)])
         for i, q in enumerate(topics["qid"])
         for j in range(size)
     ]
-    query_text = [" ".join(str(t).split()) for t in topics["query"]]
-    pd.DataFrame({"qid": topics["qid"].astype(str), "query": query_text}).to_csv(
-        folder / "topics.tsv", sep="\t", index=False
+    queries_of = list(zip(topics["qid"].astype(str), topics["query"].astype(str), strict=True))
+    return write_table_collection(
+        folder, f"dq-{size}", f"MEDIQA texts, D_q of {size}", queries_of, documents
     )
-    pd.DataFrame({"docno": [r[1] for r in rows], "text": [r[2] for r in rows]}).to_csv(
-        folder / "documents.tsv", sep="\t", index=False
-    )
-    pd.DataFrame(
-        {"qid": [r[0] for r in rows], "docno": [r[1] for r in rows], "relevance": 1}
-    ).to_csv(folder / "qrels.tsv", sep="\t", index=False)
-    manifest = folder / "manifest.yaml"
-    manifest.write_text(
-        f"name: {name}\ndescription: MEDIQA texts, D_q of {size}\ncitation: nrp benchmark\n"
-        "data_root: .\nrepeated_judgments: {policy: error}\ndimensions:\n  relevance:\n"
-        "    description: judged\n    grades: {0: no, 1: yes}\nsources:\n"
-        "  - {format: table, path: topics.tsv, holds: topics}\n"
-        "  - {format: table, path: documents.tsv, holds: documents}\n"
-        "  - {format: table, path: qrels.tsv, holds: judgments, dimensions: [relevance]}\n"
-    )
-    return manifest
 
 
 def _prepare(payload: dict) -> None:
@@ -366,16 +357,6 @@ def _prepare(payload: dict) -> None:
 
 
 # -- parent ---------------------------------------------------------------------------------------
-def slope(points: list[tuple[float, float]]) -> float:
-    """Least-squares slope of log time against log size."""
-    xs = [math.log(x) for x, _ in points]
-    ys = [math.log(max(y, 1e-9)) for _, y in points]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
-        (x - mx) ** 2 for x in xs
-    )
-
-
 def main() -> int:
     if child_main({"--_prepare": _prepare, "--_lexical": _lexical, "--_memory": _memory,
                    "--_dense": _dense, "--_scaling": _scaling}):  # fmt: skip
@@ -486,8 +467,8 @@ def _print_scaling(args: argparse.Namespace, indexes: str, dq_collections: list)
         (f"|D_q| ({SCALING_DQ_ANSWERS:,} answers, {SCALING_DQ_QUERIES} queries)", r["by_dq"]),
     ):
         line = ", ".join(f"{n:,}: {s:.2f} s" for n, s in points)
-        print(f"  {label}: {line}; log-log slope {slope(points):.2f}, "
-              f"{slope(points[-2:]):.2f} over the last two (1 = linear)")  # fmt: skip
+        print(f"  {label}: {line}; log-log slope {loglog_slope(points):.2f}, "
+              f"{loglog_slope(points[-2:]):.2f} over the last two (1 = linear)")  # fmt: skip
         (x1, y1), (x2, y2) = points[-2:]
         if label.startswith("answers"):
             print(f"    marginal cost {(y2 - y1) / (x2 - x1) * 1e6:,.1f} us per answer")

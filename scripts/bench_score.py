@@ -35,14 +35,23 @@ import argparse
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchkit import ROOT, child_main, emit, machine, measured, run_child
+from benchkit import (
+    ROOT,
+    checkout_env,
+    child_main,
+    emit,
+    machine,
+    measured,
+    run_child,
+    timed_process,
+    write_answers,
+)
 
 MANIFEST = ROOT / "manifests" / "mediqa-2019.yaml"
 SHARED = ROOT.parent / "shared" / "data" / "mediqa-2019"
@@ -67,39 +76,11 @@ RUNS = {
 # -- children -------------------------------------------------------------------------------------
 def _prepare(payload: dict) -> None:
     """Ingest MEDIQA 2019 and write the answer set (JSON Lines)."""
-    import json
-    import random
-
     from nrp.api import Collection, ingest
 
     result = ingest(MANIFEST, indexes_dir=payload["indexes"])
-    collection = Collection.load(result.name, payload["indexes"])
-    candidates = collection.candidates()
-    topics = collection.topics
-    questions = dict(zip(topics["qid"].astype(str), topics["query"].astype(str), strict=True))
-    qids = list(dict.fromkeys(candidates["qid"].astype(str)))
-    docs = candidates["text"].fillna("").astype(str).tolist()
-    by_query: dict[str, list[str]] = {}
-    for qid, text in zip(candidates["qid"].astype(str), docs, strict=True):
-        by_query.setdefault(qid, []).append(text)
-    sentences = [s for d in docs for s in re.split(r"(?<=[.!?])\s+", d) if s.strip()]
-    rng = random.Random(28)
-    with open(payload["answers"], "w", encoding="utf-8") as out:
-        for i in range(payload["count"]):
-            qid = qids[i % len(qids)]
-            if i % 50 == 0:
-                text = rng.choice(by_query[qid])[:1500]
-            elif i % 50 == 1:
-                text = questions[qid]
-            else:
-                parts: list[str] = []
-                size = rng.randint(300, 1700)
-                while sum(map(len, parts)) < size:
-                    parts.append(rng.choice(sentences))
-                text = " ".join(parts)[:1800]
-            llm, prompt = ("llm-a", "llm-b")[(i // 7) % 2], ("zero", "few")[(i // 3) % 2]
-            record = {"llm": llm, "prompt": prompt, "qid": qid, "text": text}
-            out.write(json.dumps(record) + "\n")
+    write_answers(Collection.load(result.name, payload["indexes"]), payload["answers"],
+                  payload["count"])  # fmt: skip
     emit({"collection": result.name})
 
 
@@ -192,22 +173,6 @@ def _floor(payload: dict) -> None:
 
 
 # -- parent ---------------------------------------------------------------------------------------
-def timed_process(command: list[str], env: dict) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS in MB, exit status) of one whole process."""
-    started = time.perf_counter()
-    # run elsewhere than the checkout: ``python -m`` puts the working folder first on the path
-    process = subprocess.Popen(command, env=env, cwd=tempfile.gettempdir(),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
-    assert process.stderr is not None
-    tail = process.stderr.read()[-2000:]
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - started
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode:
-        print(tail.decode(errors="replace"), file=sys.stderr)
-    return seconds, usage.ru_maxrss / 1024, process.returncode
-
-
 def main() -> int:
     if child_main({"--_prepare": _prepare, "--_loop": _plain_loop, "--_floor": _floor}):
         return 0
@@ -241,9 +206,7 @@ def _run(args: argparse.Namespace, work: Path) -> None:
     indexes, answers = work / "indexes", work / "answers.jsonl"
     payload = {"indexes": str(indexes), "answers": str(answers), "count": args.answers}
     name = run_child(SCRIPT, "--_prepare", payload)["collection"]
-    # this checkout's nrp (first on the path), whatever is installed
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": path}
+    env = checkout_env()
     nrp = [sys.executable, "-m", "nrp", "score", name, str(answers), "--indexes", str(indexes),
            "--no-cache"]  # fmt: skip
     child = [sys.executable, str(SCRIPT)]

@@ -1,5 +1,5 @@
 """Measuring code shared by the benchmarks in scripts/ (bench_ingest, bench_rankers, bench_nrp,
-bench_ray).
+bench_ray, bench_score, bench_positioning, bench_scaling).
 
 Why a module: each benchmark measures the same way, and the numbers of two benchmarks must mean
 the same thing. A measurement runs in a child process of its own (``run_child``), so its peak
@@ -8,7 +8,13 @@ process's RSS high-water mark (``peak_rss_mib``); wall time is ``time.perf_count
 measured call, after a CUDA synchronisation (``sync``) when the model runs on a GPU. Ratios
 divide by at least 1e-9 s (``ratio``). The rankers under test are completed and loaded the same
 way in every benchmark (``complete_specs``, ``load_ranker``): a neural ranker without a real
-checkpoint offline runs on a tiny random one built by the test suite's own builders.
+checkpoint offline runs on a tiny random one built by the test suite's own builders. A whole
+``nrp`` command is timed as a process of its own (``timed_process``: wall time and the child's
+peak RSS from ``os.wait4``), on this checkout's nrp (``checkout_env``). Synthetic inputs are made
+from MEDIQA 2019's judged documents, deterministically: answer sets (``write_answers``) and
+collections written as TSV files with a manifest (``write_table_collection``), their texts drawn
+from the documents' sentences (``sentences_of``, ``sentence_text``). A scaling curve is read by
+its log-log slope (``loglog_slope``).
 
 Importing this module imports nothing heavy (nrp, torch and pandas load inside the functions that
 need them), so a parent process that only starts children stays small.
@@ -17,10 +23,13 @@ need them), so a parent process that only starts children stays small.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
+import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -125,6 +134,122 @@ def torch_stats(device: str) -> dict[str, Any]:
 def ratio(numerator: float, denominator: float) -> float:
     """``numerator / denominator``, the denominator at least 1e-9 (a time that rounds to 0)."""
     return numerator / max(denominator, 1e-9)
+
+
+def loglog_slope(points: list[tuple[float, float]], floor: float = 0.0) -> float:
+    """Least-squares slope of log10(time - ``floor``) against log10(x) over ``points`` (x, time)
+    (1 = linear, 0 = flat); NaN for fewer than two points or a time not above the floor."""
+    if len(points) < 2 or any(t <= floor for _, t in points):
+        return math.nan
+    xs = [math.log10(x) for x, _ in points]
+    ys = [math.log10(t - floor) for _, t in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread = sum((x - mx) ** 2 for x in xs)
+    if spread == 0:
+        return math.nan
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / spread
+
+
+# -- whole processes -------------------------------------------------------------------------------
+def checkout_env() -> dict[str, str]:
+    """The environment of a child ``python -m nrp``: this checkout's nrp first on the path
+    (whatever is installed), offline."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": path}
+
+
+def timed_process(command: list[str], env: dict) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS in MB, exit status) of one whole process; its stderr's end is
+    printed when it fails."""
+    started = time.perf_counter()
+    # run elsewhere than the checkout: ``python -m`` puts the working folder first on the path
+    process = subprocess.Popen(command, env=env, cwd=tempfile.gettempdir(),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    assert process.stderr is not None
+    tail = process.stderr.read()[-2000:]
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        print(tail.decode(errors="replace"), file=sys.stderr)
+    return seconds, usage.ru_maxrss / 1024, process.returncode
+
+
+# -- synthetic inputs from MEDIQA ------------------------------------------------------------------
+def sentences_of(texts: list[str]) -> list[str]:
+    """The sentences of ``texts`` (split after . ! or ?), in order."""
+    return [s for d in texts for s in re.split(r"(?<=[.!?])\s+", d) if s.strip()]
+
+
+def sentence_text(rng: Any, sentences: list[str]) -> str:
+    """300 to 1,700 characters of sentences drawn by ``rng`` (a ``random.Random``), at most
+    1,800: a generated answer's or a synthetic document's text."""
+    parts: list[str] = []
+    size = rng.randint(300, 1700)
+    while sum(map(len, parts)) < size:
+        parts.append(rng.choice(sentences))
+    return " ".join(parts)[:1800]
+
+
+def write_answers(collection: Any, path: str | Path, count: int) -> None:
+    """``count`` answers to ``collection``'s queries as JSON Lines (llm, prompt, qid, text),
+    deterministic: answer i goes to query i mod |Q|; one in 50 is a judged document of its own
+    query, one in 50 the question, the rest ``sentence_text`` of the judged documents (seed 28)."""
+    import random
+
+    candidates = collection.candidates()
+    topics = collection.topics
+    questions = dict(zip(topics["qid"].astype(str), topics["query"].astype(str), strict=True))
+    qids = list(dict.fromkeys(candidates["qid"].astype(str)))
+    docs = candidates["text"].fillna("").astype(str).tolist()
+    by_query: dict[str, list[str]] = {}
+    for qid, text in zip(candidates["qid"].astype(str), docs, strict=True):
+        by_query.setdefault(qid, []).append(text)
+    sentences = sentences_of(docs)
+    rng = random.Random(28)
+    with open(path, "w", encoding="utf-8") as out:
+        for i in range(count):
+            qid = qids[i % len(qids)]
+            if i % 50 == 0:
+                text = rng.choice(by_query[qid])[:1500]
+            elif i % 50 == 1:
+                text = questions[qid]
+            else:
+                text = sentence_text(rng, sentences)
+            llm, prompt = ("llm-a", "llm-b")[(i // 7) % 2], ("zero", "few")[(i // 3) % 2]
+            record = {"llm": llm, "prompt": prompt, "qid": qid, "text": text}
+            out.write(json.dumps(record) + "\n")
+
+
+def write_table_collection(
+    folder: Path, name: str, description: str, topics: list[tuple[str, str]],
+    documents: list[tuple[str, str, str]],
+) -> Path:  # fmt: skip
+    """A collection as TSV files in ``folder`` (new): ``topics`` (qid, query) and ``documents``
+    (qid, docno, text), each document judged relevant (grade 1) for its query; returns its
+    manifest. Texts keep single spaces only (no tab or line break in a field)."""
+    import pandas as pd
+
+    folder.mkdir(parents=True)
+    pd.DataFrame(
+        {"qid": [q for q, _ in topics], "query": [" ".join(t.split()) for _, t in topics]}
+    ).to_csv(folder / "topics.tsv", sep="\t", index=False)
+    pd.DataFrame(
+        {"docno": [d[1] for d in documents], "text": [" ".join(d[2].split()) for d in documents]}
+    ).to_csv(folder / "documents.tsv", sep="\t", index=False)
+    pd.DataFrame(
+        {"qid": [d[0] for d in documents], "docno": [d[1] for d in documents], "relevance": 1}
+    ).to_csv(folder / "qrels.tsv", sep="\t", index=False)
+    manifest = folder / "manifest.yaml"
+    manifest.write_text(
+        f"name: {name}\ndescription: {description}\ncitation: nrp benchmark\n"
+        "data_root: .\nrepeated_judgments: {policy: error}\ndimensions:\n  relevance:\n"
+        "    description: judged\n    grades: {0: no, 1: yes}\nsources:\n"
+        "  - {format: table, path: topics.tsv, holds: topics}\n"
+        "  - {format: table, path: documents.tsv, holds: documents}\n"
+        "  - {format: table, path: qrels.tsv, holds: judgments, dimensions: [relevance]}\n"
+    )
+    return manifest
 
 
 # -- printing --------------------------------------------------------------------------------------
