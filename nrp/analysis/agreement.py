@@ -50,7 +50,7 @@ Statistics (and why):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,7 @@ from nrp.positioning.ties import (
     rank_from_counts,
     tie_margin,
 )
+from nrp.progress import Progress
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
 from nrp.rankers.registry import make_ranker, split_specs
@@ -87,7 +88,6 @@ MIN_JUDGED = 3
 FEW_DOCS = f"fewer than {MIN_JUDGED} judged documents"
 SINGLE_GRADE = "a single grade"
 RankerSpec = str | Ranker
-Progress = Callable[[str], None]
 
 
 def leave_one_out(

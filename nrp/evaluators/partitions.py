@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,9 +33,8 @@ from nrp.evaluators.base import Evaluator, all_evaluators, make_evaluator
 from nrp.evaluators.cache import EvaluationCache
 from nrp.executors.base import Executor, balanced_size, partition_by_query, remove_tree
 from nrp.models.device import device_needs_gpu
+from nrp.progress import Progress
 from nrp.spec import parse_params
-
-Progress = Callable[[str], None]
 
 #: items per partition at most (an evaluator's batch when it is larger), fewer when that gives
 #: each worker about four partitions

@@ -14,7 +14,7 @@ each evaluator's spec to what was computed and served.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,10 +27,10 @@ from nrp.evaluators.base import ITEM_COLUMNS, Evaluator, make_evaluators
 from nrp.evaluators.cache import EVALUATION_CACHE_FILE, EvaluationCache, item_key
 from nrp.evaluators.items import ReferenceSource, build_items
 from nrp.executors.base import Executor, active_executor, using_executor
+from nrp.progress import Progress
 from nrp.settings import settings_with
 from nrp.tables import require_columns
 
-Progress = Callable[[str], None]
 IDENTITY_COLUMNS = ("answer_id", "llm", "prompt", "qid", "sample")
 
 

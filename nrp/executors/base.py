@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from nrp.errors import ConfigError
+from nrp.progress import Progress
 
-Progress = Callable[[str], None]
 OnResult = Callable[[int, Any], None]
 
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -51,12 +50,12 @@ from nrp.executors.base import Executor, active_executor, using_executor
 from nrp.experiments.schema import Experiment, load_experiment
 from nrp.generation.generate import ANSWER_COLUMNS, generate_answers, write_answers
 from nrp.positioning.scoring import score_answers
+from nrp.progress import Progress
 from nrp.reports.build import build_report
 from nrp.tables import FrameView, write_aside, write_text
 from nrp.validation.result import VALIDATION_FILE, ValidationResult
 from nrp.validation.validate import validate
 
-Progress = Callable[[str], None]
 RUN_FILE = "run.json"
 
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -58,10 +58,9 @@ from nrp.generation.partitions import GenerationTask, generate_with_executor
 from nrp.generation.prompts import PromptStrategy, load_prompts
 from nrp.generation.records import AnswerRow, batch_order, batch_rows
 from nrp.llm.backends import ChatBackend, GenerationOptions
+from nrp.progress import Progress
 from nrp.settings import settings_with
 from nrp.spec import Param, parse_params
-
-Progress = Callable[[str], None]
 
 #: the source study's decoding settings
 STUDY_OPTIONS = GenerationOptions(

@@ -39,8 +39,7 @@ from typing import Any
 from nrp.errors import NrpError
 from nrp.executors.base import Executor, balanced_size
 from nrp.generation.records import AnswerRow, generate_records
-
-Progress = Callable[[str], None]
+from nrp.progress import Progress
 
 #: answers per partition at most, fewer when that gives each worker about four partitions
 PARTITION_ANSWERS = 256

@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,12 +52,12 @@ from nrp.positioning.injection import AnswerInjector, InjectionCounts, injection
 from nrp.positioning.job import PositionJob
 from nrp.positioning.results_cache import PairCache
 from nrp.positioning.strategies import strategy_of_mode
+from nrp.progress import Progress
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, ScoreCache
 from nrp.rankers.registry import all_rankers, make_ranker
 from nrp.rankers.workers import open_ranker, ranker_gpus
 
-Progress = Callable[[str], None]
 ScoreRows = dict[str, tuple[str, list[tuple[str, str, float]]]]  # scope -> (spec, rows)
 PairRows = dict[str, list[tuple[str, str, str, float]]]  # scope -> (qid, a, b, log_p) rows
 

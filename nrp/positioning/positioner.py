@@ -21,8 +21,6 @@ calls, so positioning in batches costs what one call would.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pandas as pd
 
 from nrp.executors.base import Executor
@@ -30,8 +28,8 @@ from nrp.positioning.injection import AnswerInjector, InjectionCounts
 from nrp.positioning.job import PositionJob
 from nrp.positioning.partitions import position_with_executor
 from nrp.positioning.results_cache import POSITION_COLUMNS, text_sha
+from nrp.progress import Progress
 
-Progress = Callable[[str], None]
 #: answers whose texts (with their queries and new D_q) a neural ranker embeds in one stream
 #: (``AnswerInjector.embedding_stream``), in whole batches of ``chunk_size``: a few MiB of
 #: vectors, and the length sort of a bare ``encode`` over thousands of texts

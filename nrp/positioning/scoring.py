@@ -35,7 +35,7 @@ the same rows with ``score``, ``rank`` (r), ``ties``, ``n_docs`` and ``nrp`` out
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,7 @@ from nrp.positioning.positioner import Positioner
 from nrp.positioning.result_rows import dimension_values, result_arrays
 from nrp.positioning.results_cache import text_sha
 from nrp.positioning.ties import DEFAULT_TIE_MODE, check_tie_mode
+from nrp.progress import Progress
 from nrp.rankers.base import Ranker
 from nrp.rankers.coerce import as_ranker
 from nrp.settings import settings_with
@@ -76,7 +77,6 @@ RESULT_COLUMNS = (
     "ties",
     "nrp",
 )
-Progress = Callable[[str], None]
 #: dimension -> ranker-ish, a validation JSON path, or one ranker-ish (``as_ranker``: a spec, a
 #: ``Ranker`` or any ``pt.Transformer``) for every dimension
 RankerChoice = Mapping[str, Any] | str | Path | Ranker | pt.Transformer

@@ -16,7 +16,7 @@ to negate, no number to swap) are counted (``n_not_applicable``) and not scored.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from nrp.probes.perturbations import (
     perturbation_names,
     texts_to_parse,
 )
+from nrp.progress import Progress
 from nrp.statistics import percentile_interval, resample_counts
 from nrp.tables import (
     FrameView,
@@ -53,7 +54,6 @@ IDENTITY = ("answer_id", "llm", "prompt", "qid", "sample", "reference_kind", "or
 TIE = 1e-12
 #: pairs id: ``ANSWER_ID~PERTURBATION``
 SEPARATOR = "~"
-Progress = Callable[[str], None]
 
 
 @dataclass

@@ -19,7 +19,6 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +31,7 @@ from nrp.analysis.flags import FLAG_NAMES, flag_shares
 from nrp.analysis.summary import ALL_PROMPTS, summarize
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError
+from nrp.progress import Progress
 from nrp.reports import figures, tables
 from nrp.reports.html import (
     FigureBlock,
@@ -56,7 +56,6 @@ from nrp.version import __version__
 
 REPORT_KIND = "nrp-report"
 MANIFEST = "report.json"
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)

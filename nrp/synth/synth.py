@@ -42,7 +42,7 @@ import itertools
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ import pandas as pd
 
 from nrp.errors import ConfigError
 from nrp.llm.backends import ChatBackend, GenerationOptions
+from nrp.progress import Progress
 from nrp.settings import settings_with
 from nrp.synth.documents import (
     DocumentReport,
@@ -79,7 +80,6 @@ from nrp.synth.kinds import (
 )
 from nrp.synth.output import check_out_folder, write_outputs
 
-Progress = Callable[[str], None]
 STAGES = ("parse", "language", "refers_to_text", "verbatim", "near_duplicate", "support")
 WORK_DIR = ".synth"
 SUPPORT_CACHE = "support.sqlite"

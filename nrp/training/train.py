@@ -23,7 +23,7 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from nrp.collection.collection import Collection
 from nrp.errors import ConfigError
 from nrp.models.checksums import checksum_path
 from nrp.models.device import resolve_device
+from nrp.progress import Progress
 from nrp.rankers.trained import ALL_DIR, TRAINING_FILE, TRAINING_FORMAT, fold_dir
 from nrp.settings import settings_with
 from nrp.tables import FrameView
@@ -45,7 +46,6 @@ from nrp.training.model import CrossTraining, resolve_base
 from nrp.training.settings import TrainSettings
 from nrp.version import __version__
 
-Progress = Callable[[str], None]
 #: what each ``--ranker`` trains (``TrainSettings.ranker``)
 KINDS: dict[str, Any] = {"cross": CrossTraining, "dense": DenseTraining}
 #: pairs compared through both model paths before training (``Features.check``)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,12 +29,11 @@ from nrp.collection.collection import Collection
 from nrp.collection.shipping import CollectionRef
 from nrp.components import shipped_component
 from nrp.executors.base import Executor, balanced_size, partition_by_query, remove_tree
+from nrp.progress import Progress
 from nrp.rankers.base import REQUIRED_COLUMNS, Ranker
 from nrp.rankers.cache import ScoreCache
 from nrp.rankers.registry import all_rankers, make_ranker
 from nrp.rankers.workers import open_ranker, ranker_gpus
-
-Progress = Callable[[str], None]
 
 #: candidate documents per partition at most, fewer when that gives each worker about four
 PARTITION_DOCUMENTS = 2048

@@ -11,7 +11,7 @@ which judgments and queries are used, ``statistics`` for the tests, ``selection`
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +30,7 @@ from nrp.measures import (
     run_from_frame,
 )
 from nrp.models.device import progress as progress_bar
+from nrp.progress import Progress
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
 from nrp.rankers.coerce import as_rankers
@@ -65,7 +66,6 @@ GUARD_HINT = "dense,guard:ranker=dense"
 NO_RELEVANT = "without a relevant judgment"
 #: the chance ranker every choice is tested against (``ValidationSettings.random_control``)
 RANDOM = "random"
-Progress = Callable[[str], None]
 #: a validated system: what the result says of it, and its run (qid -> docno -> score)
 System = tuple[SystemInfo, dict[str, dict[str, float]]]
 
