@@ -387,11 +387,11 @@ def _score(
         progress(f"scoring {len(candidates)} documents with {ranker.spec()}")
     if cache:
         score_cache = ScoreCache(collection.path / SCORE_CACHE_FILE)
-        ranked = CachedRanker(ranker, score_cache, collection.meta["fingerprint"]).transform(
+        ranked = CachedRanker(ranker, score_cache, collection.meta["fingerprint"]).scored(
             candidates
         )
     else:
-        ranked = ranker.transform(candidates)
+        ranked = ranker.scored(candidates)
     scores = ranked["score"].to_numpy(dtype=float)
     if len(ranked) != len(candidates) or not np.all(np.isfinite(scores)):
         raise NrpError(

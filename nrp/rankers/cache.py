@@ -16,9 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyterrier as pt
-from pyterrier.model import add_ranks
 
-from nrp.rankers.base import REQUIRED_COLUMNS, Ranker
+from nrp.rankers.base import REQUIRED_COLUMNS, Ranker, ranked_rows, sort_ranked
 
 #: the score cache's file name, beside the collection's store in indexes/NAME/
 SCORE_CACHE_FILE = "scores.sqlite"
@@ -85,9 +84,14 @@ class CachedRanker(pt.Transformer):
         return str(self.ranker)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        """The wrapped ranker's ranking of ``inp``, sorted as its ``transform`` sorts it."""
+        return sort_ranked(self.scored(inp))
+
+    def scored(self, inp: pd.DataFrame) -> pd.DataFrame:
+        """``inp`` with ``score`` and ``rank``, rows in the order given (``Ranker.scored``)."""
         frame = self.ranker.formulate(inp.reset_index(drop=True))  # its query field
         if frame.empty:
-            return self.ranker.transform(frame)
+            return self.ranker.scored(frame)
         qids = frame["qid"].astype(str).tolist()
         docnos = frame["docno"].astype(str).tolist()
         scores = self.cache.lookup(self.scope, qids, docnos)
@@ -106,5 +110,4 @@ class CachedRanker(pt.Transformer):
                 self.ranker.spec(),
                 list(zip(todo["qid"].astype(str), todo["docno"].astype(str), fresh, strict=True)),
             )
-        out = frame.drop(columns=["score", "rank"], errors="ignore").assign(score=scores)
-        return add_ranks(out)
+        return ranked_rows(frame, scores)

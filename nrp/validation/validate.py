@@ -207,10 +207,10 @@ def _ranker_system(
         )
     elif score_cache is not None:
         transformer = CachedRanker(ranker, score_cache, collection.meta["fingerprint"])
-        ranked = transformer.transform(candidates)
+        ranked = transformer.scored(candidates)
         computed = transformer.computed
     else:
-        ranked = ranker.transform(candidates)
+        ranked = ranker.scored(candidates)
         computed = len(candidates)
     scores = ranked["score"].to_numpy(dtype=float)
     if len(ranked) != len(candidates) or not np.all(np.isfinite(scores)):
