@@ -371,11 +371,11 @@ def _score(
         progress(f"scoring {len(candidates)} documents with {ranker.spec()}")
     if cache:
         score_cache = ScoreCache(collection.path / SCORE_CACHE_FILE)
-        ranked = CachedRanker(ranker, score_cache, collection.meta["fingerprint"]).scored(
+        ranked = CachedRanker(ranker, score_cache, collection.meta["fingerprint"]).ranked_in_order(
             candidates
         )
     else:
-        ranked = ranker.scored(candidates)
+        ranked = ranker.ranked_in_order(candidates)
     scores = ranked["score"].to_numpy(dtype=float)
     if len(ranked) != len(candidates) or not np.all(np.isfinite(scores)):
         raise NrpError(

@@ -85,13 +85,14 @@ class CachedRanker(pt.Transformer):
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         """The wrapped ranker's ranking of ``inp``, sorted as its ``transform`` sorts it."""
-        return sort_ranked(self.scored(inp))
+        return sort_ranked(self.ranked_in_order(inp))
 
-    def scored(self, inp: pd.DataFrame) -> pd.DataFrame:
-        """``inp`` with ``score`` and ``rank``, rows in the order given (``Ranker.scored``)."""
+    def ranked_in_order(self, inp: pd.DataFrame) -> pd.DataFrame:
+        """``inp`` with ``score`` and ``rank``, rows in the order given
+        (``Ranker.ranked_in_order``)."""
         frame = self.ranker.formulate(inp.reset_index(drop=True))  # its query field
         if frame.empty:
-            return self.ranker.scored(frame)
+            return self.ranker.ranked_in_order(frame)
         qids = frame["qid"].astype(str).tolist()
         docnos = frame["docno"].astype(str).tolist()
         scores = self.cache.lookup(self.scope, qids, docnos)

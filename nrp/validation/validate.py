@@ -234,10 +234,10 @@ def _ranker_system(
         )
     elif score_cache is not None:
         transformer = CachedRanker(ranker, score_cache, collection.meta["fingerprint"])
-        ranked = transformer.scored(candidates)
+        ranked = transformer.ranked_in_order(candidates)
         computed = transformer.computed
     else:
-        ranked = ranker.scored(candidates)
+        ranked = ranker.ranked_in_order(candidates)
         computed = len(candidates)
     scores = ranked["score"].to_numpy(dtype=float)
     if len(ranked) != len(candidates) or not np.all(np.isfinite(scores)):

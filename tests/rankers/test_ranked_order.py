@@ -41,7 +41,7 @@ def test_a_ranker_returns_each_query_best_first_with_exact_ranks(words):
     assert ranked.index.tolist() == [2, 1, 0, 6, 5, 4, 3]  # each row's place in the input
     assert ranked.sort_index()["docno"].tolist() == given["docno"].tolist()
     # scored: the same scores and ranks, rows in the order given (what nrp's engines read)
-    scored = ranker.scored(given)
+    scored = ranker.ranked_in_order(given)
     assert scored["docno"].tolist() == given["docno"].tolist()
     assert scored["rank"].tolist() == [2, 1, 0, 3, 2, 1, 0]
 
