@@ -160,6 +160,37 @@ def csv_export(tables: dict[str, pd.DataFrame], folder: str | Path, prefix: str)
     return paths
 
 
+#: one vocabulary for the library's result frames (``to_frame`` of validation, the NRP summary
+#: and the check; docs/pyterrier.md, "Result frames"): a column a step's own table or file names
+#: otherwise -> its name in those frames. ``name`` is the system (a ranker's name, or a model's
+#: ``llm/prompt``), as in ``pt.Experiment``.
+FRAME_VOCABULARY = {
+    "system": "name",
+    "mean_nrp": "mean",
+    "n_queries": "queries",
+    "n_answers": "answers",
+    "p": "p_value",
+    "p_holm": "p_corrected",
+}
+#: the columns a result frame leads with, in this order, where it has them
+FRAME_LEADING = ("dimension", "ranker", "name", "qid", "measure", "value", "mean", "ci_low",
+                 "ci_high", "queries")  # fmt: skip
+
+
+def vocabulary_frame(frame: pd.DataFrame, measure: str | None = None) -> pd.DataFrame:
+    """``frame`` in the result frames' vocabulary (``FRAME_VOCABULARY``; index reset), with a
+    ``name`` of ``llm/prompt`` (the llm alone for an empty prompt) where it has those columns
+    and no name, and ``measure`` set where given; ``FRAME_LEADING`` columns first."""
+    out = frame.rename(columns=FRAME_VOCABULARY).reset_index(drop=True)
+    if "name" not in out.columns and {"llm", "prompt"} <= set(out.columns):
+        llm, prompt = out["llm"].astype(str), out["prompt"].astype(str)
+        out["name"] = llm.where(prompt == "", llm + "/" + prompt)
+    if measure is not None:
+        out["measure"] = measure
+    leading = [c for c in FRAME_LEADING if c in out.columns]
+    return out[[*leading, *(c for c in out.columns if c not in leading)]]
+
+
 class TableExports:
     """``to_dict``, ``to_json`` and ``to_csv`` once for the result classes that hold tables
     (summary, agreement, meta-evaluation, probes). A class names what it exports:

@@ -58,6 +58,7 @@ from nrp.tables import (
     read_table_file,
     text_column,
     text_table,
+    vocabulary_frame,
 )
 from nrp.validation.report import CORRECTION_NAMES, TEST_NAMES
 
@@ -172,9 +173,19 @@ class Summary(TableExports, FrameView):
         return float(self.row(dimension, llm, prompt, ranker)["mean_nrp"])
 
     # -- export ---------------------------------------------------------------------------------
-    def to_frame(self) -> pd.DataFrame:
-        """The means: one row per (dimension, ranker, llm, prompt)."""
-        return self.means.copy()
+    def to_frame(self, perquery: bool = False, pooled: bool = False) -> pd.DataFrame:
+        """The means in the result frames' vocabulary (``nrp.tables.FRAME_VOCABULARY``): one
+        row per (dimension, ranker, llm, prompt) with ``name`` (``llm/prompt``), ``measure``
+        (``nrp``), ``mean``, ``ci_low``, ``ci_high``, ``queries``, ``answers`` and the shares
+        of NRP 1 and 0. The rows of an LLM pooled over its prompts (prompt ``(all)``) are kept
+        apart: ``pooled=True`` gives those alone. ``perquery``: one row per (dimension, ranker,
+        name, qid) with the query's mean NRP as ``value`` (``pt.Experiment(perquery=True)``).
+        ``means`` and ``query_means`` keep the columns of the CSV files."""
+        frame = self.query_means if perquery else self.means
+        frame = frame[(frame["prompt"] == ALL_PROMPTS) == pooled]
+        if perquery:
+            frame = frame.rename(columns={"nrp": "value"})
+        return vocabulary_frame(frame, measure="nrp")
 
     # ``to_dict``, ``to_json`` (NaN written as null) and ``to_csv``: ``summary_means.csv``,
     # ``summary_comparisons.csv``, ``summary_query_means.csv`` (and ``summary_flags.csv`` when
