@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -179,6 +179,77 @@ def csv_export(tables: dict[str, pd.DataFrame], folder: str | Path, prefix: str)
         write_text(path, frame.to_csv(index=False))
         paths[name] = path
     return paths
+
+
+#: one vocabulary for the library's result frames (``to_frame`` of validation, the NRP summary
+#: and the check; docs/pyterrier.md, "Result frames"): a column a step's own table or file names
+#: otherwise -> its name in those frames. ``name`` is the system (a ranker's name, or a model's
+#: ``llm/prompt``), as in ``pt.Experiment``.
+FRAME_VOCABULARY = {
+    "system": "name",
+    "mean_nrp": "mean",
+    "n_queries": "queries",
+    "n_answers": "answers",
+    "p": "p_value",
+    "p_holm": "p_corrected",
+}
+#: the columns a result frame leads with, in this order, where it has them
+FRAME_LEADING = ("dimension", "ranker", "name", "qid", "measure", "value", "mean", "ci_low",
+                 "ci_high", "queries")  # fmt: skip
+
+
+def vocabulary_frame(frame: pd.DataFrame, measure: str | None = None) -> pd.DataFrame:
+    """``frame`` in the result frames' vocabulary (``FRAME_VOCABULARY``; index reset), with a
+    ``name`` of ``llm/prompt`` (the llm alone for an empty prompt) where it has those columns
+    and no name, and ``measure`` set where given; ``FRAME_LEADING`` columns first."""
+    out = frame.rename(columns=FRAME_VOCABULARY).reset_index(drop=True)
+    if "name" not in out.columns and {"llm", "prompt"} <= set(out.columns):
+        llm, prompt = out["llm"].astype(str), out["prompt"].astype(str)
+        out["name"] = llm.where(prompt == "", llm + "/" + prompt)
+    if measure is not None:
+        out["measure"] = measure
+    leading = [c for c in FRAME_LEADING if c in out.columns]
+    return out[[*leading, *(c for c in out.columns if c not in leading)]]
+
+
+class TableExports:
+    """``to_dict``, ``to_json`` and ``to_csv`` once for the result classes that hold tables
+    (summary, agreement, meta-evaluation, probes). A class names what it exports:
+    ``JSON_FIELDS``, its attributes in the JSON object's order (a DataFrame written as its
+    records, None as null, anything else as it is); ``CSV_TABLES``, the tables ``to_csv`` writes
+    as ``{CSV_PREFIX}_{name}.csv``. ``exported(name)`` gives an attribute as exported; a class
+    whose JSON or CSV form of a table differs from the table overrides it (or ``csv_tables``)."""
+
+    JSON_FIELDS: ClassVar[tuple[str, ...]] = ()
+    CSV_TABLES: ClassVar[tuple[str, ...]] = ()
+    CSV_PREFIX: ClassVar[str] = ""
+
+    def exported(self, name: str) -> Any:
+        """The attribute ``name`` as exported (a frame, a dictionary, a list, ...)."""
+        value = getattr(self, name)
+        return list(value) if isinstance(value, list) else value
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``JSON_FIELDS``, tables as lists of records."""
+        out = {}
+        for name in self.JSON_FIELDS:
+            value = self.exported(name)
+            out[name] = records(value) if isinstance(value, pd.DataFrame) else value
+        return out
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """``to_dict`` as JSON text (NaN as null); written to ``path`` too when given."""
+        return json_export(self.to_dict(), path)
+
+    def csv_tables(self) -> dict[str, pd.DataFrame]:
+        """name -> table of the ``CSV_TABLES`` (those that are None left out)."""
+        tables = {name: self.exported(name) for name in self.CSV_TABLES}
+        return {name: table for name, table in tables.items() if table is not None}
+
+    def to_csv(self, folder: str | Path) -> dict[str, Path]:
+        """Each of ``csv_tables`` as ``{CSV_PREFIX}_{name}.csv`` in ``folder``; the paths by
+        table."""
+        return csv_export(self.csv_tables(), folder, self.CSV_PREFIX)
 
 
 # -- reading ---------------------------------------------------------------------------------------

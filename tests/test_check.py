@@ -134,7 +134,7 @@ def test_no_worse_pairs_on_common_queries_only(results, tmp_path, capsys):
 def test_pytest_helper_passes_and_raises_with_the_fail_lines(results, tmp_path):
     outcome = api.assert_nrp(results, min_nrp=0.6)
     assert outcome.passed and outcome.failures == []
-    assert outcome.to_frame()["mean_nrp"].tolist() == pytest.approx([0.75, 0.60])
+    assert outcome.to_frame()["mean"].tolist() == pytest.approx([0.75, 0.60])
     with pytest.raises(AssertionError) as caught:
         api.assert_nrp(results, min_nrp=0.7)
     assert str(caught.value) == (

@@ -40,13 +40,13 @@ def test_mediqa_is_ingested_and_validated_with_the_default_rankers(tables):
     collection = nrp.Collection.load("mediqa-2019", indexes)
     assert len(collection.topics) == 150 and len(collection.candidates()) == 1107
     validation = found["mediqa_validation"]
-    assert validation["system"].tolist() == [
+    assert validation["name"].tolist() == [
         "tfidf", "dph", "bm25", "dense", "guard", "guard:content=0.06", "random"
     ]  # fmt: skip
     saved = nrp.ValidationResult.from_json(indexes / "mediqa-2019" / "validation.json")
     summary = saved.dimensions["relevance"].summary
     for row in validation.itertuples():
-        assert row.mean == summary[row.system]["nDCG@10"].mean
+        assert row.mean == summary[row.name]["nDCG@10"].mean
     chosen = found["mediqa_chosen"]
     assert dict(zip(chosen["dimension"], chosen["ranker"], strict=True)) == saved.chosen()
     # the rankers an echo of the question tops are passed over: a guarded one is chosen
@@ -64,7 +64,7 @@ def test_demo_answers_are_scored_with_the_chosen_rankers(tables):
     chosen = found["demo_validation"]
     chosen = chosen[chosen["chosen"] & (chosen["measure"] == "nDCG@10")]
     again = nrp.score_answers(
-        demo, answers, dict(zip(chosen["dimension"], chosen["system"], strict=True))
+        demo, answers, dict(zip(chosen["dimension"], chosen["name"], strict=True))
     )
     weighted = again[again["dimension"] == "weighted"].groupby(["llm", "prompt"])["nrp"].mean()
     for row in means.itertuples():
@@ -77,8 +77,8 @@ def test_a_pyterrier_t5_reranker_is_validated_and_used_for_nrp(tables):
     validation = found["monot5_validation"]
     ndcg = validation[validation["measure"] == "nDCG@10"]
     # the adapter, tfidf, and the random control validation adds
-    assert len(ndcg) == 3 and ndcg["system"].iloc[1] == "tfidf"
-    assert ndcg["system"].iloc[2] == "random"
-    assert ndcg["system"].iloc[0].startswith("pyterrier:key=monot5-")  # the adapter's spec
+    assert len(ndcg) == 3 and ndcg["name"].iloc[1] == "tfidf"
+    assert ndcg["name"].iloc[2] == "random"
+    assert ndcg["name"].iloc[0].startswith("pyterrier:key=monot5-")  # the adapter's spec
     nrp_means = found["monot5_nrp"]
     assert nrp_means["nrp"].between(0, 1).all() and len(nrp_means) >= 2

@@ -23,10 +23,11 @@ def test_validation_result_as_a_frame(tiny):
     )
     frame = result.to_frame()
     assert list(frame.columns) == [
-        "dimension", "system", "measure", "mean", "ci_low", "ci_high", "queries", "chosen",
+        "dimension", "name", "measure", "mean", "ci_low", "ci_high", "queries", "chosen",
+        "p_value", "p_corrected",
     ]  # fmt: skip
     assert len(frame) == 2 * 3  # two rankers x nDCG@10, AP, Bpref
-    ndcg = frame[frame["measure"] == "nDCG@10"].set_index("system")
+    ndcg = frame[frame["measure"] == "nDCG@10"].set_index("name")
     summary = result.dimensions["relevance"].summary
     for system in ("tfidf", "random"):
         assert ndcg.loc[system, "mean"] == summary[system]["nDCG@10"].mean

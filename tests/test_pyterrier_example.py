@@ -34,13 +34,30 @@ def test_ndcg_in_pt_experiment_is_validations(found):
         assert ndcg[spec] == pytest.approx(summary[spec]["nDCG@10"].mean, abs=1e-12)
 
 
+def test_a_rank_cutoff_keeps_the_best_document_of_each_query(found):
+    tables, demo = found
+    candidates = demo.candidates()
+    for spec, top in tables["top"].items():
+        ranked = nrp.make_ranker(spec).transform(candidates)
+        best = ranked.loc[ranked.groupby("qid", sort=False)["score"].idxmax()]
+        assert top["rank"].tolist() == [0] * candidates["qid"].nunique()
+        assert top.set_index("qid")["docno"].to_dict() == best.set_index("qid")["docno"].to_dict()
+    # on the demo, tfidf and bm25 put the same document first on every query (d1: d1-11,
+    # 11th of its 15 in the order given), so the NRP of their top documents agrees below
+    tfidf, bm25 = (tables["top"][s].set_index("qid")["docno"] for s in ("tfidf", "bm25"))
+    assert tfidf.to_dict() == bm25.to_dict() and tfidf["d1"] == "d1-11"
+
+
 def test_the_transformer_ranker_is_validated_beside_the_built_in_ones(found):
-    tables, _ = found
+    tables, demo = found
     validation = tables["validation"]
     names = [s.name for s in validation.systems]
-    assert names == ["pyterrier:key=overlap-v1", "tfidf", "bm25", "guard", "random"]  # control
+    assert names == ["overlap", "tfidf", "bm25", "guard", "random"]  # its name; the control
+    assert validation.systems[0].spec == "pyterrier:key=overlap-v1"  # what finds it again
     assert validation.systems[0].computed == 120  # every document of D_q once
     assert set(validation.chosen()) == {"relevance", "readability"}
+    saved = (demo.path / nrp.VALIDATION_FILE).read_text(encoding="utf-8")
+    assert saved == validation.to_json()  # save=True wrote what nrp score reads
 
 
 def test_nrp_measures_equal_the_mean_of_nrp_score(found):
@@ -57,3 +74,6 @@ def test_nrp_measures_equal_the_mean_of_nrp_score(found):
         for dimension in ("relevance", "readability", "weighted"):
             assert table.loc[name, f"nrp.{dimension}"] == pytest.approx(means[dimension])
     assert (table.loc["copy-best"] > table.loc["off-topic"]).all()
+    # the top document as the answer: the same documents for tfidf and bm25 (above)
+    assert table.loc["tfidf-top"].tolist() == table.loc["bm25-top"].tolist()
+    assert (table.loc["tfidf-top"] > table.loc["off-topic"]).all()

@@ -178,7 +178,7 @@ def test_bm25_reads_the_named_field(fields):
     for field, scores in expected.items():
         ranker = make_ranker(f"bm25:query={field}")
         ranker.bind_collection(fields)
-        ranked = ranker.transform(fields.candidates())
+        ranked = ranker.ranked_in_order(fields.candidates())  # rows in the order given
         np.testing.assert_allclose(ranked["score"].iloc[:3], scores, rtol=1e-12, atol=0)
         assert ranked["query"].tolist()[:3] == [fields.topic_texts(field)["q1"]] * 3
         # q2 has neither field: "pear" finds d4 under every field
@@ -195,10 +195,10 @@ def test_dense_reads_the_named_field(fields):
     for ranker in (default, paraphrase):
         ranker.bind_collection(fields)
     candidates = fields.candidates()
-    by_field = paraphrase.transform(candidates)["score"].to_numpy()
-    by_query = default.transform(candidates)["score"].to_numpy()
+    by_field = paraphrase.ranked_in_order(candidates)["score"].to_numpy()  # rows in the order given
+    by_query = default.ranked_in_order(candidates)["score"].to_numpy()
     rewritten = candidates.assign(query=candidates["qid"].map({"q1": "cherry", "q2": "pear"}))
-    np.testing.assert_allclose(by_field, default.transform(rewritten)["score"], atol=1e-6)
+    np.testing.assert_allclose(by_field, default.ranked_in_order(rewritten)["score"], atol=1e-6)
     assert np.argmax(by_field[:3]) == 2 and np.argmax(by_query[:3]) == 0  # cherry tart; apple pie
     np.testing.assert_allclose(by_field[3:], by_query[3:], atol=1e-6)  # q2 has no paraphrase
 

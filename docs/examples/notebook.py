@@ -33,8 +33,8 @@ def mediqa(indexes_dir: str, data_root: str | Path) -> dict[str, pd.DataFrame]:
     built = nrp.ingest(ROOT / "manifests" / "mediqa-2019.yaml", indexes_dir=indexes_dir,
                        data_root=data_root)  # fmt: skip
     collection = nrp.Collection.load(built.name, indexes_dir)
-    validation = nrp.validate(collection)  # tfidf, dph, bm25, dense, guard (x2), random
-    validation.to_json(collection.path / nrp.VALIDATION_FILE)  # what `nrp score` reads
+    # tfidf, dph, bm25, dense, guard (x2), random; save=True: where `nrp score` reads it
+    validation = nrp.validate(collection, save=True)
     table = validation.to_frame()
     return {
         "mediqa_topics": collection.topics.head(),

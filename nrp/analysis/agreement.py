@@ -52,8 +52,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -75,12 +74,10 @@ from nrp.rankers.registry import make_ranker, split_specs
 from nrp.statistics import correlations, mean_with_interval
 from nrp.tables import (
     FrameView,
-    csv_export,
+    TableExports,
     format_interval,
     format_number,
-    json_export,
     one_row,
-    records,
     text_table,
 )
 
@@ -115,7 +112,7 @@ def leave_one_out(
 
 # -- result ----------------------------------------------------------------------------------------
 @dataclass
-class AgreementResult(FrameView):
+class AgreementResult(TableExports, FrameView):
     """Leave-one-out NRP of every judged document and its agreement with the grades.
 
     ``per_doc``: dimension, ranker, qid, docno, label, score, n_docs (|D_q|), above, tied, r,
@@ -141,25 +138,12 @@ class AgreementResult(FrameView):
     def row(self, dimension: str, ranker: str) -> pd.Series:
         return one_row(self.summary, dimension=dimension, ranker=ranker)
 
-    # -- export ---------------------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "collection": self.collection,
-            "settings": self.settings,
-            "summary": records(self.summary),
-            "by_grade": records(self.by_grade),
-            "per_query": records(self.per_query),
-            "per_doc": records(self.per_doc),
-            "warnings": list(self.warnings),
-        }
-
-    def to_json(self, path: str | Path | None = None) -> str:
-        return json_export(self.to_dict(), path)
-
-    def to_csv(self, folder: str | Path) -> dict[str, Path]:
-        """``agreement_{summary,by_grade,per_query,per_doc}.csv`` in ``folder``."""
-        names = ("summary", "by_grade", "per_query", "per_doc")
-        return csv_export({n: getattr(self, n) for n in names}, folder, "agreement")
+    # -- export: to_dict, to_json, to_csv (agreement_{summary,by_grade,per_query,per_doc}.csv)
+    JSON_FIELDS: ClassVar[tuple[str, ...]] = (
+        "collection", "settings", "summary", "by_grade", "per_query", "per_doc", "warnings",
+    )  # fmt: skip
+    CSV_TABLES: ClassVar[tuple[str, ...]] = ("summary", "by_grade", "per_query", "per_doc")
+    CSV_PREFIX: ClassVar[str] = "agreement"
 
     # -- text -----------------------------------------------------------------------------------
     def tables(self) -> dict[str, str]:
@@ -387,11 +371,11 @@ def _score(
         progress(f"scoring {len(candidates)} documents with {ranker.spec()}")
     if cache:
         score_cache = ScoreCache(collection.path / SCORE_CACHE_FILE)
-        ranked = CachedRanker(ranker, score_cache, collection.meta["fingerprint"]).transform(
+        ranked = CachedRanker(ranker, score_cache, collection.meta["fingerprint"]).ranked_in_order(
             candidates
         )
     else:
-        ranked = ranker.transform(candidates)
+        ranked = ranker.ranked_in_order(candidates)
     scores = ranked["score"].to_numpy(dtype=float)
     if len(ranked) != len(candidates) or not np.all(np.isfinite(scores)):
         raise NrpError(

@@ -36,7 +36,7 @@ from nrp.analysis.flags import FLAG_NAMES, flag_shares, flags_path, read_flags
 from nrp.analysis.summary import ALL_PROMPTS, checked_results, per_query_means, read_results
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, InputError, NrpError
-from nrp.tables import FrameView, format_interval, format_p
+from nrp.tables import FrameView, format_interval, format_p, vocabulary_frame
 
 __all__ = ["CheckResult", "assert_nrp", "check_flagged", "check_gate", "check_results"]
 
@@ -67,7 +67,12 @@ class CheckResult(FrameView):
         return not self.failures
 
     def to_frame(self) -> pd.DataFrame:
-        return self.table.copy()
+        """``table`` in the result frames' vocabulary (``nrp.tables.FRAME_VOCABULARY``): one
+        row per (dimension, llm, prompt) with ``name`` (``llm/prompt``), ``measure`` (``nrp``),
+        ``mean``, ``ci_low``, ``ci_high``, ``queries``, the verdict columns, and with a
+        baseline its ``baseline_nrp``, ``difference``, ``n_common``, ``p_value`` and
+        ``p_corrected`` (Holm)."""
+        return vocabulary_frame(self.table, measure="nrp")
 
     def format(self) -> str:
         return "\n".join(self.lines)

@@ -37,7 +37,7 @@ import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -49,18 +49,17 @@ from nrp.errors import ConfigError, InputError, NrpError
 from nrp.positioning.record import SCORING_FILE, scoring_record
 from nrp.tables import (
     FrameView,
+    TableExports,
     TableFile,
-    csv_export,
     find_table,
     format_interval,
     format_number,
     format_p,
-    json_export,
     read_table_file,
-    records,
     require_columns,
     text_column,
     text_table,
+    vocabulary_frame,
 )
 from nrp.validation.report import CORRECTION_NAMES, TEST_NAMES
 
@@ -123,7 +122,7 @@ def _numbers(table: TableFile) -> None:
 
 # -- result ----------------------------------------------------------------------------------------
 @dataclass
-class Summary(FrameView):
+class Summary(TableExports, FrameView):
     """Means, intervals, saturation shares and paired tests of NRP per LLM and prompt.
 
     ``means``: one row per (dimension, ranker, llm, prompt), prompt ``(all)`` for an LLM pooled
@@ -173,34 +172,28 @@ class Summary(FrameView):
         return float(self.row(dimension, llm, prompt, ranker)["mean_nrp"])
 
     # -- export ---------------------------------------------------------------------------------
-    def to_frame(self) -> pd.DataFrame:
-        """The means: one row per (dimension, ranker, llm, prompt)."""
-        return self.means.copy()
+    def to_frame(self, perquery: bool = False, pooled: bool = False) -> pd.DataFrame:
+        """The means in the result frames' vocabulary (``nrp.tables.FRAME_VOCABULARY``): one
+        row per (dimension, ranker, llm, prompt) with ``name`` (``llm/prompt``), ``measure``
+        (``nrp``), ``mean``, ``ci_low``, ``ci_high``, ``queries``, ``answers`` and the shares
+        of NRP 1 and 0. The rows of an LLM pooled over its prompts (prompt ``(all)``) are kept
+        apart: ``pooled=True`` gives those alone. ``perquery``: one row per (dimension, ranker,
+        name, qid) with the query's mean NRP as ``value`` (``pt.Experiment(perquery=True)``).
+        ``means`` and ``query_means`` keep the columns of the CSV files."""
+        frame = self.query_means if perquery else self.means
+        frame = frame[(frame["prompt"] == ALL_PROMPTS) == pooled]
+        if perquery:
+            frame = frame.rename(columns={"nrp": "value"})
+        return vocabulary_frame(frame, measure="nrp")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "settings": self.settings,
-            "means": records(self.means),
-            "comparisons": records(self.comparisons),
-            "query_means": records(self.query_means),
-            "flags": None if self.flags is None else records(self.flags),
-            "weighting": self.weighting,
-            "warnings": list(self.warnings),
-        }
-
-    def to_json(self, path: str | Path | None = None) -> str:
-        """The summary as JSON (NaN written as null); written to ``path`` too when given."""
-        return json_export(self.to_dict(), path)
-
-    def to_csv(self, folder: str | Path) -> dict[str, Path]:
-        """``summary_means.csv``, ``summary_comparisons.csv`` and ``summary_query_means.csv``
-        in ``folder`` (and ``summary_flags.csv`` when there are flags); returns the paths by
-        table."""
-        names = ("means", "comparisons", "query_means")
-        tables = {n: getattr(self, n) for n in names}
-        if self.flags is not None:
-            tables["flags"] = self.flags
-        return csv_export(tables, folder, "summary")
+    # ``to_dict``, ``to_json`` (NaN written as null) and ``to_csv``: ``summary_means.csv``,
+    # ``summary_comparisons.csv``, ``summary_query_means.csv`` (and ``summary_flags.csv`` when
+    # there are flags), from ``TableExports``
+    JSON_FIELDS: ClassVar[tuple[str, ...]] = (
+        "settings", "means", "comparisons", "query_means", "flags", "weighting", "warnings",
+    )  # fmt: skip
+    CSV_TABLES: ClassVar[tuple[str, ...]] = ("means", "comparisons", "query_means", "flags")
+    CSV_PREFIX: ClassVar[str] = "summary"
 
     # -- text -----------------------------------------------------------------------------------
     def tables(self) -> dict[tuple[str, str], str]:

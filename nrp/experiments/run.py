@@ -88,7 +88,8 @@ class ExperimentResult(FrameView):
     table, None without any), ``validation`` (the ``ValidationResult`` when the experiment
     validated its rankers, None with fixed rankers), ``summary`` (``nrp.analysis.summary``,
     computed from ``results`` on first use when the run found its summary files up to date);
-    ``to_frame()``: the summary's means, one row per (dimension, ranker, llm, prompt)."""
+    ``to_frame()``: the summary's frame (``Summary.to_frame``: one row per (dimension, ranker,
+    llm, prompt), the rows pooled over prompts kept apart)."""
 
     out: Path
     answers: pd.DataFrame

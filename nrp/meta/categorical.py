@@ -28,7 +28,7 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -36,10 +36,8 @@ import pandas as pd
 from nrp.errors import ConfigError, NrpError
 from nrp.tables import (
     FrameView,
-    csv_export,
+    TableExports,
     format_number,
-    json_export,
-    records,
     require_columns,
     text_table,
     write_aside,
@@ -58,7 +56,7 @@ def normalise_label(value: Any) -> str | None:
 
 
 @dataclass
-class CategoricalResult(FrameView):
+class CategoricalResult(TableExports, FrameView):
     """Accuracy of a judge's labels against human labels.
 
     ``summary``: n_items, n_no_label, n_missing_human (items without a human label, left out),
@@ -78,27 +76,26 @@ class CategoricalResult(FrameView):
         """Per class: items, correct, accuracy, predicted, precision."""
         return self.per_class.copy()
 
-    def to_dict(self) -> dict[str, Any]:
-        confusion = self.confusion.reset_index().rename(columns={"index": "human"})
-        return {
-            "settings": self.settings,
-            "summary": self.summary,
-            "per_class": records(self.per_class),
-            "confusion": records(confusion),
-            "review": records(self.review),
-            "warnings": list(self.warnings),
-        }
+    # to_dict, to_json and to_csv (categorical_{per_class,confusion,review}.csv, review only
+    # when it has rows): ``TableExports``
+    JSON_FIELDS: ClassVar[tuple[str, ...]] = (
+        "settings", "summary", "per_class", "confusion", "review", "warnings",
+    )  # fmt: skip
+    CSV_TABLES: ClassVar[tuple[str, ...]] = ("per_class", "confusion", "review")
+    CSV_PREFIX: ClassVar[str] = "categorical"
 
-    def to_json(self, path: str | Path | None = None) -> str:
-        return json_export(self.to_dict(), path)
+    def exported(self, name: str) -> Any:
+        """The confusion matrix with its index as a ``human`` column; an empty review table
+        is not written as a CSV file."""
+        if name == "confusion":
+            return self.confusion.reset_index().rename(columns={"index": "human"})
+        return super().exported(name)
 
-    def to_csv(self, folder: str | Path) -> dict[str, Path]:
-        """``categorical_{per_class,confusion,review}.csv`` in ``folder``."""
-        confusion = self.confusion.reset_index().rename(columns={"index": "human"})
-        tables = {"per_class": self.per_class, "confusion": confusion}
-        if len(self.review):
-            tables["review"] = self.review
-        return csv_export(tables, folder, "categorical")
+    def csv_tables(self) -> dict[str, pd.DataFrame]:
+        tables = super().csv_tables()
+        if not len(self.review):
+            del tables["review"]
+        return tables
 
     def format(self) -> str:
         s = self.summary

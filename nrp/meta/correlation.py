@@ -35,8 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -52,12 +51,10 @@ from nrp.statistics import (
 )
 from nrp.tables import (
     FrameView,
-    csv_export,
+    TableExports,
     format_interval,
     format_number,
-    json_export,
     one_row,
-    records,
     require_columns,
     text_table,
 )
@@ -184,7 +181,7 @@ class _PooledBootstrap:
 
 # -- result ----------------------------------------------------------------------------------------
 @dataclass
-class MetaResult(FrameView):
+class MetaResult(TableExports, FrameView):
     """Correlations of score columns with human dimensions.
 
     ``summary``: one row per (subset, score, dimension): n_items (with both values), n_missing
@@ -209,22 +206,12 @@ class MetaResult(FrameView):
     def row(self, score: str, dimension: str, subset: str = ALL) -> pd.Series:
         return one_row(self.summary, score=score, dimension=dimension, subset=subset)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "settings": self.settings,
-            "summary": records(self.summary),
-            "systems": records(self.systems),
-            "per_query": records(self.per_query),
-            "warnings": list(self.warnings),
-        }
-
-    def to_json(self, path: str | Path | None = None) -> str:
-        return json_export(self.to_dict(), path)
-
-    def to_csv(self, folder: str | Path) -> dict[str, Path]:
-        """``meta_{summary,systems,per_query}.csv`` in ``folder``."""
-        names = ("summary", "systems", "per_query")
-        return csv_export({n: getattr(self, n) for n in names}, folder, "meta")
+    # to_dict, to_json and to_csv (meta_{summary,systems,per_query}.csv): ``TableExports``
+    JSON_FIELDS: ClassVar[tuple[str, ...]] = (
+        "settings", "summary", "systems", "per_query", "warnings",
+    )  # fmt: skip
+    CSV_TABLES: ClassVar[tuple[str, ...]] = ("summary", "systems", "per_query")
+    CSV_PREFIX: ClassVar[str] = "meta"
 
     def tables(self) -> dict[tuple[str, str], str]:
         """(subset, dimension) -> its text table (every score column)."""

@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -41,12 +41,10 @@ from nrp.progress import Progress
 from nrp.statistics import percentile_interval, resample_counts
 from nrp.tables import (
     FrameView,
-    csv_export,
+    TableExports,
     format_number,
-    json_export,
     numeric_columns,
     one_row,
-    records,
     text_table,
 )
 
@@ -57,7 +55,7 @@ SEPARATOR = "~"
 
 
 @dataclass
-class ProbeResult(FrameView):
+class ProbeResult(TableExports, FrameView):
     """``pairs``: one row per (answer, perturbation, score): qid, original, perturbed.
     ``summary``: one row per (score, perturbation): kind, n_pairs, n_not_applicable,
     share_original_higher with ci_low/ci_high, share_ties, mean_change with
@@ -75,13 +73,10 @@ class ProbeResult(FrameView):
     def row(self, score: str, perturbation: str) -> pd.Series:
         return one_row(self.summary, score=score, perturbation=perturbation)
 
-    def to_json(self, path: str | Path | None = None) -> str:
-        data = {"settings": self.settings, "summary": records(self.summary)}
-        return json_export({**data, "warnings": self.warnings}, path)
-
-    def to_csv(self, folder: str | Path) -> dict[str, Path]:
-        tables = {"summary": self.summary, "pairs": self.pairs, "texts": self.texts}
-        return csv_export(tables, folder, "probe")
+    # to_dict, to_json and to_csv (probe_{summary,pairs,texts}.csv): ``TableExports``
+    JSON_FIELDS: ClassVar[tuple[str, ...]] = ("settings", "summary", "warnings")
+    CSV_TABLES: ClassVar[tuple[str, ...]] = ("summary", "pairs", "texts")
+    CSV_PREFIX: ClassVar[str] = "probe"
 
     def format(self) -> str:
         header = ["score", "perturbation", "kind", "pairs", "original higher [95% CI]", "ties"]

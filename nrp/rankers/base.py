@@ -1,7 +1,10 @@
 """What every ranker is: a PyTerrier transformer that scores (qid, query, docno, text) rows.
 
 A ranker re-ranks a given candidate set (D_q): ``transform`` takes a result frame with query and
-text and returns it with ``score`` and ``rank``. Rankers are built from a spec string through the
+text and returns it with ``score`` and ``rank`` (0-based), sorted as PyTerrier's retrievers sort
+a ranking: each query's rows best first, queries in the order they first appear, tied scores in
+the order given (``sort_ranked``). ``ranked_in_order`` gives the same rows in the order given,
+which is what nrp's own engines read by position. Rankers are built from a spec string through the
 registry (``nrp.rankers.registry``); their ``fingerprint`` (name, parameters, model checksum) keys
 the score cache, so a second run computes nothing. Parameters, fingerprint and spec string are
 those of every component (``nrp.components.Component``, shared with the evaluators).
@@ -177,13 +180,38 @@ class Ranker(Component, pt.Transformer):
         raise NotImplementedError
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        """``inp`` scored and ranked, sorted as PyTerrier's retrievers return a ranking
+        (``sort_ranked``), so a ``% k`` cut or a step that reads each query's first row sees
+        the best documents."""
+        return sort_ranked(self.ranked_in_order(inp))
+
+    def ranked_in_order(self, inp: pd.DataFrame) -> pd.DataFrame:
+        """``inp`` (index reset) with ``score`` and ``rank``, rows in the order given: what
+        nrp's own engines read by position. A subclass that adds columns overrides this."""
         require_columns(inp, REQUIRED_COLUMNS, f"ranker {self.spec()}: input")
         if inp.empty:
             return inp.assign(score=pd.Series(dtype=float), rank=pd.Series(dtype=int))
         frame = self.formulate(inp.reset_index(drop=True))
         scores = np.asarray(self.score_frame(frame), dtype=float)
-        out = frame.drop(columns=["score", "rank"], errors="ignore").assign(score=scores)
-        return add_ranks(out)
+        return ranked_rows(frame, scores)
+
+
+def ranked_rows(frame: pd.DataFrame, scores: np.ndarray) -> pd.DataFrame:
+    """``frame`` with ``score`` and a 0-based ``rank`` per query (PyTerrier's ``add_ranks``:
+    best score first, tied scores in the order given), rows in the order given."""
+    out = frame.drop(columns=["score", "rank"], errors="ignore").assign(score=scores)
+    return add_ranks(out)
+
+
+def sort_ranked(frame: pd.DataFrame) -> pd.DataFrame:
+    """A frame with ``qid`` and ``rank`` sorted as a PyTerrier ranking: queries in the order
+    they first appear, each by rank (score descending, ties in the order given). Index labels
+    stay with their rows (as PyTerrier's ``add_ranks`` sorts), so for a frame from
+    ``ranked_in_order`` ``sort_index()`` gives the order given back."""
+    if frame.empty:
+        return frame
+    query_order = pd.factorize(frame["qid"].astype(str))[0]
+    return frame.iloc[np.lexsort((frame["rank"].to_numpy(), query_order))]
 
 
 # -- what an injection strategy needs of a ranker (nrp.positioning.strategies) --------------------

@@ -15,10 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyterrier as pt
-from pyterrier.model import add_ranks
 
 from nrp.cache_db import connect, create
-from nrp.rankers.base import REQUIRED_COLUMNS, Ranker
+from nrp.rankers.base import REQUIRED_COLUMNS, Ranker, ranked_rows, sort_ranked
 
 #: the score cache's file name, beside the collection's store in indexes/NAME/
 SCORE_CACHE_FILE = "scores.sqlite"
@@ -77,9 +76,15 @@ class CachedRanker(pt.Transformer):
         return str(self.ranker)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        """The wrapped ranker's ranking of ``inp``, sorted as its ``transform`` sorts it."""
+        return sort_ranked(self.ranked_in_order(inp))
+
+    def ranked_in_order(self, inp: pd.DataFrame) -> pd.DataFrame:
+        """``inp`` with ``score`` and ``rank``, rows in the order given
+        (``Ranker.ranked_in_order``)."""
         frame = self.ranker.formulate(inp.reset_index(drop=True))  # its query field
         if frame.empty:
-            return self.ranker.transform(frame)
+            return self.ranker.ranked_in_order(frame)
         qids = frame["qid"].astype(str).tolist()
         docnos = frame["docno"].astype(str).tolist()
         scores = self.cache.lookup(self.scope, qids, docnos)
@@ -98,5 +103,4 @@ class CachedRanker(pt.Transformer):
                 self.ranker.spec(),
                 list(zip(todo["qid"].astype(str), todo["docno"].astype(str), fresh, strict=True)),
             )
-        out = frame.drop(columns=["score", "rank"], errors="ignore").assign(score=scores)
-        return add_ranks(out)
+        return ranked_rows(frame, scores)

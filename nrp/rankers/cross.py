@@ -301,8 +301,8 @@ class CrossEncoderRanker(TrainedFolds, Ranker):
         report_cuts(log, self.spec(), self.truncated, max(limits, default=0), length)
         return scores
 
-    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        out = super().transform(inp)
+    def ranked_in_order(self, inp: pd.DataFrame) -> pd.DataFrame:
+        out = super().ranked_in_order(inp)
         # the base resets the index before scoring, so index labels are positions in score_frame
         truncated = self.truncated[out.index.to_numpy()] if len(out) else np.zeros(0, dtype=bool)
         return out.assign(truncated=truncated)

@@ -312,7 +312,7 @@ def scores_with_cache(cached: CachedRanker, rows: pd.DataFrame, in_dq: np.ndarra
     """A wrapped ranker's scores of ``rows`` (formulated for it): the rows of D_q (``in_dq``)
     through its score cache (read, or computed and stored), every other row (an answer) computed
     directly and never stored under it."""
-    ranked = cached.transform(rows[in_dq])
+    ranked = cached.ranked_in_order(rows[in_dq])
     by_key = dict(zip(row_keys(ranked), ranked["score"].astype(float), strict=True))
     scores = row_keys(rows).map(by_key).to_numpy(dtype=np.float64, copy=True)
     if not in_dq.all():

@@ -129,7 +129,9 @@ def _sub_scores(collection: Collection, ranker: Fusion, candidates: pd.DataFrame
     )
     rows = []
     for sub in ranker.rankers:
-        ranked = CachedRanker(sub, cache, str(collection.meta["fingerprint"])).transform(candidates)
+        ranked = CachedRanker(sub, cache, str(collection.meta["fingerprint"])).ranked_in_order(
+            candidates
+        )
         scores = pd.Series(
             ranked["score"].to_numpy(dtype=np.float64),
             index=pd.MultiIndex.from_arrays(

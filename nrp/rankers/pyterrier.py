@@ -24,6 +24,15 @@ of (qid, query, docno, text) rows: it is given rows and must return a score for 
   tied (``nrp.positioning.ties``): 0 (exact) by default, which suits deterministic scorers;
   a neural model should declare one (1e-5 for fp32, as nrp's own models do), since its scores
   move with the batch they are computed in.
+- **Batch dependence is probed.** When the ranker is bound to a collection (every entry that
+  validates or positions binds it), a few rows of D_q (``PROBE_QUERIES`` queries,
+  ``PROBE_ROWS`` rows each) are scored together and each alone. Scores that differ by more than
+  ``BATCH_TOLERANCE`` (relative; at least the declared ``tolerance``) mean the transformer is not
+  pointwise (pyterrier_t5's ``MonoT5ReRanker`` with ``batch_size`` > 1 pads a batch together):
+  a warning, once per spec in a process, and ``depends_on_candidate_set`` is set, so NRP re-ranks
+  D_q plus each answer in full; ``description`` says so. ``check_batch=False`` skips the probe.
+- **A display name.** ``name`` is what result tables show for the ranker (``str(ranker)``, the
+  validation's system name); the spec (and the score cache) keeps the key.
 - **Found again by spec in this process.** The ranker's spec is ``pyterrier:key=KEY``; a
   validation result that chose it names that spec, and ``nrp.rankers.coerce.as_ranker`` turns
   it back into the wrapped transformer, in the process that wrapped it (a spec cannot carry a
@@ -34,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import warnings
 from typing import Any, ClassVar
 
 import numpy as np
@@ -47,6 +57,11 @@ from nrp.spec import format_spec
 #: the spec name of a wrapped transformer (``pyterrier:key=KEY``)
 NAME = "pyterrier"
 _WRAPPED: dict[str, TransformerRanker] = {}  # spec -> the latest ranker wrapped under it
+#: the batch probe: rows of D_q per query, and queries, scored together and each alone
+PROBE_ROWS, PROBE_QUERIES = 2, 2
+#: relative difference beyond which a row's score alone and in a batch differ
+BATCH_TOLERANCE = 1e-6
+_WARNED: set[str] = set()  # specs whose batch dependence was warned about in this process
 
 
 class TransformerRanker(Ranker):
@@ -62,6 +77,9 @@ class TransformerRanker(Ranker):
         fingerprint: str | None = None,
         tolerance: float = 0.0,
         depends_on_candidate_set: bool = False,
+        *,
+        name: str | None = None,
+        check_batch: bool = True,
     ):
         if not isinstance(transformer, pt.Transformer):
             raise ConfigError(f"not a PyTerrier transformer: {transformer!r}")
@@ -80,16 +98,57 @@ class TransformerRanker(Ranker):
         self.key_is_derived = fingerprint is None
         self.tolerance = float(tolerance)
         self.depends_on_candidate_set = bool(depends_on_candidate_set)
+        self.label = _checked_name(name)
+        self.check_batch = bool(check_batch)
+        #: the batch probe's largest relative difference (None: not probed)
+        self.batch_difference: float | None = None
 
     @property
     def score_tolerance(self) -> float:
         return self.tolerance
 
+    @property
+    def batch_dependent(self) -> bool:
+        """The probe found scores that change with the batch (``bind_collection``)."""
+        limit = max(BATCH_TOLERANCE, self.tolerance)
+        return self.batch_difference is not None and self.batch_difference > limit
+
+    @property
+    def description(self) -> str:
+        """What this ranker is and how NRP positions answers with it, in one line."""
+        what = f"PyTerrier transformer {describe(self.transformer)}"
+        if self.batch_dependent:
+            return (
+                f"{what}; its scores depend on the batch (a row alone and in a batch differ by "
+                f"up to {self.batch_difference:.3g}, relative): NRP re-ranks D_q plus each "
+                "answer in full"
+            )
+        if self.depends_on_candidate_set:
+            return f"{what}; its scores depend on the other rows: NRP re-ranks D_q in full"
+        return f"{what}; pointwise: D_q scored once, each answer one more row"
+
     def spec(self, complete: bool = False) -> str:
         return format_spec(NAME, {"key": self.params["key"]})
 
+    def __str__(self) -> str:
+        return self.label or self.spec()
+
     def __repr__(self) -> str:
         return f"<TransformerRanker {self.spec()} of {describe(self.transformer)}>"
+
+    def bind_collection(self, collection: Any) -> None:
+        """The base's binding, then the batch probe (module docstring), once per ranker."""
+        super().bind_collection(collection)
+        if not self.check_batch or self.depends_on_candidate_set:
+            return
+        if self.batch_difference is None:
+            rows = self.formulate(probe_rows(collection.candidates()))
+            self.batch_difference = batch_difference(self, rows)
+        if self.batch_dependent:
+            self.depends_on_candidate_set = True
+            if self.spec() not in _WARNED:
+                _WARNED.add(self.spec())
+                warnings.warn(f"{self.spec()}: {self.description}", stacklevel=2)
 
     def score_frame(self, frame: pd.DataFrame) -> np.ndarray:
         """The transformer's score of each row, in row order (found by qid and docno, so a
@@ -127,13 +186,24 @@ def from_transformer(
     tolerance: float = 0.0,
     *,
     depends_on_candidate_set: bool = False,
+    name: str | None = None,
+    check_batch: bool = True,
 ) -> TransformerRanker:
     """``transformer`` (any ``pt.Transformer`` that scores the rows it is given) as an nrp
     ranker. ``fingerprint``: the score cache's key for its scores (derived from ``repr`` when
     None: see the module docstring). ``tolerance``: relative margin of a tie (0: exact).
     ``depends_on_candidate_set``: its scores depend on the other rows (NRP re-ranks in full).
+    ``name``: what result tables show (default: the spec). ``check_batch``: probe, when bound
+    to a collection, whether its scores change with the batch (then re-ranked in full).
     The ranker can be found again by its spec (``pyterrier:key=KEY``) in this process."""
-    ranker = TransformerRanker(transformer, fingerprint, tolerance, depends_on_candidate_set)
+    ranker = TransformerRanker(
+        transformer,
+        fingerprint,
+        tolerance,
+        depends_on_candidate_set,
+        name=name,
+        check_batch=check_batch,
+    )
     _WRAPPED[ranker.spec()] = ranker
     return ranker
 
@@ -148,6 +218,35 @@ def wrapped(spec: str) -> TransformerRanker:
             f"wrap it first, nrp.rankers.pyterrier.from_transformer(t, fingerprint={key!r})"
         )
     return found
+
+
+def probe_rows(candidates: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the batch probe: the first ``PROBE_ROWS`` rows of each of the first
+    ``PROBE_QUERIES`` queries of ``candidates`` (their ``REQUIRED_COLUMNS``)."""
+    rows = candidates[list(REQUIRED_COLUMNS)]
+    first = rows.groupby("qid", sort=False).head(PROBE_ROWS)
+    queries = first["qid"].drop_duplicates().head(PROBE_QUERIES)
+    return first[first["qid"].isin(queries)].reset_index(drop=True)
+
+
+def batch_difference(ranker: TransformerRanker, rows: pd.DataFrame) -> float:
+    """The largest relative difference between a row's score in one batch of ``rows`` and
+    its score alone (0.0 for fewer than two rows)."""
+    if len(rows) < 2:
+        return 0.0
+    together = ranker.score_frame(rows)
+    alone = np.concatenate([ranker.score_frame(rows.iloc[[i]]) for i in range(len(rows))])
+    scale = np.maximum(1.0, np.maximum(np.abs(together), np.abs(alone)))
+    return float(np.max(np.abs(together - alone) / scale))
+
+
+def _checked_name(name: str | None) -> str | None:
+    """A display name: None, or a non-empty single-line string."""
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name.strip() or "\n" in name:
+        raise ConfigError(f"name {name!r}: give a non-empty one-line string")
+    return name.strip()
 
 
 def describe(transformer: Any) -> str:

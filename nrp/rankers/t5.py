@@ -400,8 +400,8 @@ class MonoT5Ranker(Ranker):
         report_cuts(log, self.spec(), self.truncated, self.t5.max_input, length)
         return doc_scores
 
-    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        out = super().transform(inp)
+    def ranked_in_order(self, inp: pd.DataFrame) -> pd.DataFrame:
+        out = super().ranked_in_order(inp)
         # the base resets the index before scoring, so index labels are positions in score_frame
         truncated = self.truncated[out.index.to_numpy()] if len(out) else np.zeros(0, dtype=bool)
         return out.assign(truncated=truncated)
@@ -673,10 +673,10 @@ class DuoT5Ranker(Ranker):
         self.last_mono = mono_scores
         return final
 
-    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+    def ranked_in_order(self, inp: pd.DataFrame) -> pd.DataFrame:
         """Adds ``mono_score``, ``duo_score`` (the aggregate; NaN below k) and ``truncated``
         (the monoT5 input was cut) to the base's score and rank."""
-        out = super().transform(inp)
+        out = super().ranked_in_order(inp)
         if not len(out):
             return out.assign(mono_score=[], duo_score=[], truncated=np.zeros(0, dtype=bool))
         rows = out.index.to_numpy()

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from nrp.errors import InputError, NrpError
@@ -212,29 +213,53 @@ class ValidationResult(FrameView):
         return cls.from_dict(_load(path))
 
     # -- tables -------------------------------------------------------------------------------
-    def to_frame(self) -> pd.DataFrame:
-        """One row per (dimension, system, measure): the mean over the evaluated queries, its
-        confidence interval, the number of queries, and whether validation chose the system
-        for the dimension."""
+    def to_frame(self, perquery: bool = False) -> pd.DataFrame:
+        """One row per (dimension, system, measure), in the result frames' vocabulary
+        (``nrp.tables.FRAME_VOCABULARY``): ``name`` (the system), ``measure``, ``mean`` over the
+        evaluated queries, its interval ``ci_low``/``ci_high``, ``queries``, whether validation
+        ``chosen`` the system for the dimension, and on the primary measure the paired test
+        against the chosen system: ``p_value`` (raw) and ``p_corrected`` (NaN for the chosen
+        system itself, for other measures, and where no test ran). ``perquery``: one row per
+        (dimension, name, qid, measure) with its ``value`` instead, as
+        ``pt.Experiment(perquery=True)`` gives."""
+        if perquery:
+            return self._per_query_frame()
         rows = []
         for dimension, found in self.dimensions.items():
             best = found.choice.best if found.choice is not None else None
+            tests = {frozenset((t.a, t.b)): t for t in found.tests}
             for system, measures in found.summary.items():
+                test = tests.get(frozenset((system, best))) if system != best else None
                 for measure, summary in measures.items():
+                    tested = test is not None and measure == self.primary
                     rows.append(
                         {
                             "dimension": dimension,
-                            "system": system,
+                            "name": system,
                             "measure": measure,
                             "mean": summary.mean,
                             "ci_low": summary.ci_low,
                             "ci_high": summary.ci_high,
                             "queries": summary.n,
                             "chosen": system == best,
+                            "p_value": test.p if tested else np.nan,
+                            "p_corrected": test.p_corrected if tested else np.nan,
                         }
                     )
-        columns = ["dimension", "system", "measure", "mean", "ci_low", "ci_high", "queries"]
-        return pd.DataFrame(rows, columns=[*columns, "chosen"])
+        columns = ["dimension", "name", "measure", "mean", "ci_low", "ci_high", "queries"]
+        return pd.DataFrame(rows, columns=[*columns, "chosen", "p_value", "p_corrected"])
+
+    def _per_query_frame(self) -> pd.DataFrame:
+        """(dimension, name, qid, measure, value): every system's value on every evaluated
+        query, in the order of ``per_query``."""
+        rows = [
+            (dimension, system, qid, measure, value)
+            for dimension, found in self.dimensions.items()
+            for system, measures in found.per_query.items()
+            for measure, values in measures.items()
+            for qid, value in values.items()
+        ]
+        return pd.DataFrame(rows, columns=["dimension", "name", "qid", "measure", "value"])
 
     # -- text ---------------------------------------------------------------------------------
     def tables(self) -> dict[str, str]:

@@ -11,7 +11,7 @@ which judgments and queries are used, ``statistics`` for the tests, ``selection`
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,6 +39,7 @@ from nrp.settings import settings_with
 from nrp.validation.degenerate import degenerate_frame, query_materials
 from nrp.validation.partitions import rank_with_executor
 from nrp.validation.result import (
+    VALIDATION_FILE,
     DimensionResult,
     PairTest,
     Summary,
@@ -72,22 +73,26 @@ System = tuple[SystemInfo, dict[str, dict[str, float]]]
 
 def validate(
     collection: Collection,
-    ranker_specs: Sequence[str | Ranker] | str | None = None,
+    ranker_specs: Sequence[str | Ranker] | Mapping[str, Any] | str | None = None,
     settings: ValidationSettings | None = None,
     *,
     cache: bool = True,
     progress: Progress | None = None,
     executor: Executor | None = None,
     save_runs: str | Path | None = None,
+    save: bool | str | Path = False,
     **overrides: Any,
 ) -> ValidationResult:
     """Rank D_q with each ranker and choose the best ranker per dimension.
 
     ``ranker_specs``: spec strings (``"bm25"``, ``"monot5:batch=64"``, ``"random"``), a
     comma-separated string of them, ``Ranker`` objects or any PyTerrier transformers (wrapped
-    by ``nrp.rankers.pyterrier.from_transformer``), or one of these; None: the default set
+    by ``nrp.rankers.pyterrier.from_transformer``), or one of these; or a mapping of name to
+    one of these, the names shown in the result's tables (as ``pt.Experiment``'s ``names``;
+    otherwise a ranker's name is ``str(ranker)``, its spec); None: the default set
     (``nrp.rankers.registry.DEFAULT_RANKERS``: tfidf, dph, bm25, dense, guard, guard:content=0.06,
-    random). ``settings`` and
+    random). ``save``: True writes the result where ``nrp validate`` writes it and ``nrp score``
+    reads it (``collection.path / VALIDATION_FILE``), a path writes it there. ``settings`` and
     ``overrides`` (its fields: ``labels="raw"``, ``dimensions=[...]``, ...): see
     ``ValidationSettings``.
     ``cache``: serve and store scores in ``collection.path / "scores.sqlite"``. ``progress``:
@@ -97,9 +102,13 @@ def validate(
     way. ``save_runs``: a folder to write each ranker's ranking of D_q to, as a TREC run file
     (``nrp.validation.runs.write_runs``; checked before any ranking)."""
     checked = settings_with(ValidationSettings, settings, overrides).checked(collection)
-    rankers = _rankers(collection, default_rankers() if ranker_specs is None else ranker_specs)
+    names, rankers = _named_rankers(
+        collection, default_rankers() if ranker_specs is None else ranker_specs
+    )
     if checked.random_control and not any(r.name == RANDOM for r in rankers):
-        rankers = [*rankers, _rankers(collection, RANDOM)[0]]  # the chance control
+        control = _rankers(collection, RANDOM)[0]  # the chance control
+        names, rankers = [*names, str(control)], [*rankers, control]
+    _check_unique(names, "ranker name")
     executor = executor if executor is not None else active_executor()
     candidates = collection.candidates()
     if save_runs is not None:
@@ -111,9 +120,9 @@ def validate(
     # time left; with one (the CLI) its counted lines say the same (``nrp.progress``)
     bar = progress_bar(rankers, len(rankers), "validating rankers", verbose=progress is None)
     systems = []
-    for ranker in bar:
+    for name, ranker in zip(names, bar, strict=True):
         systems.append(
-            _ranker_system(collection, ranker, candidates, score_cache, executor, progress)
+            _ranker_system(collection, (name, ranker), candidates, score_cache, executor, progress)
         )
         if progress:
             progress(f"rankers: {len(systems)}/{len(rankers)} validated")
@@ -125,6 +134,8 @@ def validate(
     result = _evaluate(collection, checked, systems, candidates, warnings=[], scored=scored)
     if save_runs is not None:
         _save_runs(save_runs, systems)
+    if save is not False:
+        result.to_json(collection.path / VALIDATION_FILE if save is True else Path(save))
     return result
 
 
@@ -192,16 +203,32 @@ def _rankers(collection: Collection, ranker_specs: Sequence[str | Ranker] | str)
     return rankers
 
 
+def _named_rankers(
+    collection: Collection, ranker_specs: Sequence[str | Ranker] | Mapping[str, Any] | str
+) -> tuple[list[str], list[Ranker]]:
+    """(names, rankers) of ``ranker_specs`` (``_rankers``): a mapping's keys, else each
+    ranker's ``str`` (its spec, or a wrapped transformer's ``name``)."""
+    if not isinstance(ranker_specs, Mapping):
+        rankers = _rankers(collection, ranker_specs)
+        return [str(r) for r in rankers], rankers
+    names = [str(name).strip() for name in ranker_specs]
+    if not all(names):
+        raise ConfigError("a ranker's name in the mapping is empty")
+    return names, _rankers(collection, list(ranker_specs.values()))
+
+
 def _ranker_system(
     collection: Collection,
-    ranker: Ranker,
+    named: tuple[str, Ranker],
     candidates: pd.DataFrame,
     score_cache: ScoreCache | None,
     executor: Executor | None,
     progress: Progress | None,
 ) -> System:
     """``ranker``'s ranking of D_q (from the score cache where it has the scores, else computed
-    here or on ``executor``) and what the result says of it."""
+    here or on ``executor``) and what the result says of it, under the name of ``named``
+    (name, ranker)."""
+    name, ranker = named
     if progress:
         progress(f"ranking {len(candidates)} documents with {ranker.spec()}")
     if executor is not None:
@@ -210,10 +237,10 @@ def _ranker_system(
         )
     elif score_cache is not None:
         transformer = CachedRanker(ranker, score_cache, collection.meta["fingerprint"])
-        ranked = transformer.transform(candidates)
+        ranked = transformer.ranked_in_order(candidates)
         computed = transformer.computed
     else:
-        ranked = ranker.transform(candidates)
+        ranked = ranker.ranked_in_order(candidates)
         computed = len(candidates)
     scores = ranked["score"].to_numpy(dtype=float)
     if len(ranked) != len(candidates) or not np.all(np.isfinite(scores)):
@@ -222,7 +249,7 @@ def _ranker_system(
             "candidates, or scores that are not finite numbers"
         )
     info = SystemInfo(
-        name=ranker.spec(),
+        name=name,
         spec=ranker.spec(),
         fingerprint=ranker.fingerprint(),
         kind="ranker",

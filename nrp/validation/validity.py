@@ -150,7 +150,7 @@ def score_texts(
             if score_cache is not None
             else ranker
         )
-        ranked = transformer.transform(texts[list(REQUIRED_COLUMNS)])
+        ranked = transformer.ranked_in_order(texts[list(REQUIRED_COLUMNS)])
         # by (qid, docno): another query's best document is the same text, and docno, for two
         # queries whose draws fall on it, and its score differs with the query
         keys = zip(ranked["qid"].astype(str), ranked["docno"].astype(str), strict=True)
@@ -164,7 +164,7 @@ def score_texts(
     for row in texts.itertuples(index=False):
         dq = by_query[row.qid][list(REQUIRED_COLUMNS)]
         one = pd.DataFrame([[row.qid, row.query, row.docno, row.text]], columns=dq.columns)
-        ranked = ranker.transform(pd.concat([dq, one], ignore_index=True))
+        ranked = ranker.ranked_in_order(pd.concat([dq, one], ignore_index=True))
         scores = dict(zip(ranked["docno"].astype(str), ranked["score"].astype(float), strict=True))
         own = scores.pop(row.docno)
         scored.append(ScoredText(row.qid, row.kind, own, scores))

@@ -80,7 +80,8 @@ def _mean(values: dict[str, float]) -> float:
 
 def test_experiment_reports_nrp_per_dimension_and_weighted(validated):
     words, overlap, brevity = validated
-    assert (overlap.rows, brevity.rows) == (7, 7)  # validation scored D_q once each
+    # validation scored D_q once each, after the batch probe (4 rows together, then alone)
+    assert (overlap.rows, brevity.rows) == (8 + 7, 8 + 7)
     measures = nrp_measures(words, cache=False)
     assert [str(m) for m in measures] == ["nrp.relevance", "nrp.readability", "nrp.weighted"]
     assert set(ir_measures.run_inputs(measures)) == {"query_id", "qanswer"}
@@ -92,7 +93,8 @@ def test_experiment_reports_nrp_per_dimension_and_weighted(validated):
         for measure, per_query in by_measure.items():
             assert table.loc[name, measure] == pytest.approx(_mean(per_query), abs=1e-12)
     # one positioning per pipeline for the three measures: D_q (no cache) and 2 answers each
-    assert (overlap.rows, brevity.rows) == (7 + 2 * (7 + 2), 7 + 2 * (7 + 2))
+    # (the rankers are found again by spec, already probed)
+    assert (overlap.rows, brevity.rows) == (15 + 2 * (7 + 2), 15 + 2 * (7 + 2))
     per_query = pt.Experiment(
         list(pipelines().values()), words.topics, words.qrels("relevance"), measures,
         names=list(pipelines()), perquery=True, validate="ignore",

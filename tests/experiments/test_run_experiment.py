@@ -79,10 +79,11 @@ def test_run_tiny_experiment_and_add_one_llm(tmp_path, capsys):
         "answer_id",
         "llm",
     ]
-    means = result.to_frame()
+    means = result.to_frame()  # the summary's frame: the (all) rows kept apart
     assert set(means["dimension"]) == {"relevance", "readability", "weighted"}
     saved = pd.read_csv(out / "summary_means.csv")
-    assert means["mean_nrp"].tolist() == pytest.approx(saved["mean_nrp"].tolist())
+    saved = saved[saved["prompt"] != "(all)"]
+    assert means["mean"].tolist() == pytest.approx(saved["mean_nrp"].tolist())
     assert "<table" in result._repr_html_()
     assert counts["generate"]["tiny-a"]["generated"] == 0
     assert counts["score"]["answers_positioned"] == 0
@@ -111,7 +112,7 @@ def test_a_validating_experiment_returns_its_validation(tmp_path):
     result = run_experiment(path)
     saved = json.loads((result.out / "validation.json").read_text())
     assert result.validation is not None and result.validation.chosen() == saved["chosen"]
-    assert set(result.validation.to_frame()["system"]) == {"tfidf", "guard", "random"}
+    assert set(result.validation.to_frame()["name"]) == {"tfidf", "guard", "random"}
     assert set(saved["chosen"].values()) == {"guard"}
     chosen = result.results[result.results["dimension"] != "weighted"]
     assert {(d, r) for d, r in zip(chosen["dimension"], chosen["ranker"], strict=True)} == set(

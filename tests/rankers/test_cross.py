@@ -104,7 +104,9 @@ def test_one_label_score_is_the_logit_and_crossencoder_agrees(models):
 
 
 def test_two_labels_score_is_log_softmax_of_the_last(models):
-    out = make_ranker(f"cross:model={models['two']},verbose=false").transform(FRAME)
+    out = make_ranker(f"cross:model={models['two']},verbose=false").ranked_in_order(
+        FRAME
+    )  # in order
     logits = direct_logits(models["two"], FRAME)
     expected = logits[:, 1] - np.log(np.exp(logits).sum(axis=1))
     np.testing.assert_allclose(out["score"].to_numpy(), expected, rtol=1e-5, atol=1e-6)

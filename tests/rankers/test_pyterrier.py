@@ -76,22 +76,23 @@ def test_validate_and_nrp_with_transformers_score_d_q_once_and_each_answer_once(
     scorer = Counting(overlap_score)
     ranker = from_transformer(pt.apply.doc_score(scorer), fingerprint="overlap-counted")
     result = api.validate(words, [ranker, brevity()], validity=False)
-    assert scorer.rows == 7  # every document of D_q, once
+    # every document of D_q, once, after the batch probe: a1, a2, b1, b2 together, then alone
+    assert scorer.rows == 8 + 7
     summary = result.dimensions["relevance"].summary
     assert summary["pyterrier:key=overlap-counted"]["nDCG@10"].mean == 1.0
     chosen = result.chosen()
     assert chosen["relevance"] == "pyterrier:key=overlap-counted"
     assert chosen["readability"] == as_ranker(brevity()).spec()  # derived key, stable
     # NRP: D_q's scores from the score cache, one row per answer (fast mode)
-    nrp = api.score(words, ANSWERS, ranker)
-    assert scorer.rows == 7 + 3 and _nrp(nrp) == EXPECTED_NRP
+    nrp = api.score(words, ANSWERS, ranker)  # bound again: probed once per ranker
+    assert scorer.rows == 8 + 7 + 3 and _nrp(nrp) == EXPECTED_NRP
     again = api.score(words, ANSWERS, ranker)  # the results cache: nothing computed
-    assert scorer.rows == 10 and _nrp(again) == EXPECTED_NRP
+    assert scorer.rows == 18 and _nrp(again) == EXPECTED_NRP
     # the validation JSON names the wrapped transformer by spec: found again in this process
     path = words.path / "validation.json"
     result.to_json(path)
     by_json = api.score(words, ANSWERS, path, cache=False)  # no cache: D_q and answers again
-    assert _nrp(by_json, "relevance") == EXPECTED_NRP and scorer.rows == 10 + 7 + 3
+    assert _nrp(by_json, "relevance") == EXPECTED_NRP and scorer.rows == 18 + 7 + 3
 
 
 def test_nrp_scorer_and_position_job_take_a_transformer(words):
@@ -131,6 +132,74 @@ def test_full_rerank_for_a_transformer_whose_scores_depend_on_the_candidates(wor
     assert _nrp(api.score(words, ANSWERS, ranker, cache=False)) == EXPECTED_NRP
 
 
+# -- scores that depend on the batch: probed when bound -------------------------------------------
+def by_batch_max(frame: pd.DataFrame) -> list[float]:
+    """overlap divided by the largest overlap of the rows given together (at least 1)."""
+    raw = [overlap_score(row) for _, row in frame.iterrows()]
+    return [x / max(max(raw), 1.0) for x in raw]
+
+
+def test_a_batch_dependent_transformer_is_found_and_re_ranked_in_full(words):
+    ranker = from_transformer(pt.apply.doc_score(by_batch_max, batch_size=100))
+    assert injection_mode(ranker) == POINTWISE  # as declared, until probed
+    with pytest.warns(UserWarning, match="depend on the batch") as caught:
+        ranker.bind_collection(words)
+    # probe rows a1, a2, b1, b2 (overlap 3, 2, 3, 2): together 1, 2/3, 1, 2/3; alone 1 each
+    assert ranker.batch_difference == pytest.approx(1 / 3)
+    assert ranker.batch_dependent and ranker.depends_on_candidate_set
+    assert injection_mode(ranker) == FULL_TRANSFORM
+    assert "NRP re-ranks D_q plus each answer in full" in ranker.description
+    assert len([w for w in caught if "depend on the batch" in str(w.message)]) == 1
+    # full re-rank: dividing by the max of D_q plus the answer keeps the order, NRP is exact
+    assert _nrp(api.score(words, ANSWERS, ranker, cache=False)) == EXPECTED_NRP
+    # unprobed, the fast mode compares "mid" scored alone (2 / 2 = 1) with D_q's scores (2 / 3
+    # for a2): it ties a1 instead of sitting between a1 and a2
+    blind = from_transformer(pt.apply.doc_score(by_batch_max, batch_size=100), check_batch=False)
+    mid = ANSWERS[ANSWERS["answer_id"] == "mid"]
+    assert _nrp(api.score(words, mid, blind, cache=False)) == {"mid": 1 - 0.5 / 4}
+    assert _nrp(api.score(words, mid, ranker, cache=False)) == {"mid": EXPECTED_NRP["mid"]}
+
+
+def test_a_pointwise_transformer_passes_the_probe_silently(words, recwarn):
+    ranker = from_transformer(overlap(), fingerprint="overlap-probed")
+    ranker.bind_collection(words)
+    assert ranker.batch_difference == 0.0 and not ranker.batch_dependent
+    assert injection_mode(ranker) == POINTWISE
+    assert not [w for w in recwarn if "depend on the batch" in str(w.message)]
+    assert ranker.description.endswith("pointwise: D_q scored once, each answer one more row")
+
+
+def test_monot5_reranker_with_batches_of_four_is_re_ranked_in_full(words, tiny_t5):
+    pyterrier_t5 = pytest.importorskip("pyterrier_t5")
+    folder = str(tiny_t5)
+    t5 = pyterrier_t5.MonoT5ReRanker(folder, folder, batch_size=4, device="cpu", verbose=False)
+    ranker = from_transformer(t5, fingerprint="tiny-monot5-batch4", tolerance=1e-5)
+    with pytest.warns(UserWarning, match="depend on the batch"):
+        ranker.bind_collection(words)
+    assert ranker.batch_difference > 1e-3  # padding moves scores by ~1e-2 on this model
+    assert injection_mode(ranker) == FULL_TRANSFORM
+
+
+def test_a_display_name_shows_in_tables_and_the_spec_still_finds_it(words):
+    ranker = from_transformer(overlap(), name="overlap")
+    assert str(ranker) == "overlap" and ranker.spec().startswith("pyterrier:key=repr-")
+    result = api.validate(words, [ranker, brevity()], validity=False, random_control=False)
+    assert [info.name for info in result.systems] == ["overlap", str(as_ranker(brevity()))]
+    assert result.chosen()["relevance"] == ranker.spec()  # the spec rebuilds it
+    # names for any rankers, as pt.Experiment's names: a mapping of name to ranker
+    named = api.validate(
+        words, {"words": overlap(), "short": brevity()}, validity=False, random_control=False
+    )
+    assert [info.name for info in named.systems] == ["words", "short"]
+    assert named.dimensions["relevance"].choice.best == "words"
+    assert named.dimensions["readability"].choice.best == "short"
+    with pytest.raises(ConfigError, match="ranker name 'same' given twice"):
+        api.validate(words, [from_transformer(overlap(), name="same"),
+                             from_transformer(brevity(), name="same")], validity=False)  # fmt: skip
+    with pytest.raises(ConfigError, match="name"):
+        from_transformer(overlap(), name=" ")
+
+
 # -- keys, specs and errors --------------------------------------------------------------------
 def test_derived_keys_tell_functions_apart_and_are_stable():
     assert repr(overlap()) == repr(brevity()) == "pt.apply.doc_score()"
@@ -157,8 +226,10 @@ def test_bad_input_is_a_one_line_error(words):
     with pytest.raises(ConfigError, match="dimension 'relevance': not a ranker spec"):
         api.score(words, ANSWERS, {"relevance": 42})
     first_only = pt.apply.generic(lambda frame: frame.head(1).assign(score=1.0))
-    with pytest.raises(NrpError, match="returned 1 rows for 7"):
+    with pytest.raises(NrpError, match="returned 1 rows for 4"):  # the batch probe's 4 rows
         api.validate(words, [first_only])
+    with pytest.raises(NrpError, match="returned 1 rows for 7"):
+        api.validate(words, [from_transformer(first_only, check_batch=False)])
 
 
 # -- pyterrier_t5's MonoT5ReRanker on a tiny T5 ------------------------------------------------

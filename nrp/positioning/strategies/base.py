@@ -196,7 +196,7 @@ class InjectionState:
             self._cached_rankers[id(scorer)] = CachedRanker(scorer, cache, self.fingerprint)
         cached = self._cached_rankers[id(scorer)]
         before = cached.computed
-        out = cached.transform(rows)
+        out = cached.ranked_in_order(rows)
         self.counts.documents_scored += cached.computed - before
         self.counts.score_calls += int(cached.computed > before)
         by_key = dict(

@@ -49,11 +49,12 @@ class FullTransform(Strategy):
                 self.ranker.pair_scorer = original
 
     def _one(self, answer: pd.DataFrame) -> tuple:
-        """D_q plus one answer (a one-row frame) re-ranked by ``ranker.transform``."""
+        """D_q plus one answer (a one-row frame) re-ranked by ``ranker.ranked_in_order``
+        (``transform``'s scores and ranks, rows in the order given)."""
         state = self.state
         qid, answer_id = str(answer["qid"].iloc[0]), str(answer["docno"].iloc[0])
         docs = state.dq[qid]
-        ranked = self.ranker.transform(pd.concat([docs, answer], ignore_index=True))
+        ranked = self.ranker.ranked_in_order(pd.concat([docs, answer], ignore_index=True))
         state.counts.score_calls += 1
         state.counts.documents_scored += len(docs)
         state.counts.answers_scored += 1
