@@ -72,6 +72,7 @@ from nrp.tables import (
     write_text,
 )
 from nrp.training.data import NEAR_DUPLICATE, same_question
+from nrp.validation.validity import HELD_OUT_FAMILY
 
 PROG = "trained_rankers_study"
 MANIFESTS = ROOT / "manifests"
@@ -86,6 +87,12 @@ TRAINED_RANKERS = ("cross", "dense")
 #: the fewest that train_ranker takes, to spend the time on the all-queries model
 TRANSFER_FOLDS = 2
 TABLES = ("trainings", "agreement", "paired", "validation", "overlap")
+#: with ``--guard``: the default validation candidate, the guard over dense with its content
+#: weight (``nrp.rankers.guard``), and the trained ranker through the same guard
+GUARD_ROLE = "guard (dense)"
+GUARD_CONTENT = 0.06
+#: training options of the command line, passed to ``train_ranker`` (``TrainSettings`` fields)
+TRAINING_OPTIONS = ("train_layers", "also", "held_out", "also_query")
 CROSS_FITTED, TRANSFERRED = "cross-fitted (fold=cross)", "transfer (fold=all)"
 #: the issue's goals: (collection, dimension, baseline) the trained ranker should beat
 GOALS = (
@@ -138,8 +145,10 @@ class StudyOptions:
     """The run: ``out`` folder, ``indexes`` (default ``out/indexes``), ``only`` (selections,
     empty: everything), the training settings given on the command line (``epochs`` None: the
     library's default), ``device`` for training and the neural rankers, ``training``: further
-    ``TrainSettings`` fields (tests: a tiny base), ``dense``: the dense ranker's spec, and what
-    is studied (``collections``, ``transfer``)."""
+    ``TrainSettings`` fields (tests: a tiny base; ``--train-layers``, ``--also``, ``--held-out``,
+    ``--also-query``), ``dense``: the dense ranker's spec, ``guard``: also measure each trained
+    ranker through the guard (``GUARD_ROLE``) and validity, and what is studied
+    (``collections``, ``transfer``)."""
 
     out: Path
     indexes: Path | None = None
@@ -152,6 +161,7 @@ class StudyOptions:
     training: Mapping[str, Any] = field(default_factory=dict)
     rankers: tuple[str, ...] = TRAINED_RANKERS
     dense: str = "dense"
+    guard: bool = False
     collections: tuple[StudyCollection, ...] = COLLECTIONS
     transfer: TransferPlan = TRANSFER_PLAN
 
@@ -215,6 +225,7 @@ def ingest(options: StudyOptions, selection: Selection) -> dict[str, Any]:
     if selection.transfer:
         plan = options.transfer
         wanted += [plan.train] + [c for c in options.collections if c.name in plan.evaluate]
+    wanted += training_collections(options)
     loaded = {}
     for item in dict.fromkeys(wanted):
         built = api.ingest(item.manifest, indexes_dir=options.indexes_dir)
@@ -228,6 +239,16 @@ def ingest(options: StudyOptions, selection: Selection) -> dict[str, Any]:
                 f"(it has: {', '.join(loaded[name].dimensions)})"
             )
     return loaded
+
+
+def training_collections(options: StudyOptions) -> list[StudyCollection]:
+    """The collections the training options name (``--also``, ``--held-out``): ingested too."""
+    known = {c.name: c for c in [*options.collections, options.transfer.train]}
+    names = [*options.training.get("also", ()), *options.training.get("held_out", ())]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise StudyError(f"training collection {unknown[0]!r} is not one of {', '.join(known)}")
+    return [known[name] for name in names]
 
 
 # -- training --------------------------------------------------------------------------------------
@@ -316,13 +337,17 @@ def check_reusable(folder: Path, record: dict[str, Any], settings: Mapping[str, 
     hyper = wanted.hyper_parameters()
     recorded = record["hyper_parameters"]
     differ = [k for k in hyper if k != "max_length" and recorded.get(k) != hyper[k]]
-    held_out = [s["name"] for s in record["data"]["sources"] if s["role"].startswith("held out")]
+    sources = record["data"]["sources"]
+    held_out = [s["name"] for s in sources if s["role"].startswith("held out")]
+    also = [s["name"] for s in sources if s["role"].startswith("also")]
     checks = {
         "ranker": (record.get("ranker", "cross"), wanted.ranker),
         "folds": (record["folds"]["k"], wanted.folds),
         "seed": (record["folds"]["seed"], wanted.seed),
         "base": (record["base"]["model"], wanted.base),
         "held_out": (held_out, list(wanted.held_out)),
+        "also": (also, list(wanted.also)),
+        "also_query": (record["data"].get("also_query", []), list(wanted.also_query)),
     }
     differ += [name for name, (was, now) in checks.items() if was != now]
     if differ:
@@ -395,7 +420,16 @@ def ranker_roles(
     for name in fields:
         roles[f"dense:query={name}"] = with_params(dense, query=name)
         roles[f"bm25:query={name}"] = f"bm25:query={name}"
+    if options.guard:
+        roles[GUARD_ROLE] = guard_spec(dense)
+        for name, spec in trained.items():
+            roles[f"{name} guarded"] = guard_spec(spec)
     return roles
+
+
+def guard_spec(spec: str) -> str:
+    """The guard over ``spec`` with the default candidate's content weight."""
+    return f"guard:ranker={spec.replace(',', ';')},content={GUARD_CONTENT}"
 
 
 def trained_roles(roles: Mapping[str, str]) -> list[str]:
@@ -404,9 +438,16 @@ def trained_roles(roles: Mapping[str, str]) -> list[str]:
 
 
 def agreement_roles(roles: Mapping[str, str]) -> dict[str, str]:
-    """The rankers of the agreement tables: the trained ones, their fusions, ``COMPARED``."""
-    keep = [name for name in roles if name.startswith("trained ")] + list(COMPARED)
+    """The rankers of the agreement tables: the trained ones, their fusions, ``COMPARED`` (and
+    the guard over dense with ``--guard``)."""
+    keep = [name for name in roles if name.startswith("trained ")] + list(compared(roles))
     return {name: roles[name] for name in keep}
+
+
+def compared(roles: Mapping[str, Any]) -> tuple[str, ...]:
+    """The baselines of the paired comparisons: ``COMPARED``, and the guard over dense when
+    it is among ``roles``."""
+    return COMPARED + ((GUARD_ROLE,) if GUARD_ROLE in roles else ())
 
 
 def spec_names(roles: Mapping[str, str]) -> dict[str, str]:
@@ -461,7 +502,7 @@ def paired_rows(
     for trained_name in trained_roles(names):
         trained = query_taus(per_query, names[trained_name])
         own = []
-        for role in COMPARED:
+        for role in compared(names):
             joined = pd.concat([trained, query_taus(per_query, names[role])], axis=1, join="inner")
             first, second = (joined.iloc[:, i].to_numpy() for i in (0, 1))
             mean, low, high = mean_with_interval(first - second)
@@ -496,16 +537,20 @@ def verdict(difference: float, p: float) -> str:
 
 # -- validation ------------------------------------------------------------------------------------
 def validation_rows(
-    collection: Any, dimension: str, roles: Mapping[str, str], where: Mapping[str, str]
+    collection: Any,
+    dimension: str,
+    roles: Mapping[str, str],
+    where: Mapping[str, str],
+    validity: bool = False,
 ) -> list[dict]:
     """nDCG@10 with its 95% CI of every ranker of ``roles`` in ``dimension``, which one
     validation chooses, and the Holm-corrected p-value of each against the first trained one
-    (``compared_with``)."""
+    (``compared_with``); with ``validity``, each ranker's validity too (``validity_columns``)."""
     names = spec_names(roles)
     log(f"validation: {collection.name} / {dimension} ({len(roles)} rankers)")
-    # validity off: this study compares agreement and nDCG@10 (docs/validity.md measures validity)
+    # validity off unless --guard: the study compares agreement and nDCG@10 (docs/validity.md)
     result = api.validate(
-        collection, list(roles.values()), dimensions=[dimension], progress=log, validity=False
+        collection, list(roles.values()), dimensions=[dimension], progress=log, validity=validity
     )
     found = result.dimensions[dimension]
     best = found.choice.best if found.choice is not None else None
@@ -526,9 +571,24 @@ def validation_rows(
                 "chosen": name == best,
                 "compared_with": first,
                 "p_holm_vs_trained": None if name == trained else found.p_against(trained, name),
+                **(validity_columns(found.validity.get(name)) if validity else {}),
             }
         )
     return rows
+
+
+def validity_columns(measured: Any) -> dict[str, Any]:
+    """A ranker's validity (``nrp.validation.validity.Validity``): the share of (relevant judged
+    document, degenerate text) pairs the document wins, over all texts and over the family held
+    out of the guard's fitting, and whether it passes."""
+    if measured is None or measured.overall is None:
+        return {"wins": None, "wins_held_out": None, "validity": "not measured"}
+    family = measured.families.get(measured.held_out_family)
+    return {
+        "wins": measured.overall.wins,
+        "wins_held_out": None if family is None else family.wins,
+        "validity": "pass" if measured.passed else "FAIL",
+    }
 
 
 # -- the study -------------------------------------------------------------------------------------
@@ -567,7 +627,7 @@ def study_dimension(
     agreement, paired = agreement_rows(collection, dimension, agreement_roles(roles), where)
     tables.agreement += agreement
     tables.paired += paired
-    tables.validation += validation_rows(collection, dimension, roles, where)
+    tables.validation += validation_rows(collection, dimension, roles, where, options.guard)
 
 
 def study_transfer(options: StudyOptions, loaded: Mapping[str, Any], tables: StudyTables) -> None:
@@ -858,6 +918,8 @@ def goals_section(rows: Sequence[dict]) -> list[str]:
 def validation_section(rows: Sequence[dict]) -> list[str]:
     header = ["collection / dimension", "ranker", "nDCG@10 [95% CI]", "queries", "chosen"]
     header += ["p (Holm) vs the first trained"]
+    validity = any("validity" in r for r in rows)
+    header += ["wins", f"wins {HELD_OUT_FAMILY} (held out)", "validity"] if validity else []
     body = [
         [
             _where(r),
@@ -866,13 +928,19 @@ def validation_section(rows: Sequence[dict]) -> list[str]:
             r["queries"],
             "yes" if r["chosen"] else "",
             "" if r["p_holm_vs_trained"] is None else format_p(r["p_holm_vs_trained"]),
+            *([_share(r.get("wins")), _share(r.get("wins_held_out")), r.get("validity", "")]
+              if validity else []),
         ]
         for r in rows
-    ]
+    ]  # fmt: skip
     return [
         "### Validation (nDCG@10, 95% t-interval over queries; Holm over all pairs of rankers)",
         md_table(header, body),
     ]
+
+
+def _share(value: Any) -> str:
+    return "-" if value is None or value != value else f"{value:.3f}"
 
 
 def overlap_section(rows: Sequence[dict]) -> list[str]:
@@ -889,6 +957,72 @@ def overlap_section(rows: Sequence[dict]) -> list[str]:
     return lines
 
 
+# -- variants --------------------------------------------------------------------------------------
+def compare_variants(folders: Sequence[Path], out: Path) -> str:
+    """One table of the variants that runs of this study wrote to ``folders`` (one trained
+    setting each, ``--only`` one dimension): each trained ranker's agreement and its per-query
+    difference from dense, the randomization p-values Holm-corrected over all variants'
+    comparisons with dense, nDCG@10 and validity. Written to ``out/variants.md`` (and .csv)."""
+    rows = []
+    for folder in folders:
+        tables = {}
+        for name in ("paired", "validation"):
+            path = folder / "tables" / f"{name}.json"
+            if not path.exists():
+                raise StudyError(f"--compare {folder}: no {path.name} (run the study there)")
+            tables[name] = json.loads(path.read_text(encoding="utf-8"))
+        validation = {
+            (r["collection"], r["dimension"], r["ranker"]): r for r in tables["validation"]
+        }
+        for row in tables["paired"]:
+            if row["baseline"] != "dense":
+                continue
+            checked = validation.get((row["collection"], row["dimension"], row["trained"]), {})
+            rows.append({"variant": folder.name, **row, **_validation_of(checked)})
+    if not rows:
+        raise StudyError("--compare: the folders hold no comparison of a trained ranker with dense")
+    for row, corrected in zip(rows, correct([r["p"] for r in rows], "holm"), strict=True):
+        row["p_holm_variants"] = corrected
+        row["verdict"] = verdict(row["difference"], corrected)
+    frame = pd.DataFrame(rows)
+    write_text(out / "variants.csv", frame.to_csv(index=False))
+    text = variants_markdown(rows)
+    write_text(out / "variants.md", text)
+    return text
+
+
+def _validation_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    keys = ("ndcg10", "ci_low", "ci_high", "chosen", "wins", "wins_held_out", "validity")
+    return {f"validation_{key}": row.get(key) for key in keys}
+
+
+def variants_markdown(rows: Sequence[dict]) -> str:
+    header = ["variant", "collection / dimension", "trained", "tau-b", "dense"]
+    header += ["difference [95% CI]", "p", "p (Holm, all variants)", "verdict", "nDCG@10 [95% CI]"]
+    header += ["wins", f"wins {HELD_OUT_FAMILY}", "validity"]
+    body = [
+        [
+            r["variant"],
+            _where(r),
+            r["trained"],
+            format_number(r["trained_tau"]),
+            format_number(r["baseline_tau"]),
+            f"{format_number(r['difference'])} {format_interval(r['ci_low'], r['ci_high'])}",
+            format_p(r["p"]),
+            format_p(r["p_holm_variants"]),
+            r["verdict"],
+            f"{format_number(r['validation_ndcg10'])} "
+            f"{format_interval(r['validation_ci_low'], r['validation_ci_high'])}",
+            _share(r["validation_wins"]),
+            _share(r["validation_wins_held_out"]),
+            r["validation_validity"] or "",
+        ]
+        for r in rows
+    ]
+    title = "# Trained variants against dense: per-query tau-b, Holm over every row"
+    return f"{title}\n\n{md_table(header, body)}\n"
+
+
 # -- command line ----------------------------------------------------------------------------------
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (``trained_rankers_study: error: ...``, exit 2)."""
@@ -897,7 +1031,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{PROG}: error: {message}\n")
 
 
-def parse_args(argv: Sequence[str] | None) -> StudyOptions:
+def parse_args(argv: Sequence[str] | None) -> tuple[StudyOptions, list[Path]]:
     parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder of the study's output")
     parser.add_argument("--indexes", type=Path, help="indexes folder (default OUT/indexes)")
@@ -923,7 +1057,23 @@ def parse_args(argv: Sequence[str] | None) -> StudyOptions:
         choices=TRAINED_RANKERS,
         help="what nrp train trains, each studied (default: cross dense)",
     )
+    parser.add_argument("--train-layers", type=int, help="nrp train --train-layers")
+    for option, what in [
+        ("--also", "collections whose judgments are added to training (nrp train --also)"),
+        ("--held-out", "collections whose questions train no model (nrp train --held-out)"),
+        ("--also-query", "other topic fields trained as queries (nrp train --also-query)"),
+    ]:
+        parser.add_argument(option, nargs="+", default=[], help=what)
+    parser.add_argument(
+        "--guard", action="store_true", help="also the trained rankers through the guard, and "
+        "validity (docs/validity.md)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--compare", nargs="+", type=Path, default=[], metavar="DIR",
+        help="only compare the variants earlier runs wrote to DIR ... (into --out)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    given = {name: getattr(args, name) for name in TRAINING_OPTIONS}
     options = StudyOptions(
         out=args.out,
         indexes=args.indexes,
@@ -934,9 +1084,11 @@ def parse_args(argv: Sequence[str] | None) -> StudyOptions:
         device=args.device,
         max_steps=args.max_steps,
         rankers=tuple(dict.fromkeys(args.rankers)),
+        training={k: (tuple(v) if isinstance(v, list) else v) for k, v in given.items() if v},
+        guard=args.guard,
     )
     check(options)
-    return options
+    return options, args.compare
 
 
 def check(options: StudyOptions) -> None:
@@ -945,15 +1097,19 @@ def check(options: StudyOptions) -> None:
         api.TrainSettings(**options.train_settings(ranker)).checked()
     resolve_device(options.device)
     select(options)
+    training_collections(options)
     if options.out.exists() and not options.out.is_dir():
         raise StudyError(f"--out {options.out}: exists and is not a folder")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        options = parse_args(argv)
-        tables = run_study(options)
-        print(write_outputs(options, tables), end="")
+        options, variants = parse_args(argv)
+        if variants:
+            print(compare_variants(variants, options.out), end="")
+        else:
+            tables = run_study(options)
+            print(write_outputs(options, tables), end="")
     except NrpError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2

@@ -76,6 +76,8 @@ def held_out_ndcg(model: Any, features: Any, run: TrainingRun, plan: Any) -> lis
 
 
 def tune(args: argparse.Namespace) -> pd.DataFrame:
+    """Every setting's rows; the table is written after each setting, so a long run shows its
+    figures as they come."""
     indexes = args.out / "indexes"
     built = api.ingest(args.manifest, indexes_dir=indexes)
     collection = Collection.load(built.name, indexes)
@@ -112,6 +114,7 @@ def tune(args: argparse.Namespace) -> pd.DataFrame:
                 verbose=False,
             ).checked()
             rows += tune_setting(run, kind, features, plans, settings)
+            write_tables(pd.DataFrame(rows), args)
     return pd.DataFrame(rows)
 
 
@@ -127,11 +130,16 @@ def tune_setting(
         def report(line: str, model: Any = model, plan: Any = plan, epoch: list = epoch) -> None:
             epoch[0] += 1
             entry = per_epoch.setdefault(epoch[0], {"ndcg": [], "loss": []})
-            entry["ndcg"] += held_out_ndcg(model, features, run, plan)
+            ndcg = held_out_ndcg(model, features, run, plan)
+            entry["ndcg"] += ndcg
             loss = held_out_loss(model, features, run.arrays, plan, settings.batch)
             entry["loss"].append(float(loss))
             model.train()
-            print(f"lr {settings.lr:g}, layers {settings.train_layers}: {line}", file=sys.stderr)
+            print(
+                f"lr {settings.lr:g}, layers {settings.train_layers}: {line}; held-out nDCG@10 "
+                f"{np.nanmean(ndcg):.4f} ({time.perf_counter() - started:.0f} s)",
+                file=sys.stderr,
+            )
 
         fit(model, features, run.arrays, plan, settings, report)
     seconds = time.perf_counter() - started
@@ -194,11 +202,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NrpError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
+    print(write_tables(frame, args), end="")
+    return 0
+
+
+def write_tables(frame: pd.DataFrame, args: argparse.Namespace) -> str:
+    """OUT/tuning.md (returned) and OUT/tuning.csv."""
     text = markdown(frame, args)
     write_text(args.out / "tuning.md", text)
     frame.to_csv(args.out / "tuning.csv", index=False)
-    print(text, end="")
-    return 0
+    return text
 
 
 if __name__ == "__main__":

@@ -194,6 +194,8 @@ def test_a_run_of_one_part_keeps_the_rows_of_the_others(ran):
         (["--folds", "1"], "training: folds must be at least 2, got 1"),
         (["--device", "gpu"], "unknown device 'gpu'"),
         (["--epochs", "x"], "argument --epochs: invalid int value: 'x'"),
+        (["--also", "nowhere"], "training collection 'nowhere' is not one of"),
+        (["--also-query", "summary", "summary"], "also_query names a field twice"),
     ],
 )
 def test_bad_arguments_are_one_line(tmp_path, capsys, argv, message):
@@ -220,3 +222,44 @@ def test_the_mediqa_training_manifest_reads_three_files(shared_data, tmp_path):
     assert len(qrels) == len(collection.candidates()) == 1935
     # ReferenceScore 1..4 (491/716/322/406) as gains 0..3
     assert qrels["label"].value_counts().sort_index().tolist() == [491, 716, 322, 406]
+
+
+def test_a_variant_with_the_guard_and_other_query_texts_and_its_comparison(
+    tmp_path, one_torch_thread
+):
+    root = tmp_path / "built"
+    built = handmade.build(root)
+    training = {"base": str(built["dense_base"]), "lr": 1e-3, "batch": 16}
+    options = options_for(
+        root,
+        built,
+        out=tmp_path / "variant",
+        only=("words/relevance",),
+        rankers=("dense",),
+        training={**training, "also_query": ("narrative",), "train_layers": 2},
+        guard=True,
+    )
+    tables = study.run_study(options)
+    record = json.loads(
+        (tmp_path / "variant/models/dense/words/relevance/training.json").read_text()
+    )
+    assert record["data"]["also_query"] == ["narrative"] and record["data"]["pairs"] == 280
+    guarded = "trained dense (fold=cross) guarded"
+    assert guarded in [r["ranker"] for r in tables.agreement]
+    pairs = {(r["trained"], r["baseline"]) for r in tables.paired}
+    assert (guarded, study.GUARD_ROLE) in pairs and ("trained dense (fold=cross)", "dense") in pairs
+    assert all(r["validity"] in ("pass", "FAIL") for r in tables.validation)
+    text = study.main(["--out", str(tmp_path / "compared"), "--compare", str(tmp_path / "variant")])
+    assert text == 0
+    rows = json.loads(
+        study.pd.read_csv(tmp_path / "compared" / "variants.csv").to_json(orient="records")
+    )
+    assert [r["trained"] for r in rows] == ["trained dense (fold=cross)", guarded]
+    low, high = sorted(r["p"] for r in rows)  # Holm over the two rows
+    assert sorted(r["p_holm_variants"] for r in rows) == pytest.approx(
+        sorted([min(1.0, 2 * low), max(min(1.0, 2 * low), high)])
+    )
+    # a trained folder of other settings is refused, naming what differs
+    again = dataclasses.replace(options, training={**training, "train_layers": 2})
+    with pytest.raises(study.StudyError, match="also_query differ"):
+        study.run_study(again)

@@ -25,6 +25,7 @@ _SETTINGS = (
     "also",
     "held_out",
     "query",
+    "also_query",
     "device",
     "max_steps",
 )
@@ -77,6 +78,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--query", metavar="FIELD",
         help=f"topic field read as the query (default {default.query}; rank with query=FIELD)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--also-query", nargs="+", action="extend", metavar="FIELD",
+        help="other topic fields whose texts train as further queries of each query (same "
+        "documents and grades, same fold); ranking still reads --query",
     )  # fmt: skip
     parser.add_argument("--device", help=f"auto, cpu or cuda[:N] (default {default.device})")
     parser.add_argument("--max-steps", type=int, help=argparse.SUPPRESS)  # benchmarks

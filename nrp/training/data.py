@@ -10,7 +10,10 @@ models will be evaluated on.
   ``fold=None``) trains on.
 
 Queries are keyed by their qid in the trained (evaluation) collection and by ``NAME/qid`` in the
-collections of ``also``, so qids that repeat across collections stay apart. Two queries are the
+collections of ``also``, so qids that repeat across collections stay apart. ``also_query``
+fields add each training query's other topic texts as queries of their own (same documents,
+same grades), keyed ``KEY#FIELD`` and cross-fitted with their topic: a model that holds a query
+out, or leaves it out, never trains on its other texts. Two queries are the
 same question (``same_question``) when their normalised texts are equal
 (``nrp.rankers.trained.normalise_query``: case-folded, punctuation and spacing ignored) or nearly
 equal: the Jaccard similarity of their word sets is at least ``NEAR_DUPLICATE`` (an edited date,
@@ -38,6 +41,8 @@ from nrp.rankers.trained import normalise_query, query_hash
 EXAMPLE_COLUMNS = ("key", "source", "qid", "query", "question", "docno", "text", "gain", "weight")
 #: the topic field read as the query unless training names another
 DEFAULT_FIELD = "query"
+#: joins a query's key and the topic field of one of its other texts (``also_query``)
+VARIANT_MARK = "#"
 #: word-set Jaccard similarity from which two normalised question texts are the same question
 NEAR_DUPLICATE = 0.7
 
@@ -50,7 +55,9 @@ class TrainingData:
     fold of each query of the trained collection with pairs. ``untrained_qids``: its other
     topics (no judgment with text in the dimension: no model saw them). ``excluded``: training
     queries left out for their question text (key -> why). ``same_text``: for each fold, its
-    training queries left out of that fold's model because a held-out query asks the same."""
+    training queries left out of that fold's model because a held-out query asks the same.
+    ``variants``: the key of each other text of a query (``also_query``) -> its query's key;
+    ``also_query``: those fields."""
 
     collection: Collection
     dimension: str
@@ -61,6 +68,8 @@ class TrainingData:
     sources: list[dict[str, Any]]
     excluded: dict[str, str] = field(default_factory=dict)
     same_text: dict[int, list[str]] = field(default_factory=dict)
+    variants: dict[str, str] = field(default_factory=dict)
+    also_query: tuple[str, ...] = ()
 
     @property
     def folds(self) -> int:
@@ -72,11 +81,17 @@ class TrainingData:
 
     def training_keys(self, fold: int | None) -> list[str]:
         """The queries a model trains on: every query with pairs, less the excluded ones, less
-        (for a fold's model) the fold's own queries and those asking a held-out question."""
-        keys = set(self.examples["key"]) - set(self.excluded)
+        (for a fold's model) the fold's own queries and those asking a held-out question; a
+        query's other texts (``variants``) go where the query goes."""
+        dropped = set(self.excluded)
         if fold is not None:
-            keys -= set(self.fold_keys(fold)) | set(self.same_text.get(fold, []))
-        return sorted(keys)
+            dropped |= set(self.fold_keys(fold)) | set(self.same_text.get(fold, []))
+        keys = set(self.examples["key"]) - dropped
+        return sorted(k for k in keys if self.variants.get(k) not in dropped)
+
+    def _owners(self) -> pd.Series:
+        """The query key of each example (a query's other texts: their query's)."""
+        return self.examples["key"].map(lambda key: self.variants.get(key, key))
 
     def fingerprint(self) -> str:
         """Of the data: every collection's fingerprint and role, the dimension, its scales."""
@@ -92,7 +107,7 @@ class TrainingData:
             "same_text_across_folds": {str(f): keys for f, keys in sorted(self.same_text.items())},
             "counts": {
                 "excluded_queries": len(self.excluded),
-                "excluded_pairs": int(self.examples["key"].isin(set(self.excluded)).sum()),
+                "excluded_pairs": int(self._owners().isin(set(self.excluded)).sum()),
                 "same_text_across_folds": sum(len(keys) for keys in self.same_text.values()),
             },
         }
@@ -106,16 +121,25 @@ def gather(
     folds: int = 5,
     seed: int = 0,
     field: str = DEFAULT_FIELD,
+    also_query: Sequence[str] = (),
 ) -> TrainingData:
     """The training data of ``dimension``: ``collection``'s judged pairs (cross-fitted over
     ``folds`` query-disjoint folds) plus those of ``also``, each query read from the topic
-    ``field``; questions asked in ``collection`` or ``held_out`` are left out of ``also``, those
+    ``field``, and again from each field of ``also_query`` where a collection has it (the trained
+    one must); questions asked in ``collection`` or ``held_out`` are left out of ``also``, those
     asked in ``held_out`` out of everything."""
     _check_distinct(collection, also, held_out)
+    _check_also_query(collection, field, also_query)
     main = _pairs(collection, dimension, "", field)
     _check_trainable(collection, dimension, main, folds)
     others = [_pairs(c, dimension, f"{c.name}/", field) for c in also]
-    examples = pd.concat([main, *others], ignore_index=True)
+    variants = [
+        _variant_pairs(c, pairs, name)
+        for c, pairs in zip([collection, *also], [main, *others], strict=True)
+        for name in also_query
+        if name in c.query_fields
+    ]
+    examples = pd.concat([main, *others, *variants], ignore_index=True)
     qid_fold = assign_folds(main["qid"].unique(), folds, seed)
     topics = collection.topics.astype({"qid": str})
     sources = [_source(collection, dimension, "trained (cross-fitted folds)")]
@@ -129,9 +153,11 @@ def gather(
         untrained_qids=sorted(set(topics["qid"]) - set(qid_fold)),
         query_hashes={q: query_hash(t) for q, t in _topic_texts(collection)},
         sources=sources,
+        variants={k: k.rpartition(VARIANT_MARK)[0] for v in variants for k in v["key"]},
+        also_query=tuple(also_query),
     )
-    _find_overlaps(data, held_out, field)
-    if data.examples.loc[~data.examples["key"].isin(set(data.excluded)), "gain"].nunique() < 2:
+    _find_overlaps(data, held_out, (field, *also_query))
+    if data.examples.loc[~data._owners().isin(set(data.excluded)), "gain"].nunique() < 2:
         raise ConfigError(f"training {dimension!r}: after the overlaps, one grade is left")
     return data
 
@@ -170,6 +196,25 @@ def _pairs(collection: Collection, dimension: str, prefix: str, field: str) -> p
         },
         columns=list(EXAMPLE_COLUMNS),
     )
+
+
+def _check_also_query(collection: Collection, field: str, also_query: Sequence[str]) -> None:
+    for name in also_query:
+        if name == field or also_query.count(name) > 1:
+            raise ConfigError(
+                f"training: also_query field {name!r} is the trained query field or named twice"
+            )
+        collection.topic_texts(name)  # an unknown field is one error naming the known ones
+
+
+def _variant_pairs(collection: Collection, pairs: pd.DataFrame, name: str) -> pd.DataFrame:
+    """``pairs`` again with the topic field ``name`` as the query, keyed ``KEY#name``; topics
+    whose ``name`` text is their query text already (or missing) add nothing."""
+    texts = pairs["qid"].map(collection.topic_texts(name)).fillna("").astype(str)
+    kept = texts.map(normalise_query) != pairs["query"].map(normalise_query)
+    kept &= texts.str.strip() != ""
+    frame = pairs.assign(query=texts, key=pairs["key"] + VARIANT_MARK + name)[kept]
+    return frame.reset_index(drop=True)
 
 
 def _gain_span(scale: LabelScale) -> float:
@@ -221,19 +266,23 @@ def same_question(mine: set[str], theirs: set[str]) -> bool:
     return False
 
 
-def _find_overlaps(data: TrainingData, held_out: Sequence[Collection], field: str) -> None:
+def _find_overlaps(
+    data: TrainingData, held_out: Sequence[Collection], fields: Sequence[str]
+) -> None:
     """Fill ``excluded`` and ``same_text`` (see ``TrainingData``). A query's texts are its
-    topic query and its trained field; two queries ask the same when ``same_question``."""
+    topic query, its trained field and its other texts (``variants``); two queries ask the same
+    when ``same_question``. A left-out query's other texts are left out with it."""
     queries = data.examples.drop_duplicates("key").set_index("key")
-    texts_of = {
-        key: {normalise_query(row["query"]), normalise_query(row["question"])} - {""}
-        for key, row in queries.iterrows()
-    }
-    main = _question_texts(data.collection, field)
+    texts_of: dict[str, set[str]] = {}
+    for key, row in queries.iterrows():
+        owner = data.variants.get(key, key)
+        texts = {normalise_query(row["query"]), normalise_query(row["question"])} - {""}
+        texts_of[owner] = texts_of.get(owner, set()) | texts
+    main = _question_texts(data.collection, fields)
     held = [
         (f"{other.name}/{qid}", texts)
         for other in held_out
-        for qid, texts in _question_texts(other, field)
+        for qid, texts in _question_texts(other, fields)
     ]
     for key, texts in texts_of.items():
         repeated = next((name for name, other in held if same_question(texts, other)), None)
@@ -262,13 +311,12 @@ def _same_text_across_folds(
     return {fold: sorted(keys) for fold, keys in sorted(found.items())}
 
 
-def _question_texts(collection: Collection, field: str) -> list[tuple[str, set[str]]]:
-    """(qid, normalised texts: the topic's query, and ``field`` where the collection has it)."""
-    queries = _topic_texts(collection)
-    extra = collection.topic_texts(field) if field in collection.query_fields else {}
+def _question_texts(collection: Collection, fields: Sequence[str]) -> list[tuple[str, set[str]]]:
+    """(qid, normalised texts: the topic's query, and each of ``fields`` the collection has)."""
+    extras = [collection.topic_texts(f) for f in fields if f in collection.query_fields]
     return [
-        (qid, {normalise_query(query), normalise_query(extra.get(qid, ""))} - {""})
-        for qid, query in queries
+        (qid, {normalise_query(t) for t in [query, *(e.get(qid, "") for e in extras)]} - {""})
+        for qid, query in _topic_texts(collection)
     ]
 
 

@@ -29,8 +29,10 @@ class TrainSettings:
     same dimension are added to training. ``held_out``: collections the models will be
     evaluated on with ``fold=all``: training queries with the same question text are left out.
     ``query``: the topic field read as the query (``Collection.query_fields``; rank with the same
-    ``query=`` then). ``device``: auto, cpu or cuda[:N]. ``max_steps``: stop each model after N
-    steps (0: no limit; benchmarks). ``verbose``: progress bars."""
+    ``query=`` then). ``also_query``: other topic fields whose texts are added as further
+    queries of each training query (same documents and grades, cross-fitted with it; the ranker
+    still ranks with ``query``). ``device``: auto, cpu or cuda[:N]. ``max_steps``: stop each
+    model after N steps (0: no limit; benchmarks). ``verbose``: progress bars."""
 
     ranker: str = "cross"
     base: str = "minilm"
@@ -46,6 +48,7 @@ class TrainSettings:
     also: Sequence[str] = ()
     held_out: Sequence[str] = ()
     query: str = "query"
+    also_query: Sequence[str] = ()
     device: str = "auto"
     max_steps: int = 0
     verbose: bool = True
@@ -71,10 +74,12 @@ class TrainSettings:
             if not ok:
                 raise ConfigError(f"training: {name} must be {what}, got {getattr(self, name)}")
         also, held_out = _names(self.also), _names(self.held_out)
-        for names, what in ((also, "also"), (held_out, "held_out")):
+        also_query = _names(self.also_query)
+        lists = [(also, "also", "collection"), (held_out, "held_out", "collection")]
+        for names, what, thing in [*lists, (also_query, "also_query", "field")]:
             if len(set(names)) != len(names):
-                raise ConfigError(f"training: {what} names a collection twice")
-        return replace(self, also=also, held_out=held_out)
+                raise ConfigError(f"training: {what} names a {thing} twice")
+        return replace(self, also=also, held_out=held_out, also_query=also_query)
 
     def hyper_parameters(self) -> dict[str, Any]:
         """What ``training.json`` records of the optimisation (the data has its own entry)."""

@@ -160,7 +160,10 @@ def train_ranker(
     main = _collection(collection, indexes_dir)
     also = [_collection(c, indexes_dir) for c in checked.also]
     held_out = [_collection(c, indexes_dir) for c in checked.held_out]
-    data = gather(main, dimension, also, held_out, checked.folds, checked.seed, checked.query)
+    data = gather(
+        main, dimension, also, held_out, checked.folds, checked.seed, checked.query,
+        checked.also_query,
+    )  # fmt: skip
     base = resolve_base(checked.base)
     device = resolve_device(checked.device)
     with _staging(out) as folder:
@@ -323,6 +326,7 @@ class TrainingRun:
                 "fingerprint": data.fingerprint(),
                 "sources": data.sources,
                 "query_field": settings.query,
+                "also_query": list(settings.also_query),
                 "pairs": len(examples),
                 "queries": int(examples["key"].nunique()),
                 "labels": "graded gains of the manifest's scale; excluded labels left out",

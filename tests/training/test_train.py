@@ -17,6 +17,7 @@ import handmade
 from nrp import api
 from nrp.cli import main
 from nrp.collection.folds import assign_folds
+from nrp.errors import ConfigError
 from nrp.rankers.registry import make_ranker
 from nrp.training.data import gather, same_question
 
@@ -311,3 +312,50 @@ def test_a_model_without_a_bert_style_encoder_trains_only_whole(built, tmp_path)
     assert not (tmp_path / "out").exists()
     result = train(built, tmp_path / "whole", base=str(base), train_layers=0, **QUICK)
     assert result.record["hyper_parameters"]["frozen_layers"] == 0
+
+
+def test_also_query_adds_each_querys_other_text_in_its_own_fold(built, tmp_path, capsys):
+    words = api.Collection.load("words", built["indexes"])
+    other = api.Collection.load("other", built["indexes"])
+    data = gather(words, "relevance", held_out=[other], folds=5, seed=0, also_query=["narrative"])
+    # 140 graded pairs, and again with each topic's narrative "care for TOPIC" as the query
+    assert len(data.examples) == 280
+    assert data.variants == {f"q{n:02d}#narrative": f"q{n:02d}" for n in range(1, 21)}
+    q01 = data.examples[data.examples["key"] == "q01"]
+    again = data.examples[data.examples["key"] == "q01#narrative"]
+    assert set(again["query"]) == {"care for asthma"}
+    assert set(again["question"]) == {"what helps asthma"}
+    assert list(again["docno"]) == list(q01["docno"]) and list(again["gain"]) == list(q01["gain"])
+    # q01 and q05 ask other's questions: left out, and their narratives with them
+    assert sorted(data.excluded) == ["q01", "q05"]
+    assert data.overlap_record()["counts"]["excluded_pairs"] == 4 * 7
+    everything = data.training_keys(None)
+    assert len(everything) == 2 * 18 and not {"q01#narrative", "q05#narrative"} & set(everything)
+    for fold in range(5):
+        held = set(data.fold_keys(fold))
+        trained = data.training_keys(fold)
+        assert not {key.partition("#")[0] for key in trained} & held
+        assert {f"{q}#narrative" for q in set(everything) & set(words.topics["qid"]) - held} == {
+            key for key in trained if "#" in key
+        }
+    # the command: recorded, and the fold models' training queries never hold their own
+    out = tmp_path / "also-query"
+    argv = ["train", "words", "--dimension", "relevance", "--out", str(out)]
+    argv += ["--also-query", "narrative", "--base", str(built["base"])]
+    argv += ["--indexes", str(built["indexes"]), "--epochs", "1", "--device", "cpu"]
+    assert main([*argv, "--max-steps", "1"]) == 0
+    record = json.loads((out / "training.json").read_text())
+    assert record["data"]["also_query"] == ["narrative"] and record["data"]["pairs"] == 280
+    for entry in record["models"]["folds"]:
+        owners = {key.partition("#")[0] for key in entry["trained_queries"]}
+        assert not owners & set(entry["held_out_queries"])
+        assert len(entry["trained_queries"]) == 2 * len(owners)
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_also_query_refuses_an_unknown_field_and_the_trained_one(built):
+    words = api.Collection.load("words", built["indexes"])
+    with pytest.raises(ConfigError, match="has no topic field 'nope'"):
+        gather(words, "relevance", also_query=["nope"])
+    with pytest.raises(ConfigError, match="'query' is the trained query field"):
+        gather(words, "relevance", also_query=["query"])
