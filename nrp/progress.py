@@ -44,7 +44,7 @@ class ProgressLines:
     """A ``Progress`` callback writing to ``stream``: bars on a terminal, lines elsewhere."""
 
     def __init__(self, stream: TextIO | None = None, bars: bool | None = None):
-        self.stream = sys.stderr if stream is None else stream
+        self._stream = stream
         self.bars = _is_terminal(self.stream) if bars is None else bars
         self._open: dict[str, Any] = {}
         self._since = time.time()  # when the last line came: where a new bar's work began
@@ -65,6 +65,13 @@ class ProgressLines:
         if done >= total:
             bar.close()
             del self._open[what]
+
+    @property
+    def stream(self) -> TextIO:
+        """The stream given, or else ``sys.stderr`` as it is when a line is written (not as it
+        was when the callback was made: a caller that swaps ``sys.stderr``, as a test harness
+        capturing output does, gets the lines where it expects them)."""
+        return sys.stderr if self._stream is None else self._stream
 
     def close(self) -> None:
         for bar in self._open.values():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -20,6 +21,22 @@ os.environ.setdefault("HF_HOME", str(_cache_root / "hf"))
 os.environ.setdefault("MPLCONFIGDIR", str(_cache_root / "mpl"))
 os.environ.setdefault("NRP_MODELS", str(_cache_root / "nrp-models"))
 os.environ.setdefault("IR_DATASETS_HOME", str(_cache_root / "ir_datasets"))
+
+
+def _absl_handler_on_the_real_stderr() -> None:
+    """rouge-score imports absl, whose logging handler keeps the stream stderr was when absl
+    was first imported and closes it whenever logging is configured again (uvicorn's servers in
+    the service and synth tests do), unless it is the process's own stderr. Under pytest the
+    first import would hand it pytest's capture file, and closing that ends the run, so absl is
+    imported here and given the process's own stderr."""
+    try:
+        from absl import logging as absl_logging
+    except ImportError:
+        return
+    absl_logging.get_absl_handler().python_handler.stream = sys.__stderr__
+
+
+_absl_handler_on_the_real_stderr()
 
 
 def shared(*parts: str) -> Path:

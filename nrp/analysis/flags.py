@@ -182,8 +182,10 @@ class _Waiter(FlagsAside):
 
     def __init__(self, pid: int, read_end: int):
         self.pid, self.read_end = pid, read_end
+        self.closed = False
 
     def __call__(self) -> FlagsFile:
+        self.closed = True  # closed by fdopen's block, so cancel() never closes it again
         with os.fdopen(self.read_end, "rb") as source:
             data = source.read()
         _, status = os.waitpid(self.pid, 0)
@@ -200,4 +202,6 @@ class _Waiter(FlagsAside):
             os.waitpid(self.pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
-        os.close(self.read_end)
+        if not self.closed:  # a second close would close whatever file has its number now
+            self.closed = True
+            os.close(self.read_end)

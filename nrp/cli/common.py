@@ -161,7 +161,7 @@ def run_command(args: argparse.Namespace) -> int:
     (argparse's code for a usage error), and so is a file that cannot be read or written (no
     permission, a name too long, a full disk); an interrupt exits 130."""
     global _progress
-    lines = None if getattr(args, "quiet", False) else api.ProgressLines(sys.stderr)
+    lines = None if getattr(args, "quiet", False) else api.ProgressLines()
     _progress = lines or _no_progress
     try:
         return args.run(args)
