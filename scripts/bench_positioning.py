@@ -53,7 +53,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import (
-    ROOT,
+    MEDIQA_DATA,
+    MEDIQA_MANIFEST,
     child_main,
     emit,
     loglog_slope,
@@ -65,8 +66,6 @@ from benchkit import (
     write_table_collection,
 )
 
-MANIFEST = ROOT / "manifests" / "mediqa-2019.yaml"
-SHARED = ROOT.parent / "shared" / "data" / "mediqa-2019"
 SCRIPT = Path(__file__).resolve()
 LEXICAL_GOAL_RATE = 20_000
 LEXICAL_GOAL_FRACTION = 0.5
@@ -347,7 +346,7 @@ def _prepare(payload: dict) -> None:
     from nrp import ingest
 
     indexes = Path(payload["indexes"])
-    ingest(MANIFEST, indexes_dir=indexes)
+    ingest(MEDIQA_MANIFEST, indexes_dir=indexes)
     made = []
     for size in payload["dq_sizes"]:
         folder = indexes.parent / "sources" / f"dq-{size}"
@@ -373,8 +372,8 @@ def main() -> int:
     parser.add_argument("--no-scaling", action="store_true", help="skip the scaling curve")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per child")
     args = parser.parse_args()
-    if not SHARED.exists():
-        print(f"MEDIQA 2019 not found in {SHARED}: nothing to benchmark", file=sys.stderr)
+    if not MEDIQA_DATA.exists():
+        print(f"MEDIQA 2019 not found in {MEDIQA_DATA}: nothing to benchmark", file=sys.stderr)
         return 1
     work = Path(tempfile.mkdtemp(prefix="nrp-bench-positioning-"))
     try:

@@ -38,7 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import (
-    ROOT,
+    MEDIQA_DATA,
+    MEDIQA_MANIFEST,
     checkout_env,
     child_main,
     emit,
@@ -53,8 +54,6 @@ from benchkit import (
     write_table_collection,
 )
 
-MANIFEST = ROOT / "manifests" / "mediqa-2019.yaml"
-SHARED = ROOT.parent / "shared" / "data" / "mediqa-2019"
 SCRIPT = Path(__file__).resolve()
 ANSWERS_GRID = "1000,10000,100000,1000000"
 DQ_GRID = "10,100,1000,10000"
@@ -69,7 +68,7 @@ def _prepare_answers(payload: dict) -> None:
     """Ingest MEDIQA 2019 and write one answer file per count: answers-COUNT.jsonl."""
     from nrp.api import Collection, ingest
 
-    name = ingest(MANIFEST, indexes_dir=payload["indexes"]).name
+    name = ingest(MEDIQA_MANIFEST, indexes_dir=payload["indexes"]).name
     collection = Collection.load(name, payload["indexes"])
     for count in payload["counts"]:
         write_answers(collection, Path(payload["work"]) / f"answers-{count}.jsonl", count)
@@ -224,8 +223,8 @@ def main() -> int:
     parser.add_argument("--dq-answers", type=int, default=2_000)
     parser.add_argument("--repeats", type=int, default=1, help="runs per point; the fastest")
     args = parser.parse_args()
-    if not SHARED.exists():
-        print(f"skipped: MEDIQA 2019 not found in {SHARED}")
+    if not MEDIQA_DATA.exists():
+        print(f"skipped: MEDIQA 2019 not found in {MEDIQA_DATA}")
         return 0
     work = Path(tempfile.mkdtemp(prefix="nrp-bench-scaling-"))
     print(f"machine: {machine()}; whole `nrp score --no-cache --ranker {RANKER}` processes")

@@ -42,7 +42,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import (
-    ROOT,
+    MEDIQA_DATA,
+    MEDIQA_MANIFEST,
     checkout_env,
     child_main,
     emit,
@@ -53,8 +54,6 @@ from benchkit import (
     write_answers,
 )
 
-MANIFEST = ROOT / "manifests" / "mediqa-2019.yaml"
-SHARED = ROOT.parent / "shared" / "data" / "mediqa-2019"
 SCRIPT = Path(__file__).resolve()
 GOAL_RATE = 20_000
 GOAL_LOOP_RATIO = 3.0
@@ -78,7 +77,7 @@ def _prepare(payload: dict) -> None:
     """Ingest MEDIQA 2019 and write the answer set (JSON Lines)."""
     from nrp.api import Collection, ingest
 
-    result = ingest(MANIFEST, indexes_dir=payload["indexes"])
+    result = ingest(MEDIQA_MANIFEST, indexes_dir=payload["indexes"])
     write_answers(Collection.load(result.name, payload["indexes"]), payload["answers"],
                   payload["count"])  # fmt: skip
     emit({"collection": result.name})
@@ -190,8 +189,8 @@ def main() -> int:
         "PYTHONPATH, after each run of this one: before/after in the same run",
     )
     args = parser.parse_args()
-    if not SHARED.exists():
-        print(f"MEDIQA 2019 not found in {SHARED}: nothing to benchmark", file=sys.stderr)
+    if not MEDIQA_DATA.exists():
+        print(f"MEDIQA 2019 not found in {MEDIQA_DATA}: nothing to benchmark", file=sys.stderr)
         return 1
     work = Path(tempfile.mkdtemp(prefix="nrp-bench-score-"))
     try:

@@ -36,6 +36,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the MEDIQA 2019 test set the benchmarks run on: its manifest, and its data in ../shared
+MEDIQA_MANIFEST = ROOT / "manifests" / "mediqa-2019.yaml"
+MEDIQA_DATA = ROOT.parent / "shared" / "data" / "mediqa-2019"
 RESULT_MARK = "BENCH_RESULT "
 TINY_NOTE = "tiny random checkpoint: measures the code path, not a real model's speed"
 # Tiny checkpoints: T5 with T5's real input limit (512 positions: every input is as long as a
