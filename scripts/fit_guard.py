@@ -12,16 +12,17 @@ asked again in the MEDIQA test set (v-24, v-38, t2-103; docs/training.md). What 
 1. the fluency reference: the ``--frequent`` words of highest document frequency in the
    documents of training set 1 (never fitted on: a fitted answer's own word pairs must not make
    it look fluent), and the pairs of them adjacent in at least ``--pair-docs`` documents;
-2. a logistic regression (L2, ``--l2``; classes weighted to equal mass) of "real answer" on
-   ``--use`` (``FEATURES``): the judged documents of the fitting questions are real answers,
-   and so is each judged document of grade ``--restated-grade`` (3, Excellent) or above after
-   its question (language models often restate the question first: their best answers must not
-   look like evasions);
-   the degenerate texts of the kinds ``--families`` names (default: the mirror family and
-   shuffled documents; ``--per-kind`` texts per composed kind and query, seed ``--seed``) are
-   not. Why those: off-topic documents are real answers to another question (the guarded
-   ranker's job), a first sentence is a real if incomplete answer, and the evasion family is
-   held out to measure what the guard does with forms it never saw;
+2. one logistic regression per detector (``DETECTORS``; L2, ``--l2``; classes weighted to
+   equal mass) of "real answer" on its features (``FEATURES``): the judged documents of the
+   fitting questions are real answers, and so is each judged document of grade
+   ``--restated-grade`` (3, Excellent) or above after its question (language models often
+   restate the question first: their best answers must not look like evasions); the
+   detector's negatives are not: degenerate kinds of ``nrp.validation.degenerate``
+   (``--per-kind`` texts per composed kind and query, seed ``--seed``) and ``boilerplate``,
+   the question followed by sentences the fitting documents of at least
+   ``--boilerplate-questions`` other questions repeat. A first sentence is a real if
+   incomplete answer, and the evasion family is held out to measure what the guard does with
+   forms it never saw;
 3. the threshold: the largest probability at which at most ``--max-flagged`` of the fitting
    judged documents would be flagged.
 
@@ -61,6 +62,13 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
         default=3,
         help="judged documents of at least this grade, after their question, are real answers "
         "too (0: none)",
+    )
+    parser.add_argument(
+        "--boilerplate-questions",
+        type=int,
+        default=5,
+        help="a sentence in the documents of at least this many fitting questions is "
+        "boilerplate: the question followed by such sentences is not an answer",
     )
     parser.add_argument("--l2", type=float, default=1.0)
     parser.add_argument("--max-flagged", type=float, default=0.01)
@@ -112,12 +120,45 @@ def fitting_rows(args: argparse.Namespace):
     grades = {(r.qid, r.docno): float(r.label) for r in collection.qrels("relevance").itertuples()}
     materials = query_materials(candidates, grades, args.seed)
     texts = degenerate_frame(materials, None, args.per_kind, args.seed)
+    boilerplate = boilerplate_texts(candidates, args.boilerplate_questions, args.per_kind,
+                                    args.seed)  # fmt: skip
     rows = pd.concat(
         [candidates.assign(kind="judged", family="judged"), restated_answers(candidates, grades),
-         texts],
+         texts, boilerplate],
         ignore_index=True,
     )  # fmt: skip
     return collection, reference.drop_duplicates().tolist(), rows
+
+
+def boilerplate_texts(
+    candidates: pd.DataFrame, min_questions: int, per_query: int, seed: int
+) -> pd.DataFrame:
+    """Not answers mined from the fitting documents themselves, in no wording of nrp's: each
+    question followed by one to three sentences that recur in the judged documents of at least
+    ``min_questions`` questions (disclaimers, referrals, "talk to your healthcare professional")
+    and not in its own: what the question gets from text that fits every question alike."""
+    import random
+    import re
+
+    from nrp.validation.degenerate import sentences
+
+    seen: dict[str, set[str]] = {}
+    for qid, text in zip(candidates["qid"], candidates["text"].astype(str), strict=True):
+        for sentence in sentences(text):
+            sentence = " ".join(sentence.split())
+            if 20 <= len(sentence) <= 250 and re.search(r"[a-z]{3}", sentence):
+                seen.setdefault(sentence, set()).add(qid)
+    common = sorted(s for s, questions in seen.items() if len(questions) >= min_questions)
+    rng = random.Random(seed)
+    rows = []
+    topics = candidates.drop_duplicates("qid")
+    for qid, query in zip(topics["qid"], topics["query"].astype(str), strict=True):
+        pool = [s for s in common if qid not in seen[s]]
+        for _ in range(per_query if pool else 0):
+            picked = rng.sample(pool, min(len(pool), rng.randint(1, 3)))
+            text = f"{' '.join(query.split())} {' '.join(picked)}"
+            rows.append({"qid": qid, "query": query, "docno": "", "text": text})
+    return pd.DataFrame(rows).assign(kind="boilerplate", family="mined")
 
 
 def restated_answers(candidates: pd.DataFrame, grades: dict) -> pd.DataFrame:
@@ -141,8 +182,22 @@ def restated_answers(candidates: pd.DataFrame, grades: dict) -> pd.DataFrame:
 DETECTORS = (
     ("mirror", "echo,restated,keywords,spliced,shuffled",
      "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq"),
+    ("generic", "boilerplate", "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq,spec_rd"),
     ("elsewhere", "spliced", "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq,margin_rq"),
+    ("off_topic", "other_best", "novel_share,log_novel,cos_tq,cos_rq,spec_rq,margin_rq,spec_rd"),
 )  # fmt: skip
+
+
+#: negatives of the fitting script's own, beside nrp.validation.degenerate's kinds
+MINED_KINDS = ("boilerplate",)
+
+
+def negative_kinds(kinds: str) -> list[str]:
+    from nrp.validation.degenerate import kind_names
+
+    names = kinds.split(",")
+    return [*kind_names([k for k in names if k not in MINED_KINDS]),
+            *[k for k in names if k in MINED_KINDS]]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,12 +210,13 @@ def main(argv: list[str] | None = None) -> int:
         GuardModel,
         fit_guard_model,
         fluency_reference,
+        judged_documents,
     )
     from nrp.rankers.registry import make_ranker
-    from nrp.validation.degenerate import FAMILIES, FAMILY_OF, kind_names
+    from nrp.validation.degenerate import FAMILIES, FAMILY_OF
 
     held = set(FAMILIES.get(args.held_out, ()))
-    if not held or any(held & set(kind_names(kinds)) for _, kinds, _ in DETECTORS):
+    if not held or any(held & set(negative_kinds(kinds)) for _, kinds, _ in DETECTORS):
         print(f"fit_guard: --held-out must be a family ({', '.join(FAMILIES)}) that no "
               "detector is fitted on", file=sys.stderr)  # fmt: skip
         return 2
@@ -168,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     reference = fluency_reference(reference_texts, args.frequent, args.pair_docs)
     provisional = GuardModel(FEATURES, (0.0,) * len(FEATURES), 0.0, 0.5, *reference)
     others = collection.topics["query"].astype(str).tolist()
-    features = GuardFeatures(provisional, make_ranker("dense:model=minilm"), others)
+    documents = judged_documents(rows[rows["kind"] == "judged"])  # the fitting questions' own
+    features = GuardFeatures(provisional, make_ranker("dense:model=minilm"), others, documents)
     table = feature_table(rows, features, args.features)
     restated = (rows["kind"] == "restated_answer").to_numpy()
     answers = rows["kind"].eq("judged").to_numpy()
@@ -176,12 +233,17 @@ def main(argv: list[str] | None = None) -> int:
         answers = answers | (restated & (rows["grade"] >= args.restated_grade).to_numpy())
     detectors = []
     for name, kinds, used in DETECTORS:
-        fitting = answers | rows["kind"].isin(kind_names(kinds)).to_numpy()
+        fitting = answers | rows["kind"].isin(negative_kinds(kinds)).to_numpy()
+        # a detector abstains where one of its features is unknown (spec_rd of a question with
+        # no other judged document): such rows do not fit it either
+        fitting &= table[used.split(",")].notna().all(axis=1).to_numpy()
         detector = fit_guard_model(
             table[fitting], answers[fitting], reference, features=tuple(used.split(",")),
             l2=args.l2, max_flagged=args.max_flagged,
         )  # fmt: skip
         detectors.append(replace(detector, fitted_on={"name": name, "negative_kinds": kinds}))
+    # the fluency reference is the first detector's (features are computed once, with it)
+    detectors[1:] = [replace(d, frequent_words=(), attested_pairs=()) for d in detectors[1:]]
     model = replace(detectors[0], also=tuple(detectors[1:]))
     flagged = pd.Series(model.answer_share(table) < 1).groupby(rows["kind"].to_numpy()).mean()
     fitted_on = {
@@ -213,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
               f"threshold {detector.threshold:.4f}")  # fmt: skip
     print("flagged share per kind (family):")
     for kind, share in flagged.items():
-        print(f"  {kind:15s} {FAMILY_OF.get(kind, 'judged'):10s} {share:.3f}")
+        family = FAMILY_OF.get(kind, "mined" if kind in MINED_KINDS else "judged")
+        print(f"  {kind:15s} {family:10s} {share:.3f}")
     print(f"wrote {args.out}")
     return 0
 

@@ -27,8 +27,16 @@ the text contributes beyond the question, and does not read any wording:
 - ``margin_rq``: ``cos_rq`` minus the rest's highest cosine with another question of the
   collection: negative when what the text adds answers another question (a question followed by
   another topic's text).
+- ``spec_rd``: what the rest says compared with what the judged answers say: the mean of the
+  rest's three highest cosines with the question's own judged documents minus the mean of the
+  same over every other question's judged documents (documents contained in the text, such as
+  the text itself, left out; 0 without a rest; unknown (NaN, and the detectors that read it
+  abstain) where the question has no other judged document or the guard is bound to no
+  collection). Boilerplate of any
+  wording ("it depends on many factors", "ask your doctor") is as close to every question's
+  answers as to this one's; a real answer's new words are closest to its own question's answers.
 
-A text is flagged when the model's probability that it is a real answer is below its
+A text is flagged when any detector's probability that it is a real answer is below its
 ``threshold``. Scores: the ranker's own score for an unflagged text (which must lie within
 ``+-FLAG_OFFSET / 2``), and for a flagged one a score in ``[-FLAG_OFFSET, -FLAG_OFFSET / 2)`` that
 grows with the guard's probability, so every flagged text ranks below every unflagged one,
@@ -39,8 +47,9 @@ that is flagged too (usually none: NRP 0).
 
 The packaged model (``guard_model.json``) was fitted by ``scripts/fit_guard.py`` on the MEDIQA
 2019 training and validation sets only (questions that are not LiveQA-Med's or MEDIQA test's),
-with the judged answers as real and the degenerate texts of the ``mirror``, ``damaged`` and
-``off_topic`` families (``nrp.validation.degenerate``) as not; the ``evasion`` family (padding,
+with the judged answers as real and as not: the degenerate texts of the ``mirror``, ``damaged``
+and ``off_topic`` families (``nrp.validation.degenerate``) and boilerplate sentences that the
+fitting documents of many questions repeat, after the question; the ``evasion`` family (padding,
 evasion, refusal) was held out of fitting and of the threshold's choice, and validation reports
 it apart. ``model=FILE`` reads another fitted model.
 
@@ -85,7 +94,11 @@ from nrp.spec import format_spec
 FLAG_OFFSET = 1.0e4
 #: the packaged model, beside this module
 PACKAGED_MODEL = Path(__file__).with_name("guard_model.json")
-FEATURES = ("novel_share", "log_novel", "cos_tq", "cos_rq", "fluency", "spec_rq", "margin_rq")
+FEATURES = (
+    "novel_share", "log_novel", "cos_tq", "cos_rq", "fluency", "spec_rq", "margin_rq", "spec_rd",
+)  # fmt: skip
+#: spec_rd: how many of a question's judged documents (the closest) the rest is compared with
+DOCUMENTS_CLOSEST = 3
 #: fluency: attested pairs counted in addition to a text's own (a prior of fluent text)
 FLUENCY_PRIOR = 4
 #: the encoder of the cosine features (the packaged all-MiniLM-L6-v2)
@@ -120,7 +133,11 @@ class GuardModel:
         """Per row of a feature table, the least of each detector's probability divided by its
         threshold (``threshold`` replaces this model's own): below 1, some detector flags it."""
         own = threshold if threshold is not None else self.threshold
-        share = self.probability(table[list(self.features)].to_numpy(dtype=float)) / max(own, 1e-12)
+        values = table[list(self.features)].to_numpy(dtype=float)
+        share = self.probability(values) / max(own, 1e-12)
+        # a detector abstains on a row with a feature it cannot know (spec_rd without judged
+        # documents to compare with)
+        share = np.where(np.isnan(values).any(axis=1), np.inf, share)
         for detector in self.also:
             share = np.minimum(share, detector.answer_share(table))
         return share
@@ -209,20 +226,33 @@ _MEMO_LIMIT = 1 << 18
 
 class GuardFeatures:
     """Computes ``FEATURES`` for rows of (query, text); ``others``: the questions a text's rest
-    is compared with for ``spec_rq`` (the bound collection's topics). Rows computed before in
-    this process with the same reference and questions are not computed again (validation
-    ranks the same texts with several guards)."""
+    is compared with for ``spec_rq`` (the bound collection's topics); ``documents``: each
+    question's judged documents, which ``spec_rd`` compares the rest with. Rows computed before
+    in this process with the same reference, questions and documents are not computed again
+    (validation ranks the same texts with several guards)."""
 
-    def __init__(self, model: GuardModel, encoder: Any, others: Sequence[str] = ()):
+    def __init__(
+        self,
+        model: GuardModel,
+        encoder: Any,
+        others: Sequence[str] = (),
+        documents: Mapping[str, Sequence[str]] | None = None,
+    ):
         self.model = model
         self.encoder = encoder
         self.others = list(dict.fromkeys(others))
+        self.documents = {
+            str(q): list(dict.fromkeys(str(d) for d in docs))
+            for q, docs in (documents or {}).items()
+            if len(docs)
+        }
         self._frequent = frozenset(model.frequent_words)
         self._attested = frozenset(model.attested_pairs)
         self._other_emb: np.ndarray | None = None
+        self._doc_emb: np.ndarray | None = None
         self._key = (
             hash((model.frequent_words, model.attested_pairs, encoder.fingerprint())),
-            hash(tuple(self.others)),
+            hash((tuple(self.others), tuple((q, tuple(d)) for q, d in self.documents.items()))),
         )
 
     def frame(self, queries: Sequence[str], texts: Sequence[str]) -> pd.DataFrame:
@@ -253,6 +283,9 @@ class GuardFeatures:
         mean_other, max_other = self._other_cosines(r_emb, list(queries))
         spec = cos_rq - mean_other * has_rest
         margin = cos_rq - max_other * has_rest
+        spec_rd = np.where(
+            has_rest, self._document_specificity(r_emb, list(queries), list(texts)), 0.0
+        )
         return pd.DataFrame(
             {  # in the order of FEATURES
                 "novel_share": [s for s, _, _ in lexical],
@@ -262,8 +295,53 @@ class GuardFeatures:
                 "fluency": [fluency(t, self._frequent, self._attested) for t in texts],
                 "spec_rq": spec,
                 "margin_rq": margin,
+                "spec_rd": spec_rd,
             }
         ).astype(float)
+
+    def _document_specificity(
+        self, r_emb: np.ndarray, queries: list[str], texts: list[str]
+    ) -> np.ndarray:
+        """``spec_rd`` of each row: the mean of the rest's ``DOCUMENTS_CLOSEST`` highest cosines
+        with its question's judged documents minus the mean of the same over the other
+        questions' documents; a document contained in the text (the text itself, or a judged
+        answer after its question) is left out. NaN (unknown) where the question has no other
+        judged document or no other question has any."""
+        out = np.full(len(queries), np.nan)
+        if len(self.documents) < 2:
+            return out
+        groups = list(self.documents)
+        if self._doc_emb is None:
+            flat = [d for q in groups for d in self.documents[q]]
+            self._doc_emb = self.encoder.encode(flat, desc="guard documents")
+        bounds = np.cumsum([0] + [len(self.documents[q]) for q in groups])
+        group_of = {q: i for i, q in enumerate(groups)}
+        for start in range(0, len(queries), 512):
+            stop = min(start + 512, len(queries))
+            sims = (r_emb[start:stop] @ self._doc_emb.T).astype(float)
+            for row in range(start, stop):
+                own = group_of.get(queries[row], -1)
+                if own >= 0:  # leave out the documents the text contains
+                    for j, doc in enumerate(self.documents[queries[row]]):
+                        if doc in texts[row]:
+                            sims[row - start, bounds[own] + j] = np.nan
+            closest = np.full((stop - start, len(groups)), np.nan)
+            for g in range(len(groups)):
+                part = -np.sort(-sims[:, bounds[g] : bounds[g + 1]], axis=1)  # nan last
+                top = part[:, :DOCUMENTS_CLOSEST]
+                count = (~np.isnan(top)).sum(axis=1)
+                total = np.where(np.isnan(top), 0.0, top).sum(axis=1)
+                closest[:, g] = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+            for row in range(start, stop):
+                own = group_of.get(queries[row], -1)
+                values = closest[row - start]
+                if own < 0 or np.isnan(values[own]):
+                    continue
+                others = np.delete(values, own)
+                others = others[~np.isnan(others)]
+                if len(others):
+                    out[row] = values[own] - others.mean()
+        return out
 
     def _other_cosines(
         self, r_emb: np.ndarray, queries: list[str]
@@ -288,6 +366,16 @@ class GuardFeatures:
         sims[rows[own >= 0], own[own >= 0]] = -np.inf
         highest = np.where(count > 0, sims.max(axis=1), 0.0)
         return mean, highest
+
+
+def judged_documents(candidates: pd.DataFrame) -> dict[str, list[str]]:
+    """Each question's judged documents (``query`` and ``text`` of a collection's candidates),
+    as ``GuardFeatures`` reads them for ``spec_rd``."""
+    documents: dict[str, list[str]] = {}
+    for query, text in zip(candidates["query"].astype(str), candidates["text"].astype(str),
+                           strict=True):  # fmt: skip
+        documents.setdefault(query, []).append(text)
+    return documents
 
 
 # -- fitting --------------------------------------------------------------------------------------
@@ -407,6 +495,7 @@ class GuardRanker(Ranker):
         self.depends_on_candidate_set = sub.injection != "pointwise" or sub.depends_on_candidate_set
         self._features: GuardFeatures | None = None
         self._others: list[str] = []
+        self._documents: dict[str, list[str]] = {}  # bound: each question's judged documents
         self._dq_keys: set[str] = set()  # bound: row keys of D_q
         self._cached: CachedRanker | None = None  # bound: the guarded ranker's score cache
 
@@ -450,6 +539,7 @@ class GuardRanker(Ranker):
         self._others = collection.topics["query"].astype(str).tolist()
         self._features = None
         candidates = collection.candidates()
+        self._documents = judged_documents(candidates)
         self._dq_keys = set(row_keys(candidates))
         self._cached = CachedRanker(
             self.ranker,
@@ -469,7 +559,9 @@ class GuardRanker(Ranker):
 
     def features(self) -> GuardFeatures:
         if self._features is None:
-            self._features = GuardFeatures(self.model, make_ranker(ENCODER), self._others)
+            self._features = GuardFeatures(
+                self.model, make_ranker(ENCODER), self._others, self._documents
+            )
         return self._features
 
     def assess(self, frame: pd.DataFrame) -> pd.DataFrame:

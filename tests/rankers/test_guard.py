@@ -97,11 +97,67 @@ def test_packaged_model_file_is_complete():
     assert 0 < model.threshold < 1
     assert model.fitted_on["held_out_family"] == "evasion"
     assert "of the" in model.attested_pairs
-    (elsewhere,) = model.also  # the detector of a question followed by another question's text
+    # the detectors of boilerplate after the question, of another question's text after it,
+    # and of another question's answer
+    generic, elsewhere, off_topic = model.also
+    assert "spec_rd" in generic.features and 0 < generic.threshold < 1
+    assert generic.fitted_on["negative_kinds"] == "boilerplate"  # mined, in no wording of nrp's
     assert "margin_rq" in elsewhere.features and 0 < elsewhere.threshold < 1
+    assert off_topic.fitted_on["negative_kinds"] == "other_best"
     # no detector was fitted on the held-out family
-    kinds = model.fitted_on["negative_kinds"] + "," + elsewhere.fitted_on["negative_kinds"]
+    kinds = ",".join(d.fitted_on["negative_kinds"] for d in (model, *model.also))
     assert not {"padded", "evasive", "refusal"} & set(kinds.split(","))
+
+
+class VocabularyEncoder:
+    """A real encoder of the test's own: a text's counts of four words, unit length (no word:
+    the zero vector), so every cosine below is worked out by hand."""
+
+    words = ("apple", "banana", "cherry", "doctor")
+
+    def fingerprint(self) -> str:
+        return "vocabulary-encoder"
+
+    def encode(self, texts, desc=None):
+        rows = np.array([[t.lower().split().count(w) for w in self.words] for t in texts], float)
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        return np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+
+
+def test_spec_rd_by_hand():
+    """spec_rd: the rest's mean cosine with its question's closest judged documents minus the
+    mean of the same over the other questions; documents contained in the text left out."""
+    documents = {
+        "Which fruit?": ["apple apple", "apple banana"],
+        "Which clinic?": ["cherry", "cherry doctor"],
+        "Which snack?": ["banana"],
+    }
+    model = GuardModel(("spec_rd",), (1.0,), 0.0, 0.5)
+    features = GuardFeatures(model, VocabularyEncoder(), list(documents), documents)
+    queries = ["Which fruit?"] * 4 + ["Unknown question?"]
+    texts = ["apple", "doctor", "apple apple", "Which fruit?", "apple"]
+    spec = features.frame(queries, texts)["spec_rd"].to_numpy()
+    half = 1 / math.sqrt(2)
+    # "apple": fruit documents 1 and 1/sqrt2 (mean), clinic 0 and 0, snack 0
+    assert spec[0] == pytest.approx((1 + half) / 2)
+    # "doctor": fruit 0; clinic (0 + 1/sqrt2) / 2; snack 0; the others' mean is half of that
+    assert spec[1] == pytest.approx(0 - (half / 2 + 0) / 2)
+    # a judged document itself: "apple apple" left out, "apple banana" 1/sqrt2 remains
+    assert spec[2] == pytest.approx(half)
+    assert spec[3] == 0.0  # nothing beyond the question
+    assert math.isnan(spec[4])  # a question without judged documents: unknown
+    lone = GuardFeatures(model, VocabularyEncoder(), ["Which snack?"], {"Which snack?": ["x"]})
+    assert math.isnan(lone.frame(["Which snack?"], ["apple"])["spec_rd"].iloc[0])
+
+
+def test_a_detector_abstains_on_a_feature_it_cannot_know():
+    table = pd.DataFrame({"novel_share": [0.0, 0.0], "spec_rd": [float("nan"), 0.0]})
+    generic = GuardModel(("spec_rd",), (10.0,), -5.0, 0.5)  # flags spec_rd 0
+    mirror = GuardModel(("novel_share",), (10.0,), 6.0, 0.5, also=(generic,))  # flags nothing
+    share = mirror.answer_share(table)
+    s = 1 / (1 + math.exp(-5))
+    assert share == pytest.approx([1 / (1 + math.exp(-6)) / 0.5, (1 - s) / 0.5])
+    assert share.tolist()[0] > 1 > share.tolist()[1]
 
 
 def test_any_detector_flags_and_the_share_is_the_least(tmp_path):
