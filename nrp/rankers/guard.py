@@ -67,8 +67,10 @@ parameters separated by ``;`` as in ``fuse``. ``threshold=`` overrides the model
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -229,7 +231,8 @@ class GuardFeatures:
     is compared with for ``spec_rq`` (the bound collection's topics); ``documents``: each
     question's judged documents, which ``spec_rd`` compares the rest with. Rows computed before
     in this process with the same reference, questions and documents are not computed again
-    (validation ranks the same texts with several guards)."""
+    (validation ranks the same texts with several guards). ``store``: a folder where the judged
+    documents' embeddings are kept between processes (the bound collection's)."""
 
     def __init__(
         self,
@@ -237,8 +240,10 @@ class GuardFeatures:
         encoder: Any,
         others: Sequence[str] = (),
         documents: Mapping[str, Sequence[str]] | None = None,
+        store: str | Path | None = None,
     ):
         self.model = model
+        self.store = Path(store) if store is not None else None
         self.encoder = encoder
         self.others = list(dict.fromkeys(others))
         self.documents = {
@@ -313,7 +318,7 @@ class GuardFeatures:
         groups = list(self.documents)
         if self._doc_emb is None:
             flat = [d for q in groups for d in self.documents[q]]
-            self._doc_emb = self.encoder.encode(flat, desc="guard documents")
+            self._doc_emb = self._document_embeddings(flat)
         bounds = np.cumsum([0] + [len(self.documents[q]) for q in groups])
         group_of = {q: i for i, q in enumerate(groups)}
         for start in range(0, len(queries), 512):
@@ -342,6 +347,32 @@ class GuardFeatures:
                 if len(others):
                     out[row] = values[own] - others.mean()
         return out
+
+    def _document_embeddings(self, texts: list[str]) -> np.ndarray:
+        """The encoder's embeddings of ``texts``, read from ``store`` when an earlier process
+        kept them there (the key: the encoder's fingerprint and every text), else computed and
+        kept (written whole or not at all; a folder that cannot be written keeps nothing)."""
+        digest = hashlib.sha256(self.encoder.fingerprint().encode())
+        for text in texts:
+            digest.update(b"\0" + text.encode("utf-8", "surrogatepass"))
+        path = self.store / f"guard-documents-{digest.hexdigest()[:24]}.npy" if self.store else None
+        if path is not None and path.is_file():
+            try:
+                kept = np.load(path, allow_pickle=False)
+                if kept.shape[0] == len(texts):
+                    return kept
+            except (OSError, ValueError):
+                pass
+        embeddings = np.asarray(self.encoder.encode(texts, desc="guard documents"))
+        if path is not None:
+            try:
+                partial = path.with_name(f".{path.name}.{os.getpid()}.part")
+                with partial.open("wb") as handle:
+                    np.save(handle, embeddings, allow_pickle=False)
+                os.replace(partial, path)
+            except OSError:
+                pass
+        return embeddings
 
     def _other_cosines(
         self, r_emb: np.ndarray, queries: list[str]
@@ -496,6 +527,7 @@ class GuardRanker(Ranker):
         self._features: GuardFeatures | None = None
         self._others: list[str] = []
         self._documents: dict[str, list[str]] = {}  # bound: each question's judged documents
+        self._store: Path | None = None  # bound: the collection's folder (document embeddings)
         self._dq_keys: set[str] = set()  # bound: row keys of D_q
         self._cached: CachedRanker | None = None  # bound: the guarded ranker's score cache
 
@@ -540,6 +572,7 @@ class GuardRanker(Ranker):
         self._features = None
         candidates = collection.candidates()
         self._documents = judged_documents(candidates)
+        self._store = Path(collection.path)
         self._dq_keys = set(row_keys(candidates))
         self._cached = CachedRanker(
             self.ranker,
@@ -560,7 +593,7 @@ class GuardRanker(Ranker):
     def features(self) -> GuardFeatures:
         if self._features is None:
             self._features = GuardFeatures(
-                self.model, make_ranker(ENCODER), self._others, self._documents
+                self.model, make_ranker(ENCODER), self._others, self._documents, self._store
             )
         return self._features
 

@@ -150,6 +150,42 @@ def test_spec_rd_by_hand():
     assert math.isnan(lone.frame(["Which snack?"], ["apple"])["spec_rd"].iloc[0])
 
 
+class CountingEncoder(VocabularyEncoder):
+    def __init__(self):
+        self.documents_encoded = 0
+
+    def encode(self, texts, desc=None):
+        if desc == "guard documents":
+            self.documents_encoded += len(texts)
+        return super().encode(texts, desc)
+
+
+def test_judged_documents_embeddings_are_kept_in_the_store(tmp_path):
+    """The documents are encoded once per collection, not once per process: a second process
+    (a new GuardFeatures) reads the stored file; a damaged file is computed and written again."""
+    documents = {"Which fruit?": ["apple apple", "apple banana"], "Which clinic?": ["cherry"]}
+    model = GuardModel(("spec_rd",), (1.0,), 0.0, 0.5)
+    first = CountingEncoder()
+    spec = GuardFeatures(model, first, list(documents), documents, tmp_path).frame(
+        ["Which fruit?"], ["banana split"]
+    )["spec_rd"]
+    (stored,) = tmp_path.glob("guard-documents-*.npy")
+    assert first.documents_encoded == 3 and np.load(stored).shape == (3, 4)
+    second = CountingEncoder()
+    again = GuardFeatures(model, second, list(documents), documents, tmp_path).frame(
+        ["Which fruit?"], ["banana bread"]
+    )["spec_rd"]
+    assert second.documents_encoded == 0
+    assert again.iloc[0] == pytest.approx(spec.iloc[0])  # same rest: "banana"
+    stored.write_bytes(b"not an array")
+    third = CountingEncoder()
+    GuardFeatures(model, third, list(documents), documents, tmp_path).frame(
+        ["Which fruit?"], ["banana cake"]
+    )
+    assert third.documents_encoded == 3 and np.load(stored).shape == (3, 4)
+    assert not list(tmp_path.glob(".*.part"))  # nothing half-written is left
+
+
 def test_a_detector_abstains_on_a_feature_it_cannot_know():
     table = pd.DataFrame({"novel_share": [0.0, 0.0], "spec_rd": [float("nan"), 0.0]})
     generic = GuardModel(("spec_rd",), (10.0,), -5.0, 0.5)  # flags spec_rd 0
