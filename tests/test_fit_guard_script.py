@@ -1,0 +1,57 @@
+"""scripts/fit_guard.py: the boilerplate it mines from the fitting documents, worked out by hand
+(the negatives of the guard's ``generic`` detector, in no wording of nrp's own)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "fit_guard.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("fit_guard", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+fit_guard = load_script()
+
+REFERRAL = "Talk to your healthcare provider about your options."
+DISCLAIMER = "This page does not replace the advice of a professional."
+
+
+def candidates() -> pd.DataFrame:
+    rows = [
+        ("q1", "Is coffee bad?", f"Coffee raises blood pressure for a few hours. {REFERRAL}"),
+        ("q2", "Can I run with asthma?", f"Warm up slowly and carry an inhaler. {REFERRAL} "
+         f"{DISCLAIMER}"),
+        ("q3", "What is gout?", f"Gout is arthritis caused by uric acid crystals. {DISCLAIMER}"),
+        ("q4", "Does zinc help colds?", "Zinc lozenges may shorten a cold by a day. Ok."),
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=["qid", "query", "text"]).assign(docno="d")
+
+
+def test_boilerplate_is_what_the_documents_of_several_questions_repeat():
+    mined = fit_guard.boilerplate_texts(candidates(), min_questions=2, per_query=1, seed=0)
+    # REFERRAL is in the documents of q1 and q2, DISCLAIMER in q2 and q3: each question gets
+    # the sentences its own documents do not have ("Ok." is too short to count)
+    by_question = dict(zip(mined["qid"], mined["text"], strict=True))
+    assert by_question["q1"] == f"Is coffee bad? {DISCLAIMER}"
+    assert by_question["q3"] == f"What is gout? {REFERRAL}"
+    assert "q2" not in by_question  # both sentences are its own
+    # q4 has neither: one to three of both, drawn with the seed (here both)
+    assert by_question["q4"] == f"Does zinc help colds? {DISCLAIMER} {REFERRAL}"
+    assert set(mined["kind"]) == {"boilerplate"} and set(mined["family"]) == {"mined"}
+    # no sentence repeated by three questions: nothing is mined
+    assert fit_guard.boilerplate_texts(candidates(), 3, 1, 0).empty
+
+
+def test_negative_kinds_accepts_the_mined_kind_beside_the_generated_ones():
+    assert fit_guard.negative_kinds("boilerplate") == ["boilerplate"]
+    assert fit_guard.negative_kinds("echo,boilerplate") == ["echo", "boilerplate"]
