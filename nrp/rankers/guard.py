@@ -32,9 +32,9 @@ the text contributes beyond the question, and does not read any wording:
   same over every other question's judged documents (documents contained in the text, such as
   the text itself, left out; 0 without a rest; unknown (NaN, and the detectors that read it
   abstain) where the question has no other judged document or the guard is bound to no
-  collection). Boilerplate of any
-  wording ("it depends on many factors", "ask your doctor") is as close to every question's
-  answers as to this one's; a real answer's new words are closest to its own question's answers.
+  collection). Boilerplate of any wording ("it depends on many factors", "ask your doctor") is as
+  close to every question's answers as to this one's; a real answer's new words are closest to
+  its own question's answers.
 
 A text is flagged when any detector's probability that it is a real answer is below its
 ``threshold``. Scores: the ranker's own score for an unflagged text (which must lie within
@@ -365,13 +365,13 @@ class GuardFeatures:
                 pass
         embeddings = np.asarray(self.encoder.encode(texts, desc="guard documents"))
         if path is not None:
+            partial = path.with_name(f".{path.name}.{os.getpid()}.part")
             try:
-                partial = path.with_name(f".{path.name}.{os.getpid()}.part")
                 with partial.open("wb") as handle:
                     np.save(handle, embeddings, allow_pickle=False)
                 os.replace(partial, path)
             except OSError:
-                pass
+                partial.unlink(missing_ok=True)
         return embeddings
 
     def _other_cosines(

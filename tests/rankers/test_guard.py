@@ -184,6 +184,13 @@ def test_judged_documents_embeddings_are_kept_in_the_store(tmp_path):
     )
     assert third.documents_encoded == 3 and np.load(stored).shape == (3, 4)
     assert not list(tmp_path.glob(".*.part"))  # nothing half-written is left
+    # a folder that cannot be written keeps nothing and fails nothing
+    nowhere = tmp_path / "missing"
+    fourth = CountingEncoder()
+    GuardFeatures(model, fourth, list(documents), documents, nowhere).frame(
+        ["Which fruit?"], ["banana pie"]
+    )
+    assert fourth.documents_encoded == 3 and not nowhere.exists()
 
 
 def test_a_detector_abstains_on_a_feature_it_cannot_know():
