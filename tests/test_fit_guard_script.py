@@ -3,24 +3,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import runpy
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "fit_guard.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("fit_guard", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fit_guard = load_script()
+fit_guard = SimpleNamespace(**runpy.run_path(str(SCRIPT), run_name="fit_guard"))
 
 REFERRAL = "Talk to your healthcare provider about your options."
 DISCLAIMER = "This page does not replace the advice of a professional."
