@@ -67,10 +67,10 @@ parameters separated by ``;`` as in ``fuse``. ``threshold=`` overrides the model
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
-import os
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -90,6 +90,7 @@ from nrp.rankers.fusion import join_specs, row_keys, scores_with_cache, sub_spec
 from nrp.rankers.registry import Param, RankerInfo, make_ranker, register
 from nrp.rankers.text_pipeline import porter_stem, terrier_stopwords
 from nrp.spec import format_spec
+from nrp.tables import write_aside
 
 #: a flagged text's score is the ranker's minus this: below any unflagged text of a ranker whose
 #: scores span less than it (cosines, logits, BM25 over a few hundred terms)
@@ -226,6 +227,18 @@ _MEMO: dict[tuple[int, int, str, str], np.ndarray] = {}
 _MEMO_LIMIT = 1 << 18
 
 
+def _mean_of_highest(sims: np.ndarray) -> np.ndarray:
+    """Per row of ``sims``, the mean of its ``DOCUMENTS_CLOSEST`` highest values (all of a row
+    with fewer), summed from the highest down."""
+    top = -np.sort(-sims, axis=1)[:, :DOCUMENTS_CLOSEST]
+    return top.sum(axis=1) / top.shape[1]
+
+
+def _save_array(path: Path, array: np.ndarray) -> None:
+    with path.open("wb") as handle:  # np.save(path) would add ".npy" to the name
+        np.save(handle, array, allow_pickle=False)
+
+
 class GuardFeatures:
     """Computes ``FEATURES`` for rows of (query, text); ``others``: the questions a text's rest
     is compared with for ``spec_rq`` (the bound collection's topics); ``documents``: each
@@ -324,28 +337,21 @@ class GuardFeatures:
         for start in range(0, len(queries), 512):
             stop = min(start + 512, len(queries))
             sims = (r_emb[start:stop] @ self._doc_emb.T).astype(float)
+            closest = np.column_stack(  # per row and question: the mean of the highest cosines
+                [_mean_of_highest(sims[:, lo:hi]) for lo, hi in pairwise(bounds)]
+            )
             for row in range(start, stop):
                 own = group_of.get(queries[row], -1)
-                if own >= 0:  # leave out the documents the text contains
-                    for j, doc in enumerate(self.documents[queries[row]]):
-                        if doc in texts[row]:
-                            sims[row - start, bounds[own] + j] = np.nan
-            closest = np.full((stop - start, len(groups)), np.nan)
-            for g in range(len(groups)):
-                part = -np.sort(-sims[:, bounds[g] : bounds[g + 1]], axis=1)  # nan last
-                top = part[:, :DOCUMENTS_CLOSEST]
-                count = (~np.isnan(top)).sum(axis=1)
-                total = np.where(np.isnan(top), 0.0, top).sum(axis=1)
-                closest[:, g] = np.where(count > 0, total / np.maximum(count, 1), np.nan)
-            for row in range(start, stop):
-                own = group_of.get(queries[row], -1)
-                values = closest[row - start]
-                if own < 0 or np.isnan(values[own]):
+                if own < 0:
                     continue
-                others = np.delete(values, own)
-                others = others[~np.isnan(others)]
-                if len(others):
-                    out[row] = values[own] - others.mean()
+                kept = [  # its own question's documents, less those the text contains
+                    sims[row - start, bounds[own] + j]
+                    for j, doc in enumerate(self.documents[queries[row]])
+                    if doc not in texts[row]
+                ]
+                if kept:
+                    mine = _mean_of_highest(np.array([kept]))[0]
+                    out[row] = mine - np.delete(closest[row - start], own).mean()
         return out
 
     def _document_embeddings(self, texts: list[str]) -> np.ndarray:
@@ -365,13 +371,8 @@ class GuardFeatures:
                 pass
         embeddings = np.asarray(self.encoder.encode(texts, desc="guard documents"))
         if path is not None:
-            partial = path.with_name(f".{path.name}.{os.getpid()}.part")
-            try:
-                with partial.open("wb") as handle:
-                    np.save(handle, embeddings, allow_pickle=False)
-                os.replace(partial, path)
-            except OSError:
-                partial.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # a folder that cannot be written keeps nothing
+                write_aside(path, lambda partial: _save_array(partial, embeddings))
         return embeddings
 
     def _other_cosines(

@@ -183,14 +183,16 @@ def test_judged_documents_embeddings_are_kept_in_the_store(tmp_path):
         ["Which fruit?"], ["banana cake"]
     )
     assert third.documents_encoded == 3 and np.load(stored).shape == (3, 4)
-    assert not list(tmp_path.glob(".*.part"))  # nothing half-written is left
-    # a folder that cannot be written keeps nothing and fails nothing
-    nowhere = tmp_path / "missing"
+    assert [p.name for p in tmp_path.iterdir()] == [stored.name]  # nothing half-written left
+    # a folder that cannot be written (a file is in its place) keeps nothing and fails nothing
+    nowhere = tmp_path / "a-file"
+    nowhere.write_text("not a folder")
     fourth = CountingEncoder()
     GuardFeatures(model, fourth, list(documents), documents, nowhere).frame(
         ["Which fruit?"], ["banana pie"]
     )
-    assert fourth.documents_encoded == 3 and not nowhere.exists()
+    assert fourth.documents_encoded == 3 and nowhere.read_text() == "not a folder"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", stored.name]
 
 
 def test_a_detector_abstains_on_a_feature_it_cannot_know():
