@@ -233,12 +233,13 @@ def main(argv: list[str] | None = None) -> int:
         answers = answers | (restated & (rows["grade"] >= args.restated_grade).to_numpy())
     detectors = []
     for name, kinds, used in DETECTORS:
+        used_features = used.split(",")
         fitting = answers | rows["kind"].isin(negative_kinds(kinds)).to_numpy()
         # a detector abstains where one of its features is unknown (spec_rd of a question with
         # no other judged document): such rows do not fit it either
-        fitting &= table[used.split(",")].notna().all(axis=1).to_numpy()
+        fitting &= table[used_features].notna().all(axis=1).to_numpy()
         detector = fit_guard_model(
-            table[fitting], answers[fitting], reference, features=tuple(used.split(",")),
+            table[fitting], answers[fitting], reference, features=tuple(used_features),
             l2=args.l2, max_flagged=args.max_flagged,
         )  # fmt: skip
         detectors.append(replace(detector, fitted_on={"name": name, "negative_kinds": kinds}))

@@ -8,18 +8,9 @@ import random
 import xml.etree.ElementTree as ET
 
 import pytest
+from rouge_score import rouge_scorer  # absl's handler is on the real stderr: tests/conftest.py
 
 from nrp.evaluators.rouge import ROUGE_TYPES, RougeScorer, lcs_length
-
-
-def rouge_score_scorer():
-    """rouge-score's own module, imported when a test runs, not when tests are collected: its
-    import installs absl's logging handler on the stream stderr is at that moment, and absl
-    closes that stream when logging is configured again (uvicorn does, in other tests), which
-    under pytest would be pytest's own capture file."""
-    from rouge_score import rouge_scorer
-
-    return rouge_scorer
 
 
 def positions(tokens: list[str]) -> dict[str, int]:
@@ -44,7 +35,7 @@ def test_lcs_equals_the_table_on_random_pairs():
     for _ in range(500):
         a = [rng.choice("abcde") for _ in range(rng.randint(0, 90))]
         b = [rng.choice("abcdef") for _ in range(rng.randint(0, 90))]
-        table = rouge_score_scorer()._lcs_table(a, b)
+        table = rouge_scorer._lcs_table(a, b)
         assert lcs_length(positions(a), len(a), b) == table[-1][-1]
 
 
@@ -52,7 +43,7 @@ def test_lcs_equals_the_table_on_random_pairs():
 def test_score_multi_equals_rouge_score_on_mediqa(shared_data, use_stemmer):
     path = shared_data("mediqa-2019", "MEDIQA2019-Task3-QA-TestSet-wLabels.xml")
     questions = ET.parse(path).getroot().findall("Question")[:12]
-    theirs = rouge_score_scorer().RougeScorer(list(ROUGE_TYPES), use_stemmer=use_stemmer)
+    theirs = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=use_stemmer)
     ours = RougeScorer(use_stemmer=use_stemmer)
     pairs = 0
     for question in questions:
