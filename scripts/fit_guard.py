@@ -177,14 +177,18 @@ def restated_answers(candidates: pd.DataFrame, grades: dict) -> pd.DataFrame:
 
 
 #: the detectors fitted: (name, the degenerate kinds that are its negatives, its features): one
-#: for every way of saying nothing beyond the question, and one more for the question followed
-#: by text about another question, which a line through all kinds separates worst
+#: for every way of saying nothing beyond the question, one more for the question followed by
+#: text about another question, which a line through all kinds separates worst, and one for
+#: word salad on fluency alone: in the mirror detector's line, fluency is one of six features
+#: and a shuffled document with many new terms passes (fluency 0.34-0.80 among those that do,
+#: against 0.67 for the least fluent fitting judged document)
 DETECTORS = (
     ("mirror", "echo,restated,keywords,spliced,shuffled",
      "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq"),
     ("generic", "boilerplate", "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq,spec_rd"),
     ("elsewhere", "spliced", "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq,margin_rq"),
     ("off_topic", "other_best", "novel_share,log_novel,cos_tq,cos_rq,spec_rq,margin_rq,spec_rd"),
+    ("disorder", "shuffled", "fluency"),
 )  # fmt: skip
 
 
@@ -224,7 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     reference = fluency_reference(reference_texts, args.frequent, args.pair_docs)
     provisional = GuardModel(FEATURES, (0.0,) * len(FEATURES), 0.0, 0.5, *reference)
     others = collection.topics["query"].astype(str).tolist()
-    documents = judged_documents(rows[rows["kind"] == "judged"])  # the fitting questions' own
+    # the fitting questions' own judged answers (a gain above 0), as a bound guard reads them
+    first = next(iter(collection.dimensions))
+    documents = judged_documents(rows[rows["kind"] == "judged"], collection.qrels(first))
     features = GuardFeatures(provisional, make_ranker("dense:model=minilm"), others, documents)
     table = feature_table(rows, features, args.features)
     restated = (rows["kind"] == "restated_answer").to_numpy()

@@ -28,13 +28,14 @@ the text contributes beyond the question, and does not read any wording:
   collection: negative when what the text adds answers another question (a question followed by
   another topic's text).
 - ``spec_rd``: what the rest says compared with what the judged answers say: the mean of the
-  rest's three highest cosines with the question's own judged documents minus the mean of the
-  same over every other question's judged documents (documents contained in the text, such as
-  the text itself, left out; 0 without a rest; unknown (NaN, and the detectors that read it
-  abstain) where the question has no other judged document or the guard is bound to no
-  collection). Boilerplate of any wording ("it depends on many factors", "ask your doctor") is as
-  close to every question's answers as to this one's; a real answer's new words are closest to
-  its own question's answers.
+  rest's three highest cosines with the question's own judged answers (documents of a gain
+  above 0 in the collection's first dimension: a pool holds systems' own deferrals too, graded
+  lowest) minus the mean of the same over every other question's judged answers (documents
+  contained in the text, such as the text itself, left out; 0 without a rest; unknown (NaN,
+  and the detectors that read it abstain) where the question has no other judged answer or the
+  guard is bound to no collection). Boilerplate of any wording ("it depends on many
+  factors", "ask your doctor") is as close to every question's answers as to this one's; a real
+  answer's new words are closest to its own question's answers.
 
 A text is flagged when any detector's probability that it is a real answer is below its
 ``threshold``. Scores: the ranker's own score for an unflagged text (which must lie within
@@ -106,6 +107,9 @@ DOCUMENTS_CLOSEST = 3
 FLUENCY_PRIOR = 4
 #: the encoder of the cosine features (the packaged all-MiniLM-L6-v2)
 ENCODER = "dense:model=minilm"
+#: the features' definitions, in the fingerprint: scores cached under another (with a model
+#: file of one's own, ``model=FILE``) are not reused. 2: spec_rd reads judged answers only
+FEATURE_DEFINITIONS = 2
 
 _WORD = re.compile(r"[A-Za-z0-9']+")
 
@@ -400,9 +404,18 @@ class GuardFeatures:
         return mean, highest
 
 
-def judged_documents(candidates: pd.DataFrame) -> dict[str, list[str]]:
-    """Each question's judged documents (``query`` and ``text`` of a collection's candidates),
-    as ``GuardFeatures`` reads them for ``spec_rd``."""
+def judged_documents(
+    candidates: pd.DataFrame, qrels: pd.DataFrame | None = None
+) -> dict[str, list[str]]:
+    """Each question's judged answers (``query`` and ``text`` of a collection's candidates), as
+    ``GuardFeatures`` reads them for ``spec_rd``. With ``qrels`` (qid, docno, label: graded
+    gains), only the documents of a gain above 0: what the judges held to be answers. A pool
+    holds systems' own deferrals and boilerplate too ("please see a doctor", graded lowest);
+    compared with them, boilerplate would look specific to the question."""
+    if qrels is not None:
+        answered = qrels.loc[qrels["label"] > 0, ["qid", "docno"]].astype(str)
+        keys = pd.MultiIndex.from_frame(candidates[["qid", "docno"]].astype(str))
+        candidates = candidates[keys.isin(pd.MultiIndex.from_frame(answered))]
     documents: dict[str, list[str]] = {}
     for query, text in zip(candidates["query"].astype(str), candidates["text"].astype(str),
                            strict=True):  # fmt: skip
@@ -551,6 +564,7 @@ class GuardRanker(Ranker):
         identity = super().identity()
         identity["params"]["ranker"] = self.ranker.fingerprint()
         identity["params"]["model"] = asdict(self.model)
+        identity["params"]["features"] = FEATURE_DEFINITIONS
         return identity
 
     def spec(self, complete: bool = False) -> str:
@@ -572,7 +586,10 @@ class GuardRanker(Ranker):
         self._others = collection.topics["query"].astype(str).tolist()
         self._features = None
         candidates = collection.candidates()
-        self._documents = judged_documents(candidates)
+        # what the judges held to be answers: a gain above 0 in the first dimension (relevance
+        # where a collection has several)
+        first = next(iter(collection.dimensions))
+        self._documents = judged_documents(candidates, collection.qrels(first))
         self._store = Path(collection.path)
         self._dq_keys = set(row_keys(candidates))
         self._cached = CachedRanker(

@@ -5,6 +5,7 @@ guarded ranker's exact scores, texts that only mirror or evade the question go b
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,7 @@ from nrp.rankers.guard import (
     fit_logistic,
     fluency,
     fluency_reference,
+    judged_documents,
     lexical_features,
     packaged_model,
     rest_of,
@@ -98,8 +100,10 @@ def test_packaged_model_file_is_complete():
     assert model.fitted_on["held_out_family"] == "evasion"
     assert "of the" in model.attested_pairs
     # the detectors of boilerplate after the question, of another question's text after it,
-    # and of another question's answer
-    generic, elsewhere, off_topic = model.also
+    # of another question's answer, and of word salad
+    generic, elsewhere, off_topic, disorder = model.also
+    assert disorder.features == ("fluency",) and disorder.weights[0] > 0
+    assert disorder.fitted_on["negative_kinds"] == "shuffled"
     assert "spec_rd" in generic.features and 0 < generic.threshold < 1
     assert generic.fitted_on["negative_kinds"] == "boilerplate"  # mined, in no wording of nrp's
     assert "margin_rq" in elsewhere.features and 0 < elsewhere.threshold < 1
@@ -158,6 +162,36 @@ class CountingEncoder(VocabularyEncoder):
         if desc == "guard documents":
             self.documents_encoded += len(texts)
         return super().encode(texts, desc)
+
+
+def test_spec_rd_compares_with_the_judged_answers_only():
+    """With the qrels, a question's documents of gain 0 (a pool's own deferrals) are not what
+    spec_rd compares with; documents without a judgment in that dimension neither."""
+    candidates = pd.DataFrame(
+        {"qid": ["q1", "q1", "q1", "q2", "q2"],
+         "query": ["Which fruit?"] * 3 + ["Which clinic?"] * 2,
+         "docno": ["d1", "d2", "d3", "d4", "d5"],
+         "text": ["apple apple", "ask your doctor", "banana", "cherry", "banana cherry"]}
+    )  # fmt: skip
+    qrels = pd.DataFrame(
+        {"qid": ["q1", "q1", "q2", "q2"], "docno": ["d1", "d2", "d4", "d5"], "label": [2, 0, 1, 1]}
+    )
+    assert judged_documents(candidates) == {
+        "Which fruit?": ["apple apple", "ask your doctor", "banana"],
+        "Which clinic?": ["cherry", "banana cherry"],
+    }
+    assert judged_documents(candidates, qrels) == {
+        "Which fruit?": ["apple apple"], "Which clinic?": ["cherry", "banana cherry"]
+    }  # fmt: skip
+    # the rest "please consult a doctor" is the "doctor" axis. Every document: q1's three give
+    # cosines 0, 1 (its own deferral), 0 -> mean 1/3; q2's 0, 0 -> spec_rd 1/3, as if the
+    # deferral were about fruit. The judged answers only: 0 - 0
+    model = GuardModel(("spec_rd",), (1.0,), 0.0, 0.5)
+    for documents, expected in ((judged_documents(candidates), 1 / 3),
+                                (judged_documents(candidates, qrels), 0.0)):  # fmt: skip
+        features = GuardFeatures(model, VocabularyEncoder(), [], documents)
+        value = features.frame(["Which fruit?"], ["please consult a doctor"])["spec_rd"].iloc[0]
+        assert value == pytest.approx(expected)
 
 
 def test_judged_documents_embeddings_are_kept_in_the_store(tmp_path):
@@ -239,6 +273,25 @@ def test_guard_keeps_dense_scores_of_answers_and_puts_mirrors_below(encoder):
     share = assessed["answer_share"].to_numpy()
     assert (share[3:] < 1).all() and (share[:3] >= 1).all()
     assert (scores[3] < scores[4]) == (share[3] < share[4])
+
+
+def test_the_disorder_detector_flags_word_salad_and_no_answer(encoder):
+    """The answers' own words shuffled: every content term new, close to the question, only
+    the order gone. The disorder detector (fluency alone) puts it below its threshold and every
+    real answer above it."""
+    words = " ".join(ANSWERS).split()
+    random.Random(0).shuffle(words)
+    frame = pd.DataFrame(
+        {"qid": "q1", "query": QUESTION, "docno": ["a1", "a2", "a3", "salad"],
+         "text": [*ANSWERS, " ".join(words)]}
+    )  # fmt: skip
+    assessed = make_ranker("guard").assess(frame)
+    # 10 adjacent pairs of frequent words, 2 of them attested, with the prior's 4
+    assert assessed["fluency"].iloc[3] == pytest.approx(6 / 14)
+    disorder = packaged_model().also[-1]
+    p = disorder.probability(assessed[list(disorder.features)].to_numpy())
+    assert (p[:3] >= disorder.threshold).all() and p[3] < disorder.threshold
+    assert assessed["flagged"].tolist() == [False, False, False, True]
 
 
 def test_a_guard_fitted_in_the_test_flags_an_unseen_echo(encoder):
