@@ -24,15 +24,15 @@ starts with the same terms. Each rule below names the Terrier class it follows
   "cardiology" (Terrier: "cardiolog", original algorithm: "cardiologi"), "possibly"
   ("possibl" / "possibli") and "is" ("is" / "i"). NLTK's MARTIN_EXTENSIONS output equals a
   line-by-line transcription of Terrier's PorterStemmer.java on all 18,303 alphabetic words of
-  the MEDIQA 2019 files.
+  the MEDIQA 2019 files. ``nrp.rankers.porter`` is that mode in plain Python (importing NLTK
+  takes over a second), equal to NLTK's on every distinct token of the MEDIQA, LiveQA and CLEF
+  eHealth files.
 - Queries (``querying/ApplyTermPipeline.java``, ``querying/parser/SingleTermQuery.java``,
   ``matching/MatchingQueryTerms.java``): a query term's weight (Terrier's ``keyFrequency``) is
   how often it occurs in the query. Identical tokens are merged before the pipeline, wherever
   they occur; after stopword removal and stemming Terrier merges only *adjacent* equal stems,
   so "diabetes ... diabetic" stays two entries of weight 1 (which matters only for BM25, whose
   query-term factor is not linear). ``query_terms`` follows that logic step by step.
-
-NLTK is imported on first use, not at import time: importing it takes seconds.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ import sys
 from collections import Counter
 from functools import cache, lru_cache
 from pathlib import Path
+
+from nrp.rankers import porter
 
 #: ``max.term.length``: longer tokens are dropped (``EnglishTokeniser.DROP_LONG_TOKENS``).
 MAX_TERM_LENGTH = 20
@@ -111,17 +113,11 @@ def terrier_stopwords() -> frozenset[str]:
     return words
 
 
-@cache
-def _porter():
-    from nltk.stem.porter import PorterStemmer
-
-    return PorterStemmer(mode=PorterStemmer.MARTIN_EXTENSIONS)
-
-
 @lru_cache(maxsize=1 << 18)
 def porter_stem(term: str) -> str:
-    """Terrier's PorterStemmer on one lowercased term (NLTK, MARTIN_EXTENSIONS mode)."""
-    return _porter().stem(term, to_lowercase=False)
+    """Terrier's PorterStemmer on one lowercased term (``nrp.rankers.porter``: NLTK's
+    MARTIN_EXTENSIONS mode, without importing NLTK)."""
+    return porter.stem(term)
 
 
 @lru_cache(maxsize=1 << 20)

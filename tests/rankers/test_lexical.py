@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from nrp.errors import ConfigError
+from nrp.rankers import porter
 from nrp.rankers import text_pipeline as tp
 from nrp.rankers.lexical import (
     BM25,
@@ -262,6 +263,42 @@ def test_porter_stemmer_is_terriers():
     assert tp.porter_stem("cardiology") == "cardiolog"  # "logi" -> "log"
     assert tp.porter_stem("possibly") == "possibl"  # "bli" -> "ble" (paper: "abli" -> "able")
     assert tp.porter_stem("is") == "is"  # two-letter words are left alone
+
+
+def test_porter_port_equals_nltk_on_edge_cases():
+    """``nrp.rankers.porter`` against NLTK's MARTIN_EXTENSIONS mode on words that reach each
+    rule's corners: runs of "y", double consonants, *o, "ion" after s or t, two-letter words."""
+    from nltk.stem.porter import PorterStemmer
+
+    reference = PorterStemmer(mode=PorterStemmer.MARTIN_EXTENSIONS)
+    text = (
+        "y yy yyy yyyy yyyyy syzygy toy ayy sky happy enjoy spied flies dies dying feed agreed "
+        "bled plastered motoring sing conflated troubled sized hopping tanned falling hissing "
+        "fizzed failing filing controll roll rate cease probate generalization oscillators "
+        "adoption communion adjustable defensible irritant replacement dependent homologous "
+        "effective bowdlerize electrical hopeful goodness triplicate formative formalize "
+        "archaeology geology 3rd 1990s covid19 a1c ii iii ion ions sion tion eed ied ing ed s"
+    )
+    words = text.split()
+    assert [porter.stem(w) for w in words] == [reference.stem(w, to_lowercase=False) for w in words]
+
+
+@pytest.mark.shared_data
+def test_porter_port_equals_nltk_on_every_distinct_token(shared_data):
+    """Every distinct lowercased token (``[A-Za-z0-9]+``) of the MEDIQA 2019, LiveQA 2017 and
+    CLEF eHealth 2021 files (over 100,000 words, digits included) stems as NLTK stems it."""
+    from nltk.stem.porter import PorterStemmer
+
+    reference = PorterStemmer(mode=PorterStemmer.MARTIN_EXTENSIONS)
+    words: set[str] = set()
+    for name in ("mediqa-2019", "liveqa-med-2017", "clef-ehealth-2021"):
+        for path in sorted(shared_data(name).rglob("*")):
+            if path.is_file():
+                text = path.read_bytes().decode("utf-8", "replace")
+                words.update(token.lower() for token in tp._TOKEN.findall(text))
+    assert len(words) > 100_000
+    differ = [w for w in sorted(words) if porter.stem(w) != reference.stem(w, to_lowercase=False)]
+    assert differ == []
 
 
 def test_analyse_and_query_terms():
