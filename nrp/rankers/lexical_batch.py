@@ -10,9 +10,11 @@ the model's own ``weight`` and summed into per-answer rows by one ``np.bincount`
 - ``QueryPostings.of(index, query)``: what D_q contributes, built once per query: the query's
   entries (term, keyFrequency), D_q's postings of their terms (entry, document, tf), document
   lengths, df, F, N and token count without any answer.
-- ``score_with_each_extra(queries, term_lists, model)``: for answer i (its query's postings
-  ``queries[i]``, its terms ``term_lists[i]``) the scores of D_q then of the answer, as
-  ``with_extra`` would give them; all answers' rows in one flat array.
+- ``score_with_each_extra(queries, answers, model)``: for answer i (its query's postings
+  ``queries[i]``, its terms text i of ``answers``, ``nrp.rankers.term_arrays``: the batch's
+  terms as arrays of term ids, each answer's tf of its query's terms counted by numpy) the
+  scores of D_q then of the answer, as ``with_extra`` would give them; all answers' rows in
+  one flat array.
 
 The floats equal those of ``with_extra(answer).score_terms(...)``: the same integer statistics
 (N + 1, tokens + the answer's length, df + 1 and F + tf for the terms the answer has) turned
@@ -27,12 +29,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
 from nrp.rankers import text_pipeline
 from nrp.rankers.lexical import CorpusStatistics, LexicalIndex, TermStatistics, WeightingModel
+from nrp.rankers.term_arrays import TermArrays
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,10 +52,6 @@ class QueryPostings:
     doc: np.ndarray  # per posting: the document (numbered as in the index)
     tf: np.ndarray  # per posting: the term's frequency in the document
     doc_length: np.ndarray  # per posting: the document's length
-
-    @cached_property
-    def _wanted(self) -> frozenset[str]:
-        return frozenset(self.terms)
 
     @classmethod
     def of(cls, index: LexicalIndex, query: str) -> QueryPostings:
@@ -85,17 +83,17 @@ class QueryPostings:
             doc_length=lengths[doc_array],
         )
 
-    def answer_frequencies(self, terms: Sequence[str]) -> list[int]:
-        """tf of each entry's term in an answer's terms."""
-        return _frequencies(self.terms, self._wanted, terms)
 
-
-def _frequencies(
-    entries: tuple[str, ...], wanted: frozenset[str], terms: Sequence[str]
-) -> list[int]:
-    """tf of each entry's term in ``terms``."""
-    hits = list(filter(wanted.__contains__, terms))  # few: list.count is cheapest
-    return [hits.count(term) for term in entries] if hits else [0] * len(entries)
+def _entry_frequencies(
+    queries: Sequence[QueryPostings | FrozenQuery], answers: TermArrays
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per answer, its query's number of entries; per (answer, entry) pair, in answer then entry
+    order: the answer, and the tf of the entry's term in the answer."""
+    n_entries = np.array([len(q.terms) for q in queries], dtype=np.int64)
+    pair_owner = np.repeat(np.arange(len(queries)), n_entries)
+    entry_ids = answers.vocabulary.entry_ids
+    pair_terms = np.concatenate([entry_ids(q.terms) for q in queries])
+    return n_entries, pair_owner, answers.frequencies(pair_owner, pair_terms)
 
 
 @dataclass(frozen=True)
@@ -123,12 +121,10 @@ class ExtraScores:
 
 
 def score_with_each_extra(
-    queries: Sequence[QueryPostings],
-    term_lists: Sequence[Sequence[str]],
-    model: WeightingModel,
+    queries: Sequence[QueryPostings], answers: TermArrays, model: WeightingModel
 ) -> ExtraScores:
-    """For each answer i, D_q of ``queries[i]`` and the answer with terms ``term_lists[i]``
-    scored with statistics that count the answer (module docstring)."""
+    """For each answer i, D_q of ``queries[i]`` and the answer with terms those of text i of
+    ``answers`` scored with statistics that count the answer (module docstring)."""
     count = len(queries)
     n_docs = np.array([q.num_base_docs for q in queries], dtype=np.int64)
     sizes = n_docs + 1
@@ -137,19 +133,10 @@ def score_with_each_extra(
     if count == 0:
         return ExtraScores(np.zeros(0), starts, n_docs)
     # per (answer, entry): the answer's tf and the statistics counting the answer
-    n_entries = np.array([len(q.terms) for q in queries], dtype=np.int64)
+    n_entries, pair_owner, pair_tf = _entry_frequencies(queries, answers)
     entry_starts = np.zeros(count, dtype=np.int64)
     np.cumsum(n_entries[:-1], out=entry_starts[1:])
-    pair_tf = np.array(
-        [
-            f
-            for q, terms in zip(queries, term_lists, strict=True)
-            for f in q.answer_frequencies(terms)
-        ],
-        dtype=np.int64,
-    )
-    pair_owner = np.repeat(np.arange(count), n_entries)
-    lengths = np.array([len(terms) for terms in term_lists], dtype=np.int64)
+    lengths = answers.lengths()
     num_docs = np.array([q.num_docs for q in queries], dtype=np.int64) + 1
     num_tokens = np.array([q.num_tokens for q in queries], dtype=np.int64) + lengths
     avg_doc_len = num_tokens / num_docs
@@ -194,10 +181,6 @@ class FrozenQuery:
     num_docs: int
     avg_doc_len: float
 
-    @cached_property
-    def _wanted(self) -> frozenset[str]:
-        return frozenset(self.terms)
-
     @classmethod
     def of(cls, statistics: CorpusStatistics, query: str) -> FrozenQuery:
         entries = text_pipeline.query_terms(query)
@@ -212,15 +195,11 @@ class FrozenQuery:
             avg_doc_len=num_tokens / num_docs if num_docs else 0.0,
         )
 
-    def answer_frequencies(self, terms: Sequence[str]) -> list[int]:
-        """tf of each entry's term in an answer's terms."""
-        return _frequencies(self.terms, self._wanted, terms)
-
 
 def score_frozen(
-    queries: Sequence[FrozenQuery], term_lists: Sequence[Sequence[str]], model: WeightingModel
+    queries: Sequence[FrozenQuery], answers: TermArrays, model: WeightingModel
 ) -> np.ndarray:
-    """Answer i (terms ``term_lists[i]``) scored against the frozen statistics of
+    """Answer i (the terms of text i of ``answers``) scored against the frozen statistics of
     ``queries[i]``, all answers in one pass: the floats of ``LexicalIndex(postings of the
     answers, counted nothing, the statistics).score(query)``: per answer, the model's weight of
     each entry whose term it has and the statistics know (df > 0; Terrier skips a term not
@@ -228,20 +207,11 @@ def score_frozen(
     count = len(queries)
     if count == 0:
         return np.zeros(0, dtype=np.float64)
-    n_entries = np.array([len(q.terms) for q in queries], dtype=np.int64)
-    pair_tf = np.array(
-        [
-            f
-            for q, terms in zip(queries, term_lists, strict=True)
-            for f in q.answer_frequencies(terms)
-        ],
-        dtype=np.int64,
-    )
-    pair_owner = np.repeat(np.arange(count), n_entries)
+    _, pair_owner, pair_tf = _entry_frequencies(queries, answers)
     pair_df = np.concatenate([q.df for q in queries])
     scored = np.flatnonzero((pair_tf > 0) & (pair_df > 0))
     owner = pair_owner[scored]
-    lengths = np.array([len(terms) for terms in term_lists], dtype=np.float64)
+    lengths = answers.lengths().astype(np.float64)
     num_docs = np.array([q.num_docs for q in queries], dtype=np.float64)
     avg_doc_len = np.array([q.avg_doc_len for q in queries], dtype=np.float64)
     stats = TermStatistics(

@@ -39,9 +39,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from nrp.errors import NrpError
+from nrp.rankers.term_arrays import Vocabulary, analyse_texts
 from nrp.rankers.text_pipeline import analyse, english_tokens, porter_stem, terrier_stopwords
 from nrp.tables import require_columns
 from nrp.validation.degenerate import WORD
@@ -196,30 +198,60 @@ def _measures(
     judged: Mapping[str, Sequence[str]],
 ) -> list[tuple]:
     """``answer_flags`` of every answer as a tuple (``FLAG_NAMES``, then ``MEASURE_COLUMNS``):
-    the same numbers, each text tokenised once through the memoised term pipeline
-    (``analyse``: ``content_terms`` are its distinct terms), each query's question and judged
-    documents once. The texts are taken a slice at a time (``_in_slices``), so that a large
-    answer set is not held twice, as a frame and as Python strings."""
-    asked: dict[str, set[str]] = {}
+    the same numbers, the texts' content terms counted a slice at a time as arrays of term ids
+    (``_content_counts``), each query's question and judged documents once. Slices also keep a
+    large answer set from being held twice, as a frame and as Python strings."""
+    vocabulary = Vocabulary()
+    asked: dict[str, np.ndarray] = {}
     grams: dict[str, _QueryGrams] = {}
     rows = []
-    for text, qid in zip(_in_slices(texts), qids, strict=True):
-        if qid not in asked:
-            asked[qid] = set(analyse(questions[qid]))
-            grams[qid] = _QueryGrams(judged.get(qid, ()))
-        terms = set(analyse(text))
-        common = len(terms & asked[qid])
-        share = common / len(terms) if terms else 1.0
-        answer_grams = _grams(text)
-        copied = grams[qid].best(answer_grams) / len(answer_grams) if answer_grams else 0.0
-        new = len(terms) - common
-        rows.append(
-            (share >= QUESTION_SHARE, copied >= COPY_SHARE, new < MIN_NEW_TERMS, share, copied, new)
-        )
+    for start, batch in _in_slices(texts):
+        batch_qids = qids[start : start + len(batch)]
+        for qid in dict.fromkeys(batch_qids):
+            if qid not in asked:
+                asked[qid] = vocabulary.term_ids(sorted(set(analyse(questions[qid]))))
+                grams[qid] = _QueryGrams(judged.get(qid, ()))
+        counts = _content_counts(batch, batch_qids, asked, vocabulary)
+        for text, qid, (terms, common) in zip(batch, batch_qids, counts, strict=True):
+            share = common / terms if terms else 1.0
+            answer_grams = _grams(text)
+            copied = grams[qid].best(answer_grams) / len(answer_grams) if answer_grams else 0.0
+            new = terms - common
+            rows.append(
+                (
+                    share >= QUESTION_SHARE,
+                    copied >= COPY_SHARE,
+                    new < MIN_NEW_TERMS,
+                    share,
+                    copied,
+                    new,
+                )
+            )
     return rows
 
 
-def _in_slices(texts: pd.Series, size: int = 4096) -> Iterator[str]:
-    """The texts as Python strings, ``size`` at a time."""
+def _content_counts(
+    texts: list[str], qids: list[str], asked: Mapping[str, np.ndarray], vocabulary: Vocabulary
+) -> list[tuple[int, int]]:
+    """Per text: its number of distinct content terms (``len(content_terms(text))``) and how
+    many of them are its question's (``asked``: each qid's question's term ids)."""
+    owner, terms = analyse_texts(texts, vocabulary).distinct()
+    size = max(len(vocabulary), 1)
+    index = {qid: i for i, qid in enumerate(dict.fromkeys(qids))}
+    asked_keys = np.sort(np.concatenate([i * size + asked[qid] for qid, i in index.items()]))
+    keys = np.array([index[qid] for qid in qids], dtype=np.int64)[owner] * size + terms
+    at = np.minimum(np.searchsorted(asked_keys, keys), max(len(asked_keys) - 1, 0))
+    common = owner[asked_keys[at] == keys] if len(asked_keys) else owner[:0]
+    return list(
+        zip(
+            np.bincount(owner, minlength=len(texts)).tolist(),
+            np.bincount(common, minlength=len(texts)).tolist(),
+            strict=True,
+        )
+    )
+
+
+def _in_slices(texts: pd.Series, size: int = 4096) -> Iterator[tuple[int, list[str]]]:
+    """The texts as Python strings, ``size`` at a time, each slice with its first position."""
     for start in range(0, len(texts), size):
-        yield from texts.iloc[start : start + size].tolist()
+        yield start, texts.iloc[start : start + size].tolist()

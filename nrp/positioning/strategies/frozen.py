@@ -27,10 +27,10 @@ from nrp.positioning.strategies.statistics import (
     require_python_backend,
 )
 from nrp.positioning.ties import position
-from nrp.rankers import text_pipeline
 from nrp.rankers.base import Ranker, StatisticsScorer
 from nrp.rankers.lexical import CorpusStatistics, LexicalIndex
 from nrp.rankers.lexical_batch import FrozenQuery, score_frozen
+from nrp.rankers.term_arrays import Vocabulary, analyse_texts
 
 
 class _SummedCounts(Mapping[str, int]):
@@ -84,6 +84,7 @@ class LexicalFrozen(_FrozenStatistics):
         super().__init__(state)
         self._statistics: dict[str, CorpusStatistics] = {}
         self._queries: dict[str, FrozenQuery] = {}
+        self._vocabulary = Vocabulary()
 
     @classmethod
     def cache_scopes(
@@ -119,8 +120,8 @@ class LexicalFrozen(_FrozenStatistics):
             self.frozen_query(str(q), str(query))
             for q, query in zip(qids, frame["query"].tolist(), strict=True)
         ]
-        term_lists = [text_pipeline.analyse(text) for text in frame["text"].tolist()]
-        answer_scores = score_frozen(queries, term_lists, self.ranker.model)
+        answers = analyse_texts(frame["text"].tolist(), self._vocabulary)
+        answer_scores = score_frozen(queries, answers, self.ranker.model)
         state.counts.answers_scored += len(frame)
         state.counts.score_calls += 1
         return state.rows_against(frame["docno"].tolist(), qids, answer_scores, doc_scores)

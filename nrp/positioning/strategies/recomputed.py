@@ -17,10 +17,10 @@ import pandas as pd
 
 from nrp.positioning.strategies.base import InjectionState, Strategy
 from nrp.positioning.strategies.statistics import declares_statistics, frozen, python_backend
-from nrp.rankers import text_pipeline
 from nrp.rankers.base import Ranker, StatisticsScorer
 from nrp.rankers.lexical import LexicalIndex
 from nrp.rankers.lexical_batch import QueryPostings, score_with_each_extra
+from nrp.rankers.term_arrays import Vocabulary, analyse_texts
 
 
 class LexicalRecomputed(Strategy):
@@ -44,6 +44,7 @@ class LexicalRecomputed(Strategy):
         super().__init__(state)
         self._indexes: dict[str, LexicalIndex] = {}
         self._postings: dict[str, QueryPostings] = {}
+        self._vocabulary = Vocabulary()
 
     def index(self, qid: str) -> LexicalIndex:
         """D_q's index with the ranker's statistics, tokenised once per query."""
@@ -69,8 +70,8 @@ class LexicalRecomputed(Strategy):
             self._query_postings(q, query)
             for q, query in zip(qids, frame["query"].tolist(), strict=True)
         ]
-        term_lists = [text_pipeline.analyse(text) for text in frame["text"].tolist()]
-        scored = score_with_each_extra(queries, term_lists, self.ranker.model)
+        answers = analyse_texts(frame["text"].tolist(), self._vocabulary)
+        scored = score_with_each_extra(queries, answers, self.ranker.model)
         self.state.counts.documents_rescored += int(scored.n_docs.sum())
         self.state.counts.answers_scored += len(frame)
         doc_scores, owners = scored.document_scores()
