@@ -132,3 +132,39 @@ def test_the_library_call_reads_questions_and_judged_documents_from_the_collecti
     assert by_id["echo/plain/q1/0"] == "question_words,little_content"
     assert by_id["copy/plain/q1/0"] == "judged_copy"
     assert by_id["real/plain/q1/0"] == "" and by_id["real/plain/q2/0"] == ""
+
+
+@pytest.mark.shared_data
+def test_flag_answers_equals_answer_flags_on_mediqa_texts(shared_data):
+    """``flag_answers`` (content terms as arrays of term ids, word grams compared only for the
+    answers whose hashed grams meet a judged document's) gives every number ``answer_flags``
+    gives one answer at a time: on lines of the MEDIQA 2019 files as judged documents (8 per
+    query) and answers made of them: whole documents, halves, sentences of the query's own
+    documents and of others', a few words, nothing."""
+    import random
+
+    path = shared_data("mediqa-2019", "MEDIQA2019-Task3-QA-ValidationSet.xml")
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    lines = [line for line in lines if len(line) > 40]
+    queries = {f"q{i}": lines[i * 9] for i in range(len(lines) // 9)}
+    judged = {qid: lines[i * 9 + 1 : i * 9 + 9] for i, qid in enumerate(queries)}
+    rng, qids, texts = random.Random(6), [], []
+    for i in range(3000):
+        qid = f"q{i % len(queries)}"
+        own, other = rng.choice(judged[qid]), rng.choice(lines)
+        words = own.split()
+        texts.append(
+            [own, own[: len(own) // 2], f"{other} {own} {other}", " ".join(words[:4]), "",
+             queries[qid], other, " ".join(words[2:9]) + " " + other][i % 8]
+        )  # fmt: skip
+        qids.append(qid)
+    answers = pd.DataFrame({"answer_id": [str(i) for i in range(len(texts))], "qid": qids,
+                            "text": texts})  # fmt: skip
+    frame = flag_answers(answers, queries, judged)
+    documents = {qid: [word_grams(d) for d in docs] for qid, docs in judged.items()}
+    expected = [answer_flags(t, queries[q], documents[q]) for t, q in zip(texts, qids, strict=True)]
+    columns = ["question_words", "judged_copy", "little_content", "question_share", "copy_share",
+               "new_terms"]  # fmt: skip
+    assert frame[columns].to_dict("records") == expected
+    assert 0 < frame["judged_copy"].sum() < len(frame)
+    assert (frame["copy_share"].between(0, 1, inclusive="neither")).any()

@@ -26,10 +26,7 @@ import pyarrow as pa
 
 from nrp.rankers import text_pipeline
 
-#: ``bytes.translate`` tables: per byte 1 for an ASCII letter or digit, else 0; and the bytes
-#: that are not (the separators ``text_pipeline._SEPARATORS`` turns into spaces)
-_TOKEN_FLAGS = bytes(int(chr(b).isascii() and chr(b).isalnum()) for b in range(256))
-_SEPARATOR_BYTES = bytes(b for b in range(256) if not _TOKEN_FLAGS[b])
+_SPACE = ord(" ")
 
 
 class Vocabulary:
@@ -70,12 +67,12 @@ class Vocabulary:
     def token_ids(self, tokens: list[str]) -> np.ndarray:
         """Per raw token, its term's id or -1 (``text_pipeline._pipeline_term``, once a token)."""
         found = list(map(self._raw.get, tokens))
-        if None in found:
+        if None in found:  # a few new tokens: found by set difference, not a Python loop
             with self._lock:
-                for i, token in enumerate(tokens):
-                    if found[i] is None:
-                        term = text_pipeline._pipeline_term(token)
-                        found[i] = self._raw[token] = -1 if term is None else self._term_id(term)
+                for token in set(tokens).difference(self._raw):
+                    term = text_pipeline._pipeline_term(token)
+                    self._raw[token] = -1 if term is None else self._term_id(term)
+            found = list(map(self._raw.__getitem__, tokens))
         return np.array(found, dtype=np.int64)
 
 
@@ -105,7 +102,8 @@ class TermArrays:
         wanted = np.zeros(size, dtype=bool)
         wanted[pair_terms] = True
         hit = wanted[self.terms]  # the few tokens that are some pair's term
-        keys, counts = np.unique(self.owner[hit] * size + self.terms[hit], return_counts=True)
+        keys, starts = _sorted_unique(self.owner[hit] * size + self.terms[hit])
+        counts = np.diff(starts, append=np.sum(hit))
         pair_keys = pair_owner * size + pair_terms
         if len(keys) == 0:
             return np.zeros(len(pair_keys), dtype=np.int64)
@@ -115,8 +113,57 @@ class TermArrays:
     def distinct(self) -> tuple[np.ndarray, np.ndarray]:
         """Each text's distinct terms: (owner, term) per distinct pair, by owner then term."""
         size = max(len(self.vocabulary), 1)
-        keys = np.unique(self.owner * size + self.terms)
+        keys, _ = _sorted_unique(self.owner * size + self.terms)
         return keys // size, keys % size
+
+
+def _sorted_unique(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys in ascending order, and where each starts among the sorted keys
+    (``np.unique``'s result by a plain sort: numpy 2's hashing ``unique`` is several times
+    slower on these arrays)."""
+    keys = np.sort(keys)
+    first = np.ones(len(keys), dtype=bool)
+    np.not_equal(keys[1:], keys[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    return keys[starts], starts
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """The tokens of many texts: the distinct ones, and per token (texts in order, each text's
+    tokens in order) its index among them and its text."""
+
+    distinct: list[str]
+    index: np.ndarray
+    owner: np.ndarray
+
+
+def cut(texts: Sequence[str], table: bytes) -> Tokens:
+    """The tokens of each text as ``text.encode("ascii", "replace").translate(table).split()``
+    gives them, for a ``table`` that maps every byte not of a token to a space and no byte of
+    a token to one (``text_pipeline._SEPARATORS``): the bytes of the texts' UTF-8 are mapped
+    in one call (a character other than ASCII is bytes of 0x80 and above, each a separator as
+    its single "?" would be; a lone surrogate is passed as its three bytes), numpy finds where
+    tokens start and end, pyarrow makes them distinct without a Python string per token."""
+    encoded = [text.encode("utf-8", "surrogatepass") for text in texts]
+    data = b" ".join(encoded).translate(table)  # texts apart by a separator
+    in_token = np.frombuffer(data, dtype=np.uint8) != _SPACE
+    edges = np.diff(in_token.view(np.int8), prepend=np.int8(0), append=np.int8(0))
+    bounds = np.flatnonzero(edges)  # a token's start, then its end, for every token
+    starts = bounds[0::2]
+    offsets = np.zeros(len(starts) + 1, dtype=np.int64)
+    np.cumsum(bounds[1::2] - starts, out=offsets[1:])
+    chars = data.translate(None, b" ")  # the tokens' bytes, end to end
+    tokens = pa.LargeStringArray.from_buffers(
+        len(starts), pa.py_buffer(offsets), pa.py_buffer(chars)
+    ).dictionary_encode()
+    text_starts = np.zeros(len(texts), dtype=np.int64)
+    np.cumsum([len(b) + 1 for b in encoded[:-1]], out=text_starts[1:])
+    return Tokens(
+        tokens.dictionary.to_pylist(),
+        tokens.indices.to_numpy(zero_copy_only=False),
+        np.searchsorted(text_starts, starts, side="right") - 1,
+    )
 
 
 def analyse_texts(texts: Sequence[str], vocabulary: Vocabulary) -> TermArrays:
@@ -124,27 +171,7 @@ def analyse_texts(texts: Sequence[str], vocabulary: Vocabulary) -> TermArrays:
     if not texts:
         empty = np.zeros(0, dtype=np.int64)
         return TermArrays(empty, empty, 0, vocabulary)
-    # UTF-8 (a lone surrogate passed as its three bytes): a character other than ASCII is
-    # bytes of 0x80 and above, separators as the single "?" of the ASCII encoding is
-    encoded = [text.encode("utf-8", "surrogatepass") for text in texts]
-    data = b"\n".join(encoded)  # texts apart by a newline, a separator
-    edges = np.diff(
-        np.frombuffer(data.translate(_TOKEN_FLAGS), dtype=np.int8),
-        prepend=np.int8(0),
-        append=np.int8(0),
-    )
-    bounds = np.flatnonzero(edges)  # a token's start, then its end, for every token
-    starts = bounds[0::2]
-    offsets = np.zeros(len(starts) + 1, dtype=np.int64)
-    np.cumsum(bounds[1::2] - starts, out=offsets[1:])
-    chars = data.translate(None, _SEPARATOR_BYTES)  # the tokens' bytes, end to end
-    tokens = pa.LargeStringArray.from_buffers(
-        len(starts), pa.py_buffer(offsets), pa.py_buffer(chars)
-    ).dictionary_encode()
-    ids = vocabulary.token_ids(tokens.dictionary.to_pylist())
-    terms = ids[tokens.indices.to_numpy(zero_copy_only=False)]
-    text_starts = np.zeros(len(texts), dtype=np.int64)
-    np.cumsum([len(b) + 1 for b in encoded[:-1]], out=text_starts[1:])
+    tokens = cut(texts, text_pipeline._SEPARATORS)
+    terms = vocabulary.token_ids(tokens.distinct)[tokens.index]
     kept = terms >= 0
-    owner = np.searchsorted(text_starts, starts[kept], side="right") - 1
-    return TermArrays(terms[kept], owner, len(texts), vocabulary)
+    return TermArrays(terms[kept], tokens.owner[kept], len(texts), vocabulary)

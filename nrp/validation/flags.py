@@ -46,6 +46,7 @@ from nrp.errors import NrpError
 from nrp.rankers.term_arrays import Vocabulary, analyse_texts
 from nrp.rankers.text_pipeline import analyse, english_tokens, porter_stem, terrier_stopwords
 from nrp.tables import require_columns
+from nrp.validation.copy_candidates import WORD_BYTES, CopyCandidates
 from nrp.validation.degenerate import WORD
 
 #: question_words: the least share of an answer's content terms that are the question's
@@ -64,14 +65,6 @@ ID_COLUMNS = ("answer_id", "qid", "llm", "prompt", "sample")
 MEASURE_COLUMNS = ("question_share", "copy_share", "new_terms")
 
 Gram = tuple[str, ...]
-#: ``bytes.translate`` table of ``WORD``'s characters: ASCII letters and digits lower-cased, the
-#: apostrophe kept, every other byte a space. A text encoded with ``errors="replace"`` (each
-#: non-ASCII character a "?", then a space) and split on whitespace gives exactly
-#: ``[w.lower() for w in WORD.findall(text)]``.
-_WORD_BYTES = bytes(
-    ord(chr(b).lower()) if (chr(b).isascii() and chr(b).isalnum()) or b == ord("'") else ord(" ")
-    for b in range(256)
-)
 
 
 def content_terms(text: str) -> frozenset[str]:
@@ -163,8 +156,8 @@ def flag_answers(
 
 
 def _words(text: str) -> list[str]:
-    """``[w.lower() for w in WORD.findall(text)]``, by ``bytes.translate`` (``_WORD_BYTES``)."""
-    return text.encode("ascii", "replace").translate(_WORD_BYTES).decode("ascii").split()
+    """``[w.lower() for w in WORD.findall(text)]``, by ``bytes.translate`` (``WORD_BYTES``)."""
+    return text.encode("ascii", "replace").translate(WORD_BYTES).decode("ascii").split()
 
 
 def _grams(text: str) -> set[Gram]:
@@ -198,10 +191,12 @@ def _measures(
     judged: Mapping[str, Sequence[str]],
 ) -> list[tuple]:
     """``answer_flags`` of every answer as a tuple (``FLAG_NAMES``, then ``MEASURE_COLUMNS``):
-    the same numbers, the texts' content terms counted a slice at a time as arrays of term ids
-    (``_content_counts``), each query's question and judged documents once. Slices also keep a
-    large answer set from being held twice, as a frame and as Python strings."""
-    vocabulary = Vocabulary()
+    the same numbers, a slice of texts at a time: their content terms counted as arrays of term
+    ids (``_content_counts``), their word grams compared with the judged documents' only for
+    the answers that may share one (``CopyCandidates``; every other answer's copy share is
+    0.0), each query's question and judged documents once. Slices also keep a large answer set
+    from being held twice, as a frame and as Python strings."""
+    vocabulary, copies = Vocabulary(), CopyCandidates(COPY_GRAM)
     asked: dict[str, np.ndarray] = {}
     grams: dict[str, _QueryGrams] = {}
     rows = []
@@ -210,12 +205,19 @@ def _measures(
         for qid in dict.fromkeys(batch_qids):
             if qid not in asked:
                 asked[qid] = vocabulary.term_ids(sorted(set(analyse(questions[qid]))))
-                grams[qid] = _QueryGrams(judged.get(qid, ()))
+                copies.add_query(qid, judged.get(qid, ()))
         counts = _content_counts(batch, batch_qids, asked, vocabulary)
-        for text, qid, (terms, common) in zip(batch, batch_qids, counts, strict=True):
+        candidates = copies.of(batch, batch_qids)
+        for text, qid, (terms, common), candidate in zip(
+            batch, batch_qids, counts, candidates, strict=True
+        ):
             share = common / terms if terms else 1.0
-            answer_grams = _grams(text)
-            copied = grams[qid].best(answer_grams) / len(answer_grams) if answer_grams else 0.0
+            copied = 0.0
+            if candidate:
+                if qid not in grams:
+                    grams[qid] = _QueryGrams(judged.get(qid, ()))
+                answer_grams = _grams(text)
+                copied = grams[qid].best(answer_grams) / len(answer_grams) if answer_grams else 0.0
             new = terms - common
             rows.append(
                 (
