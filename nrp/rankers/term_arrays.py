@@ -23,10 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from nrp.rankers import text_pipeline
-
-_SPACE = ord(" ")
 
 
 class Vocabulary:
@@ -141,29 +140,26 @@ class Tokens:
 def cut(texts: Sequence[str], table: bytes) -> Tokens:
     """The tokens of each text as ``text.encode("ascii", "replace").translate(table).split()``
     gives them, for a ``table`` that maps every byte not of a token to a space and no byte of
-    a token to one (``text_pipeline._SEPARATORS``): the bytes of the texts' UTF-8 are mapped
-    in one call (a character other than ASCII is bytes of 0x80 and above, each a separator as
-    its single "?" would be; a lone surrogate is passed as its three bytes), numpy finds where
-    tokens start and end, pyarrow makes them distinct without a Python string per token."""
+    a token to whitespace (``text_pipeline._SEPARATORS``): the bytes of the texts' UTF-8 are
+    mapped in one call (a character other than ASCII is bytes of 0x80 and above, each a
+    separator as its single "?" would be; a lone surrogate is passed as its three bytes), then
+    pyarrow splits them on spaces and makes the tokens distinct, without a Python string per
+    token."""
     encoded = [text.encode("utf-8", "surrogatepass") for text in texts]
-    data = b" ".join(encoded).translate(table)  # texts apart by a separator
-    in_token = np.frombuffer(data, dtype=np.uint8) != _SPACE
-    edges = np.diff(in_token.view(np.int8), prepend=np.int8(0), append=np.int8(0))
-    bounds = np.flatnonzero(edges)  # a token's start, then its end, for every token
-    starts = bounds[0::2]
-    offsets = np.zeros(len(starts) + 1, dtype=np.int64)
-    np.cumsum(bounds[1::2] - starts, out=offsets[1:])
-    chars = data.translate(None, b" ")  # the tokens' bytes, end to end
-    tokens = pa.LargeStringArray.from_buffers(
-        len(starts), pa.py_buffer(offsets), pa.py_buffer(chars)
-    ).dictionary_encode()
-    text_starts = np.zeros(len(texts), dtype=np.int64)
-    np.cumsum([len(b) + 1 for b in encoded[:-1]], out=text_starts[1:])
-    return Tokens(
-        tokens.dictionary.to_pylist(),
-        tokens.indices.to_numpy(zero_copy_only=False),
-        np.searchsorted(text_starts, starts, side="right") - 1,
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(b) + 1 for b in encoded], out=offsets[1:])  # each text and a space
+    data = b" ".join(encoded).translate(table) + b" "
+    lists = pc.ascii_split_whitespace(
+        pa.LargeStringArray.from_buffers(len(texts), pa.py_buffer(offsets), pa.py_buffer(data))
     )
+    tokens = lists.flatten().dictionary_encode()
+    distinct = tokens.dictionary.to_pylist()
+    index = tokens.indices.to_numpy(zero_copy_only=False)
+    owner = np.repeat(np.arange(len(texts)), np.diff(lists.offsets.to_numpy()))
+    if "" in distinct:  # pyarrow's split gives "" before a leading space and after a trailing
+        kept = index != distinct.index("")
+        index, owner = index[kept], owner[kept]
+    return Tokens(distinct, index, owner)
 
 
 def analyse_texts(texts: Sequence[str], vocabulary: Vocabulary) -> TermArrays:

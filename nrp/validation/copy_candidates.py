@@ -34,6 +34,10 @@ WORD_BYTES = bytes(
 )
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: a gram's words all count
 _NO_KEYS = np.zeros(0, dtype=np.uint64)
+#: the low bits of a hash that index ``CopyCandidates``'s bitmap (2**24 bits: about 1% of them
+#: set by 150 queries' documents, so a lookup of an answer's hash seldom goes further)
+_BITMAP_BITS = 24
+_BITMAP_MASK = np.uint64((1 << _BITMAP_BITS) - 1)
 
 
 class CopyCandidates:
@@ -45,7 +49,8 @@ class CopyCandidates:
         self._words: dict[str, int] = {}
         self._salts: dict[str, np.uint64] = {}
         self._keys: list[np.ndarray] = []
-        self._sorted = _NO_KEYS
+        self._sorted: np.ndarray | None = _NO_KEYS
+        self._bitmap = np.zeros(1 << _BITMAP_BITS, dtype=bool)  # a document hash's low bits
 
     def add_query(self, qid: str, documents: Sequence[str]) -> None:
         """The query's judged documents' grams (a document of fewer than n words has none that
@@ -54,7 +59,8 @@ class CopyCandidates:
         self._salts[qid] = salt
         hashes, _, _ = self._grams([str(text) for text in documents])
         self._keys.append(hashes ^ salt)
-        self._sorted = np.sort(np.concatenate(self._keys))
+        self._sorted = None  # sorted again by the next ``of``
+        self._bitmap[self._keys[-1] & _BITMAP_MASK] = True
 
     def of(self, texts: list[str], qids: list[str]) -> list[bool]:
         """Per answer: True when it may share a gram with its query's documents, or has fewer
@@ -63,9 +69,12 @@ class CopyCandidates:
         salts = np.array([self._salts[qid] for qid in qids], dtype=np.uint64)
         keys = hashes ^ salts[owner]
         candidate = words < self.n
-        if len(self._sorted) and len(keys):
-            at = np.minimum(np.searchsorted(self._sorted, keys), len(self._sorted) - 1)
-            candidate[owner[self._sorted[at] == keys]] = True
+        maybe = np.flatnonzero(self._bitmap[keys & _BITMAP_MASK])  # few: looked up
+        if self._sorted is None:
+            self._sorted = np.sort(np.concatenate(self._keys))
+        if len(maybe):
+            at = np.minimum(np.searchsorted(self._sorted, keys[maybe]), len(self._sorted) - 1)
+            candidate[owner[maybe[self._sorted[at] == keys[maybe]]]] = True
         return candidate.tolist()
 
     def _grams(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -240,10 +240,15 @@ def _content_counts(
     owner, terms = analyse_texts(texts, vocabulary).distinct()
     size = max(len(vocabulary), 1)
     index = {qid: i for i, qid in enumerate(dict.fromkeys(qids))}
-    asked_keys = np.sort(np.concatenate([i * size + asked[qid] for qid, i in index.items()]))
-    keys = np.array([index[qid] for qid in qids], dtype=np.int64)[owner] * size + terms
+    asked_ids = [asked[qid] for qid in index]
+    asked_keys = np.sort(np.concatenate([i * size + ids for i, ids in enumerate(asked_ids)]))
+    any_question = np.zeros(size, dtype=bool)
+    any_question[np.concatenate(asked_ids)] = True
+    maybe = any_question[terms]  # the few terms of some question: looked up
+    owner_maybe = owner[maybe]
+    keys = np.array([index[qid] for qid in qids], dtype=np.int64)[owner_maybe] * size + terms[maybe]
     at = np.minimum(np.searchsorted(asked_keys, keys), max(len(asked_keys) - 1, 0))
-    common = owner[asked_keys[at] == keys] if len(asked_keys) else owner[:0]
+    common = owner_maybe[asked_keys[at] == keys] if len(asked_keys) else owner[:0]
     return list(
         zip(
             np.bincount(owner, minlength=len(texts)).tolist(),
