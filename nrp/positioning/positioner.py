@@ -13,7 +13,9 @@ calls, so positioning in batches costs what one call would.
   soon as it is done. Here, a neural ranker embeds the texts of up to ``STREAM_ANSWERS``
   answers (their queries, and D_q when no score cache holds it) in one stream first
   (``AnswerInjector.embedding_stream``), so its batches cost what one bare ``encode`` of the
-  same texts costs. Answer ids must be distinct within a call.
+  same texts costs; a vectorised strategy (``Strategy.whole_windows``: the lexical ones)
+  positions those answers in one call, then they are stored and reported by batch as any
+  other. Answer ids must be distinct within a call.
 - ``position_now(answers)``: the same numbers computed here without the results cache (the
   service's synchronous path: a request's answers are not kept); ``position_rows`` takes and
   gives them as lists (no frames: a request of one answer costs its arithmetic).
@@ -115,9 +117,14 @@ class Positioner:
         for first in range(0, len(todo), window):
             part = todo.iloc[first : first + window]
             with injector.embedding_stream(part["qid"].astype(str).tolist(), part["text"].tolist()):
+                whole = injector.position(part) if injector.strategy.whole_windows else None
                 for start in range(first, first + len(part), size):
                     chunk = todo.iloc[start : start + size]
-                    found = injector.position(chunk)
+                    found = (
+                        injector.position(chunk)
+                        if whole is None
+                        else whole.iloc[start - first : start - first + size].reset_index(drop=True)
+                    )
                     if results is not None:
                         results.store(self.job.scope, found, chunk["text_sha"].tolist())
                     found_parts.append(found)

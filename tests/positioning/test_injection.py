@@ -305,6 +305,48 @@ def test_an_interrupted_run_continues_where_it_stopped(tiny, tmp_path):
     pd.testing.assert_series_equal(result["nrp"], reference["nrp"])
 
 
+def test_whole_windows_store_and_report_by_chunk_as_chunks_do(tiny, tmp_path, monkeypatch):
+    """A strategy with ``whole_windows`` (lexical stats=query) positions a stream window in one
+    call, yet gives the positions, progress lines and results-cache rows of one call per
+    chunk."""
+    from nrp.positioning import positioner
+    from nrp.positioning.strategies.recomputed import LexicalRecomputed
+
+    monkeypatch.setattr(positioner, "STREAM_ANSWERS", 8)  # windows of 2 chunks of 4, and 3
+    answers = pd.DataFrame(
+        {
+            "answer_id": [f"a{i}" for i in range(11)],
+            "qid": ["q1"] * 11,
+            "text": ["nine", "zero", "tie", "two", "fever", "one", "five", "nine nine", "",
+                     "tie one", "zero two"],
+        }
+    )  # fmt: skip
+    runs, calls = {}, []
+    position = LexicalRecomputed.position
+
+    def counted(self, frame):
+        calls.append(len(frame))
+        return position(self, frame)
+
+    monkeypatch.setattr(LexicalRecomputed, "position", counted)
+    for whole in (True, False):
+        monkeypatch.setattr(LexicalRecomputed, "whole_windows", whole)
+        collection, lines = fresh_copy(tiny, tmp_path / str(whole)), []
+        result = score_answers(collection, answers, "bm25", chunk_size=4, progress=lines.append)
+        again = score_answers(collection, answers, "bm25", chunk_size=4)  # from the cache
+        assert again.attrs["counts"]["answers_from_results_cache"] == 11
+        runs[whole] = (result, lines, again)
+    pd.testing.assert_frame_equal(runs[True][0], runs[False][0])
+    pd.testing.assert_frame_equal(runs[True][2], runs[False][2])
+    assert runs[True][1] == runs[False][1]
+    assert [line for line in runs[True][1] if "positioned" in line] == [
+        "bm25: 4/11 positioned",
+        "bm25: 8/11 positioned",
+        "bm25: 11/11 positioned",
+    ]
+    assert calls == [8, 3, 4, 4, 3]  # windows of 8 answers, then chunks of 4
+
+
 def test_injection_modes_per_ranker_kind():
     assert injection_mode(make_ranker("tfidf")) == LEXICAL_RECOMPUTED
     assert injection_mode(make_ranker("bm25"), frozen_stats=True) == LEXICAL_FROZEN

@@ -238,6 +238,13 @@ class Strategy:
     mode: ClassVar[str]
     description: ClassVar[str]
     needs: ClassVar[type | None] = None
+    #: True for a strategy that positions any number of answers in one vectorised pass: the
+    #: positioner hands it a whole stream window (``positioner.STREAM_ANSWERS``) at once and
+    #: still stores and reports the positions by ``chunk_size``; its per-call costs (frames,
+    #: numpy calls, each distinct token looked up) are paid per window, not per chunk. Not
+    #: for a strategy that counts its calls (``score_calls``): the counts are in the results'
+    #: attributes, which would then change with the window
+    whole_windows: ClassVar[bool] = False
 
     def __init__(self, state: InjectionState):
         self.state = state

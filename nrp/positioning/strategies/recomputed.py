@@ -30,6 +30,7 @@ class LexicalRecomputed(Strategy):
         "answer (as the source study's per-query index)"
     )
     needs: ClassVar[type] = StatisticsScorer
+    whole_windows: ClassVar[bool] = True
 
     @classmethod
     def supports(cls, ranker: Ranker, *, frozen_stats: bool, full_rerank: bool) -> bool:
