@@ -3,16 +3,18 @@
 Why: ``text_pipeline.analyse`` makes a Python string per token and a list per text; on 100,000
 answers that is 18 million tokens, the largest cost of ``nrp score`` after its start. What the
 lexical positioning and the flags need of an answer is less: its length in terms, how often
-each query term occurs in it, its distinct terms. Here the texts are cut into tokens in bulk
-(numpy over their bytes), the tokens made distinct by pyarrow's ``dictionary_encode`` (no
-Python object per token), and each *distinct* token sent once through the pipeline
-(``text_pipeline._pipeline_term``, memoised in a ``Vocabulary``).
+each query term occurs in it, its distinct terms. Here a batch of texts is cut into tokens in
+bulk (``cut``: one ``bytes.translate`` of all their bytes, split and made distinct by pyarrow,
+no Python object per token), each *distinct* token sent once through the pipeline
+(``text_pipeline._pipeline_term``, memoised in a ``Vocabulary``), and the terms kept as numpy
+arrays of term ids (``TermArrays``). The flags cut their words the same way
+(``nrp.validation.copy_candidates``).
 
 The terms are exactly ``analyse``'s, in the same order: a token is a maximal run of ASCII
 letters and digits of the text encoded to ASCII with ``errors="replace"`` (a non-ASCII
 character becomes one "?", a separator), which is what ``raw_tokens`` splits; every token then
-gets ``_pipeline_term``'s term or is dropped. The tests compare the two on every MEDIQA text
-and on generated answers.
+gets ``_pipeline_term``'s term or is dropped. The tests compare the two on every line of the
+MEDIQA 2019, LiveQA 2017 and CLEF eHealth answer files.
 """
 
 from __future__ import annotations
@@ -88,10 +90,6 @@ class TermArrays:
     def lengths(self) -> np.ndarray:
         """Each text's number of terms (``len(analyse(text))``)."""
         return np.bincount(self.owner, minlength=self.count)
-
-    def of_text(self, i: int) -> list[str]:
-        """Text i's terms as strings (``analyse(text)``)."""
-        return [self.vocabulary.terms[t] for t in self.terms[self.owner == i]]
 
     def frequencies(self, pair_owner: np.ndarray, pair_terms: np.ndarray) -> np.ndarray:
         """How often term ``pair_terms[p]`` occurs in text ``pair_owner[p]``, for every pair."""
