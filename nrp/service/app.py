@@ -35,7 +35,9 @@ an error id; docs/security.md describes the whole threat model.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -141,6 +143,22 @@ def openapi_document() -> dict[str, Any]:
     return create_app(ServiceConfig(auth=False), start_worker=False).openapi()
 
 
+def server_stack() -> tuple[str, str]:
+    """uvicorn's event loop and HTTP parser: uvloop and httptools (both in C, pinned in
+    requirements/base.txt) where they import, else asyncio's own loop and the pure-Python h11,
+    which answer the same bytes more slowly (docs/service.md, Performance)."""
+    loop = "uvloop" if sys.platform != "win32" and _imports("uvloop") else "asyncio"
+    return loop, "httptools" if _imports("httptools") else "h11"
+
+
+def _imports(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except (ImportError, OSError):  # not installed, or a wheel that does not load here
+        return False
+    return True
+
+
 def serve(config: ServiceConfig) -> None:
     """Run the service with uvicorn until SIGINT/SIGTERM (graceful: requests in flight are
     answered, the worker finishes its batch)."""
@@ -150,10 +168,14 @@ def serve(config: ServiceConfig) -> None:
 
     setup_logging(config.log_level, "server")
     app = create_app(config)
+    loop, http = server_stack()
+    log.info("server stack", extra={"fields": {"loop": loop, "http": http}})
     uvicorn.run(
         app,
         host=config.host,
         port=config.port,
+        loop=loop,
+        http=http,
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=int(config.shutdown_timeout_s),
