@@ -34,6 +34,7 @@ an error id; docs/security.md describes the whole threat model.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import logging
@@ -99,7 +100,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Open the store and start the worker; on shutdown stop the worker, close the store."""
     service: Service = app.state.service
     config = service.config
-    await run_in_threadpool(service.open)
+    await run_in_threadpool(service.open, asyncio.get_running_loop())
     for warning in config.startup_warnings():
         log.warning(warning)
     log.info(

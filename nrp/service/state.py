@@ -9,6 +9,7 @@ worker process started when the server starts, and stopped when it stops.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
@@ -50,12 +51,14 @@ class Service:
             raise HTTPException(404, f"unknown job {job_id!r}")
         return job
 
-    def open(self) -> None:
+    def open(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Open the store and start the worker, whose socket ``loop`` serves (called from
+        another thread: it waits for the loop)."""
         self.store = Store(self.config.store_url)
         if self.start_worker:
             from nrp.service.handle import WorkerHandle
 
-            self.worker = WorkerHandle(self.config, self.metrics.on_worker_metrics)
+            self.worker = WorkerHandle(self.config, loop, self.metrics.on_worker_metrics)
             self.worker.start()
 
     def close(self) -> None:

@@ -1,9 +1,10 @@
 """The one inference worker: a process of its own that owns every model and does all scoring.
 
-The server starts it (``nrp.service.handle.WorkerHandle``) and talks to it through two queues:
-synchronous score requests go in, their answers come back; a ``wake`` message says that a job
-was submitted. Jobs themselves travel through the store (``nrp.service.store``): the worker
-claims units, computes, and marks them done, so a job survives any crash of either process.
+The server starts it (``nrp.service.handle.WorkerHandle``) and talks to it over a socket pair
+(``Channel`` here, the event loop's transport there): synchronous score requests go in, their
+answers come back; a ``wake`` message says that a job was submitted. Jobs themselves travel
+through the store (``nrp.service.store``): the worker claims units, computes, and marks them
+done, so a job survives any crash of either process.
 
 Why one process: a model is loaded once (and a GPU is owned by one process), and work from
 every job and every synchronous request can be put into one model call. What it computes is
@@ -62,6 +63,7 @@ import functools
 import gc
 import logging
 import os
+import pickle
 import queue
 import signal
 import socket
@@ -70,6 +72,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import Connection
 from typing import Any
 
 from nrp import api
@@ -492,8 +495,37 @@ def _die_with_parent(parent_pid: int, interval: float = 0.2) -> None:
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
-def worker_main(config_data: dict[str, Any], inbox: Any, outbox: Any, parent_pid: int) -> None:
-    """Entry point of the worker process (spawned by ``WorkerHandle``)."""
+class Channel:
+    """The worker's end of its socket to the server (``nrp.service.handle``) as the queue the
+    ``Worker`` reads and writes: ``get`` / ``get_nowait`` raise ``queue.Empty`` when nothing
+    came, and a server gone reads as ``stop``. A message is written at once by the thread
+    that sends it (no feeder thread)."""
+
+    def __init__(self, connection: Connection):
+        self.connection = connection
+        self.lock = threading.Lock()
+
+    def get(self, timeout: float | None = None) -> tuple[str, dict[str, Any]]:
+        try:
+            if not self.connection.poll(timeout):
+                raise queue.Empty
+            return self.connection.recv()
+        except (EOFError, OSError):
+            return ("stop", {})
+
+    def get_nowait(self) -> tuple[str, dict[str, Any]]:
+        return self.get(0)
+
+    def put(self, message: tuple[str, dict[str, Any]]) -> None:
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        with self.lock:
+            self.connection.send_bytes(data)
+
+
+def worker_main(config_data: dict[str, Any], connection: Connection, parent_pid: int) -> None:
+    """Entry point of the worker process (spawned by ``WorkerHandle``), ``connection`` its end
+    of the socket to the server."""
+    os.set_inheritable(connection.fileno(), False)  # no process the worker starts holds it
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     config = ServiceConfig.from_dict(config_data)
@@ -504,7 +536,8 @@ def worker_main(config_data: dict[str, Any], inbox: Any, outbox: Any, parent_pid
     from nrp.service.logs import setup_logging
 
     setup_logging(config.log_level, "worker")
-    worker = Worker(config, inbox, outbox, parent_pid)
+    channel = Channel(connection)
+    worker = Worker(config, channel, channel, parent_pid)
 
     def _stop(signum: int, frame: Any) -> None:
         worker.stopping = True

@@ -43,15 +43,9 @@ async def score(
         payload, skipped = await run_in_threadpool(service.planner.score_payload, body, scope)
     if not service.worker_ready:
         raise HTTPException(503, "the worker is not ready yet", headers={"Retry-After": "1"})
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[dict[str, Any]] = loop.create_future()
-
-    def deliver(reply: dict[str, Any]) -> None:
-        loop.call_soon_threadsafe(lambda: future.done() or future.set_result(reply))
-
     # past it the requester has its 504: the worker drops the request instead of computing it
     payload["deadline"] = time.time() + service.config.score_timeout_s
-    service.worker.submit(payload, deliver)
+    future = service.worker.submit(payload)
     try:
         reply = await asyncio.wait_for(future, service.config.score_timeout_s)
     except TimeoutError:
