@@ -134,6 +134,42 @@ def test_the_library_call_reads_questions_and_judged_documents_from_the_collecti
     assert by_id["real/plain/q1/0"] == "" and by_id["real/plain/q2/0"] == ""
 
 
+def test_flags_aside_shares_the_slices_and_gives_the_bytes_of_flag_answers(tmp_path, monkeypatch):
+    """The forked worker and the caller each measure the slices the other has not claimed (both
+    slowed down here, the worker more, so each takes some); flags.csv's bytes equal those of
+    ``flag_answers`` on the whole answer set, every slice measured once."""
+    import os
+    import time
+
+    from nrp.analysis import flags as analysis
+    from nrp.validation.flags import FlagMeasures
+
+    ix = tmp_path / "ix"
+    nrp.ingest(write_collection(tmp_path / "data"), indexes_dir=ix)
+    collection = nrp.Collection.load("flag-tiny", ix)
+    answers = pd.concat([pd.DataFrame(ANSWERS)] * 6, ignore_index=True)
+    answers["answer_id"] = [f"a{i}" for i in range(len(answers))]
+    log, caller, rows = tmp_path / "slices.log", os.getpid(), FlagMeasures.rows
+
+    def logged(self, start):
+        # the caller is slowed too, so the worker gets a slice however late it starts
+        time.sleep(0.3 if os.getpid() != caller else 0.1)
+        with open(log, "a", encoding="utf-8") as out:
+            out.write(f"{os.getpid() == caller} {start}\n")
+        return rows(self, start)
+
+    monkeypatch.setattr(analysis, "ASIDE_MIN_ANSWERS", 1)
+    monkeypatch.setattr(FlagMeasures, "SLICE", 3)
+    monkeypatch.setattr(FlagMeasures, "rows", logged)
+    found = analysis.flags_aside(collection, answers)()
+    entries = [line.split() for line in log.read_text(encoding="utf-8").splitlines()]
+    assert sorted(int(start) for _, start in entries) == list(range(0, len(answers), 3))
+    assert {by for by, _ in entries} == {"True", "False"}  # both measured some
+    log.unlink()
+    expected = analysis.FlagsFile.of(analysis.flag_answers(collection, answers))
+    assert found == expected and found.flagged > 0
+
+
 @pytest.mark.shared_data
 def test_flag_answers_equals_answer_flags_on_mediqa_texts(shared_data):
     """``flag_answers`` (content terms as arrays of term ids, word grams compared only for the

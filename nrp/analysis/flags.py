@@ -11,13 +11,16 @@ The share is over answers, not queries: a flag is a property of one text.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import pickle
 import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -37,6 +40,13 @@ def flag_answers(collection: Collection | str, answers: pd.DataFrame) -> pd.Data
     """The flags of every answer (answer_id, qid, text; llm, prompt, sample kept) against its
     question and its query's judged documents: one row per answer, see
     ``nrp.validation.flags.flag_answers``."""
+    return rules.flag_answers(answers, *_questions_and_judged(collection, answers))
+
+
+def _questions_and_judged(
+    collection: Collection | str, answers: pd.DataFrame
+) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """qid -> question text, and qid -> its judged documents' texts (the answers' qids)."""
     if not isinstance(collection, Collection):
         collection = Collection.load(str(collection))
     topics = collection.topics
@@ -48,7 +58,7 @@ def flag_answers(collection: Collection | str, answers: pd.DataFrame) -> pd.Data
         str(qid): rows["text"].astype(str).tolist()
         for qid, rows in candidates.groupby("qid", sort=False)
     }
-    return rules.flag_answers(answers, queries, judged)
+    return queries, judged
 
 
 def flags_path(results: str | Path) -> Path:
@@ -121,12 +131,20 @@ def flags_aside(collection: Collection, answers: pd.DataFrame) -> FlagsAside:
     """``flag_answers`` started beside the caller's own work, and a function that waits for it:
     in a forked process where ``os.fork`` exists and there are at least ``ASIDE_MIN_ANSWERS``
     answers (``nrp score`` positions the answers meanwhile: the two use two cores), else here
-    when the function is called. The flags come back as ``flags.csv``'s bytes, written where
-    the caller decides (nothing is written by the worker; the collection's store is opened
-    afresh there). An error in the worker is raised by the function; ``cancel()`` ends a
-    worker whose result is not wanted (the caller failed)."""
+    when the function is called. The worker measures slices of the answers
+    (``rules.FlagMeasures``) one after the other, and the function, called when the caller's
+    own work is done, measures the slices the worker has not begun (a shared counter hands
+    each slice to one of them), then waits for the worker's and makes ``flags.csv``'s bytes,
+    written where the caller decides (nothing is written by the worker). An error in either is
+    raised by the function; ``cancel()`` ends a worker whose result is not wanted (the caller
+    failed)."""
     if not hasattr(os, "fork") or len(answers) < ASIDE_MIN_ANSWERS:
         return FlagsAside(lambda: FlagsFile.of(flag_answers(collection, answers)))
+    try:
+        measures = rules.FlagMeasures(answers, *_questions_and_judged(collection, answers))
+    except Exception as error:  # raised where the caller asks for the flags, as before
+        return FlagsAside(partial(_raise, error))
+    claims = multiprocessing.get_context("fork").Value("q", 0)  # the next slice to measure
     sys.stdout.flush()
     sys.stderr.flush()
     read_end, write_end = os.pipe()
@@ -135,7 +153,7 @@ def flags_aside(collection: Collection, answers: pd.DataFrame) -> FlagsAside:
         os.close(read_end)
         try:
             try:
-                payload = pickle.dumps(("ok", FlagsFile.of(flag_answers(collection, answers))))
+                payload = pickle.dumps(("ok", _claimed_rows(measures, claims)))
             except Exception as error:  # raised where the caller waits
                 try:
                     payload = pickle.dumps(("error", error))
@@ -146,7 +164,24 @@ def flags_aside(collection: Collection, answers: pd.DataFrame) -> FlagsAside:
         finally:
             os._exit(0)
     os.close(write_end)
-    return _Waiter(pid, read_end)
+    return _Waiter(pid, read_end, measures, claims)
+
+
+def _raise(error: Exception) -> FlagsFile:
+    raise error
+
+
+def _claimed_rows(measures: rules.FlagMeasures, claims: Any) -> dict[int, list[tuple]]:
+    """The rows of every slice this process claims (slice number -> rows), until none is left:
+    ``claims`` (a shared integer) is the number of the next slice, taken under its lock."""
+    done = {}
+    while True:
+        with claims.get_lock():
+            number = claims.value
+            claims.value = number + 1
+        if number >= len(measures.starts):
+            return done
+        done[number] = measures.rows(measures.starts[number])
 
 
 class FlagsAside:
@@ -178,13 +213,20 @@ class FlagsFile:
 
 
 class _Waiter(FlagsAside):
-    """Waits for a forked ``flags_aside`` worker; ``cancel`` ends it."""
+    """Measures the slices a forked ``flags_aside`` worker has not claimed, then waits for its
+    own; ``cancel`` ends it."""
 
-    def __init__(self, pid: int, read_end: int):
+    def __init__(self, pid: int, read_end: int, measures: rules.FlagMeasures, claims: Any):
         self.pid, self.read_end = pid, read_end
+        self.measures, self.claims = measures, claims
         self.closed = False
 
     def __call__(self) -> FlagsFile:
+        try:
+            rows = _claimed_rows(self.measures, self.claims)
+        except BaseException:
+            self.cancel()
+            raise
         self.closed = True  # closed by fdopen's block, so cancel() never closes it again
         with os.fdopen(self.read_end, "rb") as source:
             data = source.read()
@@ -194,7 +236,9 @@ class _Waiter(FlagsAside):
         kind, value = pickle.loads(data)
         if kind == "error":
             raise value
-        return value
+        rows.update(value)
+        ordered = [row for number in range(len(self.measures.starts)) for row in rows[number]]
+        return FlagsFile.of(self.measures.frame(ordered))
 
     def cancel(self) -> None:
         try:

@@ -37,7 +37,7 @@ can be checked against the texts.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -127,32 +127,91 @@ def flag_answers(
 
     ``answers``: answer_id, qid, text; ``queries``: qid -> question text; ``judged``: qid -> the
     texts of its judged documents (a qid without any: no copy can be found)."""
-    require_columns(answers, ("answer_id", "qid", "text"), "answers")
-    qids = answers["qid"].astype(str)
-    questions = {str(q): str(t) for q, t in dict(queries).items()}
-    unknown = sorted(set(qids) - set(questions))
-    if unknown:
-        raise NrpError(f"no question text for qid {unknown[0]!r} ({len(unknown)} qids unknown)")
-    texts = answers["text"].where(answers["text"].notna(), "").astype(str)
-    values = pd.DataFrame(
-        _measures(texts, qids.tolist(), questions, judged),
-        columns=[*FLAG_NAMES, *MEASURE_COLUMNS],
-        index=answers.index,
-    )
-    out = pd.DataFrame(
-        {c: answers[c] for c in ID_COLUMNS if c in answers.columns}, index=answers.index
-    )
-    out["answer_id"], out["qid"] = answers["answer_id"].astype(str), qids
-    flags = values[list(FLAG_NAMES)].astype(bool)
-    out["flags"] = [",".join(n for n, on in zip(FLAG_NAMES, row, strict=True) if on)
-                    for row in flags.itertuples(index=False)]  # fmt: skip
-    for name in FLAG_NAMES:
-        out[name] = flags[name]
-    out["flagged"] = flags.any(axis=1)
-    for name in MEASURE_COLUMNS:
-        out[name] = values[name]
-    out["new_terms"] = out["new_terms"].astype(int)
-    return out.reset_index(drop=True)
+    measures = FlagMeasures(answers, queries, judged)
+    return measures.frame([row for start in measures.starts for row in measures.rows(start)])
+
+
+class FlagMeasures:
+    """``answer_flags``' numbers for an answer set, ``SLICE`` answers at a time, the slices in
+    any order and in any process (``nrp.analysis.flags.flags_aside`` shares them between two),
+    then ``frame`` of them all in order. The same numbers as ``answer_flags``: a slice's
+    content terms counted as arrays of term ids (``_content_counts``), its word grams compared
+    with the judged documents' only for the answers that may share one (``CopyCandidates``;
+    every other answer's copy share is 0.0), each query's question and judged documents once
+    per process. A slice's texts become Python strings only while it is measured."""
+
+    SLICE = 4096
+
+    def __init__(
+        self,
+        answers: pd.DataFrame,
+        queries: Mapping[str, str],
+        judged: Mapping[str, Sequence[str]],
+    ):
+        require_columns(answers, ("answer_id", "qid", "text"), "answers")
+        self.answers, self.judged = answers, judged
+        self.qids = answers["qid"].astype(str)
+        self.questions = {str(q): str(t) for q, t in dict(queries).items()}
+        unknown = sorted(set(self.qids) - set(self.questions))
+        if unknown:
+            raise NrpError(f"no question text for qid {unknown[0]!r} ({len(unknown)} qids unknown)")
+        self.starts = range(0, len(answers), self.SLICE)
+        self._qid_list = self.qids.tolist()
+        self._vocabulary, self._copies = Vocabulary(), CopyCandidates(COPY_GRAM)
+        self._asked: dict[str, np.ndarray] = {}
+        self._grams: dict[str, _QueryGrams] = {}
+
+    def rows(self, start: int) -> list[tuple]:
+        """The slice at ``start``: per answer a tuple of ``FLAG_NAMES``' booleans, then
+        ``MEASURE_COLUMNS``."""
+        texts = self.answers["text"].iloc[start : start + self.SLICE]
+        batch = texts.where(texts.notna(), "").astype(str).tolist()
+        batch_qids = self._qid_list[start : start + len(batch)]
+        for qid in dict.fromkeys(batch_qids):
+            if qid not in self._asked:
+                terms = sorted(set(analyse(self.questions[qid])))
+                self._asked[qid] = self._vocabulary.term_ids(terms)
+                self._copies.add_query(qid, self.judged.get(qid, ()))
+        counts = _content_counts(batch, batch_qids, self._asked, self._vocabulary)
+        candidates = self._copies.of(batch, batch_qids)
+        rows = []
+        for text, qid, (terms, common), candidate in zip(
+            batch, batch_qids, counts, candidates, strict=True
+        ):
+            share = common / terms if terms else 1.0
+            copied = self._copy_share(text, qid) if candidate else 0.0
+            new = terms - common
+            rows.append(
+                (share >= QUESTION_SHARE, copied >= COPY_SHARE, new < MIN_NEW_TERMS, share,
+                 copied, new)
+            )  # fmt: skip
+        return rows
+
+    def _copy_share(self, text: str, qid: str) -> float:
+        """``copy_share`` of one answer, from its word grams."""
+        if qid not in self._grams:
+            self._grams[qid] = _QueryGrams(self.judged.get(qid, ()))
+        answer_grams = _grams(text)
+        return self._grams[qid].best(answer_grams) / len(answer_grams) if answer_grams else 0.0
+
+    def frame(self, rows: list[tuple]) -> pd.DataFrame:
+        """``flag_answers``' frame from the rows of every slice, in order."""
+        answers = self.answers
+        values = pd.DataFrame(rows, columns=[*FLAG_NAMES, *MEASURE_COLUMNS], index=answers.index)
+        out = pd.DataFrame(
+            {c: answers[c] for c in ID_COLUMNS if c in answers.columns}, index=answers.index
+        )
+        out["answer_id"], out["qid"] = answers["answer_id"].astype(str), self.qids
+        flags = values[list(FLAG_NAMES)].astype(bool)
+        out["flags"] = [",".join(n for n, on in zip(FLAG_NAMES, row, strict=True) if on)
+                        for row in flags.itertuples(index=False)]  # fmt: skip
+        for name in FLAG_NAMES:
+            out[name] = flags[name]
+        out["flagged"] = flags.any(axis=1)
+        for name in MEASURE_COLUMNS:
+            out[name] = values[name]
+        out["new_terms"] = out["new_terms"].astype(int)
+        return out.reset_index(drop=True)
 
 
 def _words(text: str) -> list[str]:
@@ -184,54 +243,6 @@ class _QueryGrams:
         return max(len(hits & document) for document in self.documents)
 
 
-def _measures(
-    texts: pd.Series,
-    qids: list[str],
-    questions: Mapping[str, str],
-    judged: Mapping[str, Sequence[str]],
-) -> list[tuple]:
-    """``answer_flags`` of every answer as a tuple (``FLAG_NAMES``, then ``MEASURE_COLUMNS``):
-    the same numbers, a slice of texts at a time: their content terms counted as arrays of term
-    ids (``_content_counts``), their word grams compared with the judged documents' only for
-    the answers that may share one (``CopyCandidates``; every other answer's copy share is
-    0.0), each query's question and judged documents once. Slices also keep a large answer set
-    from being held twice, as a frame and as Python strings."""
-    vocabulary, copies = Vocabulary(), CopyCandidates(COPY_GRAM)
-    asked: dict[str, np.ndarray] = {}
-    grams: dict[str, _QueryGrams] = {}
-    rows = []
-    for start, batch in _in_slices(texts):
-        batch_qids = qids[start : start + len(batch)]
-        for qid in dict.fromkeys(batch_qids):
-            if qid not in asked:
-                asked[qid] = vocabulary.term_ids(sorted(set(analyse(questions[qid]))))
-                copies.add_query(qid, judged.get(qid, ()))
-        counts = _content_counts(batch, batch_qids, asked, vocabulary)
-        candidates = copies.of(batch, batch_qids)
-        for text, qid, (terms, common), candidate in zip(
-            batch, batch_qids, counts, candidates, strict=True
-        ):
-            share = common / terms if terms else 1.0
-            copied = 0.0
-            if candidate:
-                if qid not in grams:
-                    grams[qid] = _QueryGrams(judged.get(qid, ()))
-                answer_grams = _grams(text)
-                copied = grams[qid].best(answer_grams) / len(answer_grams) if answer_grams else 0.0
-            new = terms - common
-            rows.append(
-                (
-                    share >= QUESTION_SHARE,
-                    copied >= COPY_SHARE,
-                    new < MIN_NEW_TERMS,
-                    share,
-                    copied,
-                    new,
-                )
-            )
-    return rows
-
-
 def _content_counts(
     texts: list[str], qids: list[str], asked: Mapping[str, np.ndarray], vocabulary: Vocabulary
 ) -> list[tuple[int, int]]:
@@ -256,9 +267,3 @@ def _content_counts(
             strict=True,
         )
     )
-
-
-def _in_slices(texts: pd.Series, size: int = 4096) -> Iterator[tuple[int, list[str]]]:
-    """The texts as Python strings, ``size`` at a time, each slice with its first position."""
-    for start in range(0, len(texts), size):
-        yield start, texts.iloc[start : start + size].tolist()
