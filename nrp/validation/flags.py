@@ -247,23 +247,18 @@ def _content_counts(
     texts: list[str], qids: list[str], asked: Mapping[str, np.ndarray], vocabulary: Vocabulary
 ) -> list[tuple[int, int]]:
     """Per text: its number of distinct content terms (``len(content_terms(text))``) and how
-    many of them are its question's (``asked``: each qid's question's term ids)."""
-    owner, terms = analyse_texts(texts, vocabulary).distinct()
-    size = max(len(vocabulary), 1)
-    index = {qid: i for i, qid in enumerate(dict.fromkeys(qids))}
-    asked_ids = [asked[qid] for qid in index]
-    asked_keys = np.sort(np.concatenate([i * size + ids for i, ids in enumerate(asked_ids)]))
-    any_question = np.zeros(size, dtype=bool)
-    any_question[np.concatenate(asked_ids)] = True
-    maybe = any_question[terms]  # the few terms of some question: looked up
-    owner_maybe = owner[maybe]
-    keys = np.array([index[qid] for qid in qids], dtype=np.int64)[owner_maybe] * size + terms[maybe]
-    at = np.minimum(np.searchsorted(asked_keys, keys), max(len(asked_keys) - 1, 0))
-    common = owner_maybe[asked_keys[at] == keys] if len(asked_keys) else owner[:0]
+    many of them are its question's (``asked``: each qid's question's distinct term ids, each
+    counted when the text has it at all)."""
+    arrays = analyse_texts(texts, vocabulary)
+    owner, _ = arrays.distinct()
+    asked_ids = [asked[qid] for qid in qids]
+    pair_owner = np.repeat(np.arange(len(texts)), [len(ids) for ids in asked_ids])
+    pair_terms = np.concatenate(asked_ids) if asked_ids else np.zeros(0, dtype=np.int64)
+    present = arrays.frequencies(pair_owner, pair_terms) > 0
     return list(
         zip(
             np.bincount(owner, minlength=len(texts)).tolist(),
-            np.bincount(common, minlength=len(texts)).tolist(),
+            np.bincount(pair_owner[present], minlength=len(texts)).tolist(),
             strict=True,
         )
     )
