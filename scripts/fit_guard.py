@@ -79,10 +79,10 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
 
 
 def feature_table(rows: pd.DataFrame, features, cache: Path | None) -> pd.DataFrame:
-    from nrp.rankers.guard import fluency
-
     """``features.frame`` of (query, text) rows; with ``cache``, rows computed before are read
     from it and the table is written back (refits with other settings cost no encoding)."""
+    from nrp.rankers.guard import fluency
+
     key = pd.MultiIndex.from_frame(rows[["query", "text"]])
     if cache is not None and cache.is_file():
         found = pd.read_pickle(cache).reindex(key)
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         GuardModel,
         fit_guard_model,
         fluency_reference,
-        judged_documents,
+        judged_answers,
     )
     from nrp.rankers.registry import make_ranker
     from nrp.validation.degenerate import FAMILIES, FAMILY_OF
@@ -228,9 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     reference = fluency_reference(reference_texts, args.frequent, args.pair_docs)
     provisional = GuardModel(FEATURES, (0.0,) * len(FEATURES), 0.0, 0.5, *reference)
     others = collection.topics["query"].astype(str).tolist()
-    # the fitting questions' own judged answers (a gain above 0), as a bound guard reads them
-    first = next(iter(collection.dimensions))
-    documents = judged_documents(rows[rows["kind"] == "judged"], collection.qrels(first))
+    # the fitting questions' own judged answers, as a bound guard reads them
+    documents = judged_answers(collection, rows[rows["kind"] == "judged"])
     features = GuardFeatures(provisional, make_ranker("dense:model=minilm"), others, documents)
     table = feature_table(rows, features, args.features)
     restated = (rows["kind"] == "restated_answer").to_numpy()

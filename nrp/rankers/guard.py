@@ -423,6 +423,14 @@ def judged_documents(
     return documents
 
 
+def judged_answers(collection: Any, candidates: pd.DataFrame) -> dict[str, list[str]]:
+    """``judged_documents`` of ``candidates`` (rows of ``collection``'s) that the judges held to
+    be answers: a gain above 0 in the collection's first dimension (relevance where it has
+    several). What a bound guard's ``spec_rd`` compares with, and what it is fitted with."""
+    first = next(iter(collection.dimensions))
+    return judged_documents(candidates, collection.qrels(first))
+
+
 # -- fitting --------------------------------------------------------------------------------------
 def fluency_reference(
     texts: Sequence[str], frequent: int = 150, pair_docs: int = 3
@@ -586,10 +594,7 @@ class GuardRanker(Ranker):
         self._others = collection.topics["query"].astype(str).tolist()
         self._features = None
         candidates = collection.candidates()
-        # what the judges held to be answers: a gain above 0 in the first dimension (relevance
-        # where a collection has several)
-        first = next(iter(collection.dimensions))
-        self._documents = judged_documents(candidates, collection.qrels(first))
+        self._documents = judged_answers(collection, candidates)
         self._store = Path(collection.path)
         self._dq_keys = set(row_keys(candidates))
         self._cached = CachedRanker(
