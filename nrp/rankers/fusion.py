@@ -149,7 +149,7 @@ class FusionRanker(Ranker):
         )
         self.fitted: FittedWeights | None = None
         self._dq: dict[str, pd.DataFrame] | None = None  # bound: D_q rows per qid
-        self._dq_keys: set[str] = set()  # bound: "qid\0docno" of every D_q row
+        self._dq_texts: dict[str, str] = {}  # bound: "qid\0docno" of every D_q row -> its text
         self._reference: dict[str, np.ndarray] = {}  # qid -> sub-scores of D_q (pointwise)
         self._cache_at: tuple[Any, str] | None = None  # bound: score cache path, collection fp
         self._cached: dict[int, CachedRanker] = {}
@@ -210,7 +210,7 @@ class FusionRanker(Ranker):
             str(qid): rows.reset_index(drop=True)
             for qid, rows in candidates.groupby(candidates["qid"].astype(str), sort=False)
         }
-        self._dq_keys = set(row_keys(candidates))
+        self._dq_texts = judged_texts(candidates)
         self._reference, self._cached = {}, {}
         self._cache_at = (collection.path / SCORE_CACHE_FILE, str(collection.meta["fingerprint"]))
         if self.weights is None:
@@ -243,7 +243,7 @@ class FusionRanker(Ranker):
         the rows ranked together uses it only for whole D_q's without other rows."""
         ranker = self.rankers[index]
         rows = ranker.formulate(frame)
-        in_dq = row_keys(frame).isin(self._dq_keys).to_numpy()
+        in_dq = judged_rows(frame, self._dq_texts)
         pointwise = ranker.injection == "pointwise" and not ranker.depends_on_candidate_set
         whole = in_dq.all() and all(
             frame.loc[group, "docno"].nunique() == len(self._dq[str(qid)])
@@ -324,6 +324,21 @@ def scores_with_cache(cached: CachedRanker, rows: pd.DataFrame, in_dq: np.ndarra
 def row_keys(frame: pd.DataFrame) -> pd.Series:
     """The key of each row: its qid and docno joined by a NUL character."""
     return frame["qid"].astype(str) + "\0" + frame["docno"].astype(str)
+
+
+def judged_texts(candidates: pd.DataFrame) -> dict[str, str]:
+    """Each judged document's row key (``row_keys``) -> its text: what ``judged_rows`` reads."""
+    return dict(zip(row_keys(candidates), candidates["text"].astype(str), strict=True))
+
+
+def judged_rows(frame: pd.DataFrame, judged: Mapping[str, str]) -> np.ndarray:
+    """True for each row of ``frame`` that is a judged document: its key (qid, docno) and its
+    text are one of ``judged`` (``judged_texts``). A text of its own under a judged document's
+    docno is no judged document: its score is computed, and never read from or stored under
+    the document's key in the score cache."""
+    keys = row_keys(frame).tolist()
+    texts = frame["text"].fillna("").astype(str).tolist()
+    return np.array([judged.get(k) == t for k, t in zip(keys, texts, strict=True)], dtype=bool)
 
 
 def _build(params: dict[str, Any]) -> FusionRanker:

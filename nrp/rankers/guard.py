@@ -62,6 +62,20 @@ one ranker's scores); 0.06 for dense's cosine was chosen on MEDIQA train+val (th
 NRP with the grades there peaks at it; docs/validity.md), and the default validation candidates
 include ``guard:content=0.06``.
 
+Quoted. The guarded ranker scores a text without the question it repeats (``unquoted``): every
+run of consecutive words the text copies from the question, of at least ``quoted`` of the
+question's words (0.3 by default, chosen on MEDIQA train+val by ``scripts/tune_guard.py``) and
+at least ``QUOTED_WORDS``, goes before scoring, unless one of the question's judged answers says
+that run too (a page whose heading asks the question: there the words are what answers say).
+Why: a similarity ranker scores a question it finds in a text as the best match there is, so an
+answer that opens by repeating the question, or a text that is the question followed by
+anything, is lifted by words that say nothing. The guard flags texts that are nothing but that;
+``quoted`` takes the lift from the texts it lets through (on the fitting questions, the relevant
+answers after their question stood above 72% of pairs with it, 56% without: where their
+documents stand). A judged answer is never cut (what it says is kept by definition), so the
+guarded ranker's scores of the judged answers stay as they were; a document judged no answer
+(gain 0) that repeats the question is cut like any text. 0: the whole text.
+
 Spec: ``guard:ranker=dense`` (default), ``guard:ranker=bm25;k1=0.9``: the guarded ranker's own
 parameters separated by ``;`` as in ``fuse``. ``threshold=`` overrides the model's.
 """
@@ -87,7 +101,13 @@ import pandas as pd
 from nrp.errors import ConfigError, InputError, NrpError
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
-from nrp.rankers.fusion import join_specs, row_keys, scores_with_cache, sub_spec
+from nrp.rankers.fusion import (
+    join_specs,
+    judged_rows,
+    judged_texts,
+    scores_with_cache,
+    sub_spec,
+)
 from nrp.rankers.registry import Param, RankerInfo, make_ranker, register
 from nrp.rankers.text_pipeline import porter_stem, terrier_stopwords
 from nrp.spec import format_spec
@@ -112,6 +132,12 @@ ENCODER = "dense:model=minilm"
 FEATURE_DEFINITIONS = 2
 
 _WORD = re.compile(r"[A-Za-z0-9']+")
+_MARKS = re.compile(r"[^\w\s]*")
+#: ``quoted``: a run of consecutive question words copied into a text is the question's, not the
+#: text's, when it holds at least this share of the question's words (chosen on MEDIQA
+#: train+val: scripts/tune_guard.py) and at least ``QUOTED_WORDS`` words
+QUOTED_SHARE = 0.3
+QUOTED_WORDS = 4
 
 
 @dataclass(frozen=True)
@@ -205,6 +231,58 @@ def rest_of(text: str, question_terms: set[str]) -> str:
         kept.append(word)
         new = new or (lower not in stop and len(lower) > 2)
     return " ".join(kept) if new else ""
+
+
+def quoted_runs(
+    question: str, share: float, answers: Sequence[str] = ()
+) -> tuple[int, frozenset[tuple[str, ...]]]:
+    """What ``unquoted`` cuts: the run length (at least ``share`` of the question's words and at
+    least ``QUOTED_WORDS``) and the question's runs of that many consecutive words (letters and
+    digits, lower case) that none of ``answers`` (its judged answers) contains. A run the judged
+    answers repeat (a page's heading that asks the question) is what answers say; one they never
+    say is the question's alone. No runs when ``share`` is 0 or the question is shorter."""
+    words = [w.lower() for w in _WORD.findall(question)]
+    run = max(QUOTED_WORDS, math.ceil(share * len(words) - 1e-9))
+    if share <= 0 or len(words) < run:
+        return run, frozenset()
+    grams = {tuple(words[i : i + run]) for i in range(len(words) - run + 1)}
+    for answer in answers:
+        tokens = [w.lower() for w in _WORD.findall(answer)]
+        grams.difference_update(tuple(tokens[i : i + run]) for i in range(len(tokens) - run + 1))
+    return run, frozenset(grams)
+
+
+def unquoted(
+    question: str, text: str, share: float, answers: Sequence[str] = (),
+    runs: tuple[int, frozenset[tuple[str, ...]]] | None = None,
+) -> str:  # fmt: skip
+    """``text`` without every run of consecutive words (letters and digits, case aside) that it
+    copies from ``question`` and that holds at least ``share`` of the question's words and at
+    least ``QUOTED_WORDS``, unless one of the question's judged ``answers`` says it too
+    (``quoted_runs``; ``runs``: its result, when known): what the text says once the question it
+    repeats is gone. ``text`` itself when it copies no such run (or ``share`` is 0); otherwise
+    what is left around the runs (a run goes from its first word to its last, with the
+    punctuation between them and right after it: "...?"), its white space collapsed."""
+    run, grams = runs if runs is not None else quoted_runs(question, share, answers)
+    if not grams:
+        return text
+    found = list(_WORD.finditer(text))
+    tokens = [m.group().lower() for m in found]
+    copied = np.zeros(len(tokens), dtype=bool)
+    for i in range(len(tokens) - run + 1):
+        if tuple(tokens[i : i + run]) in grams:
+            copied[i : i + run] = True
+    if not copied.any():
+        return text
+    kept, start, cutting = [], 0, False
+    for match, cut in zip(found, copied, strict=True):
+        if cut and not cutting:  # a run begins: keep what came before it
+            kept.append(text[start : match.start()])
+        if cut:  # the run goes, with the punctuation between its words and right after it
+            start = _MARKS.match(text, match.end()).end()
+        cutting = bool(cut)
+    kept.append(text[start:])
+    return " ".join("".join(kept).split())
 
 
 def fluency(text: str, frequent: frozenset[str], attested: frozenset[str]) -> float:
@@ -518,6 +596,15 @@ PARAMS: dict[str, Param] = {
         "add this times log(1 + the text's distinct content terms beyond the question) to the "
         "guarded ranker's score (0.06 for dense's cosine, chosen on MEDIQA train+val)",
     ),
+    "quoted": Param(
+        float,
+        QUOTED_SHARE,
+        "the guarded ranker scores a text without every run of consecutive words it copies from "
+        f"the question that holds at least this share of its words (and {QUOTED_WORDS} words or "
+        "more; 0: the whole text)",
+        minimum=0,
+        maximum=1,
+    ),
 }
 
 
@@ -550,7 +637,7 @@ class GuardRanker(Ranker):
         self._others: list[str] = []
         self._documents: dict[str, list[str]] = {}  # bound: each question's judged documents
         self._store: Path | None = None  # bound: the collection's folder (document embeddings)
-        self._dq_keys: set[str] = set()  # bound: row keys of D_q
+        self._dq_texts: dict[str, str] = {}  # bound: row key of D_q -> its text
         self._cached: CachedRanker | None = None  # bound: the guarded ranker's score cache
 
     @cached_property
@@ -596,19 +683,31 @@ class GuardRanker(Ranker):
         candidates = collection.candidates()
         self._documents = judged_answers(collection, candidates)
         self._store = Path(collection.path)
-        self._dq_keys = set(row_keys(candidates))
+        self._dq_texts = judged_texts(candidates)
         self._cached = CachedRanker(
             self.ranker,
             ScoreCache(collection.path / SCORE_CACHE_FILE),
             str(collection.meta["fingerprint"]),
         )
 
-    def _ranker_scores(self, frame: pd.DataFrame) -> np.ndarray:
-        """The guarded ranker's scores of ``frame``: D_q's rows of a pointwise ranker from the
-        score cache (computed and stored when missing), every other row computed."""
+    def ranker_scores(self, frame: pd.DataFrame) -> np.ndarray:
+        """The guarded ranker's scores of ``frame``, each text without the runs it copies from
+        its question (``unquoted``): D_q's rows of a pointwise ranker from the score cache
+        (computed and stored when missing), every other row computed. A row is D_q's when its
+        key (qid, docno) and the text scored are a judged document's: a text of its own under a
+        judged document's docno, or a document cut, is scored and never stored under it."""
+        share = float(self.params["quoted"])
+        texts = frame["text"].fillna("").astype(str).tolist()
+        queries = frame["query"].fillna("").astype(str).tolist()
+        runs = {
+            q: quoted_runs(q, share, self._documents.get(q, ())) for q in dict.fromkeys(queries)
+        }
+        scored = [unquoted(q, t, share, runs=runs[q]) for q, t in zip(queries, texts, strict=True)]
+        if scored != texts:
+            frame = frame.assign(text=scored)
         rows = self.ranker.formulate(frame)
         cached = self._cached
-        in_dq = row_keys(frame).isin(self._dq_keys).to_numpy()
+        in_dq = judged_rows(frame, self._dq_texts)
         if cached is None or self.depends_on_candidate_set or not in_dq.any():
             return np.asarray(self.ranker.score_frame(rows), dtype=float)
         return scores_with_cache(cached, rows, in_dq)
@@ -638,7 +737,7 @@ class GuardRanker(Ranker):
 
     def score_frame(self, frame: pd.DataFrame) -> np.ndarray:
         frame = frame.reset_index(drop=True)
-        scores = self._ranker_scores(frame)
+        scores = self.ranker_scores(frame)
         if np.any(np.abs(scores) >= FLAG_OFFSET / 2):
             raise NrpError(
                 f"{self.spec()}: the guarded ranker scores beyond +-{FLAG_OFFSET / 2:g}; "
@@ -646,7 +745,11 @@ class GuardRanker(Ranker):
             )
         if frame.empty:
             return scores
-        assessed = self.assess(frame)
+        return self.guarded_scores(scores, self.assess(frame))
+
+    def guarded_scores(self, scores: np.ndarray, assessed: pd.DataFrame) -> np.ndarray:
+        """The guard's scores from the guarded ranker's (``ranker_scores``) and the guard's
+        view of the same rows (``assess``): flagged rows moved below, ``content`` added."""
         content = float(self.params["content"])
         if content:
             scores = scores + content * assessed["log_novel"].to_numpy(dtype=float)

@@ -22,7 +22,7 @@ from nrp.errors import ConfigError
 from nrp.positioning.injection import FULL_TRANSFORM, POINTWISE, injection_mode
 from nrp.positioning.scoring import score_answers
 from nrp.rankers.base import Ranker
-from nrp.rankers.fusion import FusionRanker
+from nrp.rankers.fusion import FusionRanker, judged_rows, judged_texts
 from nrp.rankers.fusion_weights import weight_grid
 from nrp.rankers.registry import RankerInfo, all_rankers, make_ranker, register, unregister
 from nrp.spec import split_specs
@@ -143,6 +143,21 @@ def test_an_answer_is_normalised_with_d_q_statistics_not_clipped(toy):
     np.testing.assert_allclose(
         unbound[:4], [0.5 * 8 / 9 + 0, 0.5 * 7 / 9 + 0.5, 0.5 * 6 / 9 + 0.25, 4 / 18]
     )
+
+
+def test_a_text_of_its_own_under_a_judged_docno_is_scored_and_never_cached(toy):
+    """The score cache holds D_q's scores by (qid, docno): a row that carries a judged
+    document's docno with another text is no judged document. It is scored as its own text,
+    neither read from the cache nor stored there."""
+    assert scores_of("fuse:rankers=toy_a+toy_b", toy)["d1"] == 0.5  # alpha: the cache filled
+    ranker = make_ranker("fuse:rankers=toy_a+toy_b")
+    ranker.bind_collection(toy)
+    mimic = pd.DataFrame({"qid": ["q1"], "query": ["x"], "docno": ["d1"], "text": ["high"]})
+    np.testing.assert_array_equal(ranker.score_frame(mimic), [0.75])  # high's, as above
+    assert scores_of("fuse:rankers=toy_a+toy_b", toy)["d1"] == 0.5  # and not stored as d1's
+    judged = judged_texts(toy.candidates())
+    both = pd.concat([toy.candidates("q1"), mimic], ignore_index=True)
+    assert judged_rows(both, judged).tolist() == [True, True, True, True, False]
 
 
 # -- spec, identity ------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from nrp.rankers.guard import (
     lexical_features,
     packaged_model,
     rest_of,
+    unquoted,
 )
 from nrp.rankers.registry import make_ranker
 
@@ -275,6 +276,51 @@ def test_guard_keeps_dense_scores_of_answers_and_puts_mirrors_below(encoder):
     assert (scores[3] < scores[4]) == (share[3] < share[4])
 
 
+def test_unquoted_by_hand():
+    question = "Can ibuprofen raise blood pressure in older adults?"  # eight words
+    copied = "can ibuprofen raise blood pressure in older adults? Yes, it can."
+    assert unquoted(question, copied, 0.5) == "Yes, it can."  # all eight in a row, and "?"
+    # half the question is four words; three in a row are the text's own: the same string back
+    own = "Ibuprofen may raise blood pressure a little."  # "raise blood pressure"
+    assert unquoted(question, own, 0.5) is own
+    # case and punctuation aside: "Blood  Pressure, in older adults" is five words in a row
+    five = "Blood  Pressure, in older adults: rises."
+    assert unquoted(question, five, 0.5) == "rises."
+    assert unquoted(question, five, 0.75) is five  # 0.75 of eight: six words
+    # "in older adults" (three) stays, "Can ibuprofen raise blood" (four) goes
+    two = "Blood pressure rises in older adults. Can ibuprofen raise blood? Rarely."
+    assert unquoted(question, two, 0.5) == "Blood pressure rises in older adults. Rarely."
+    assert unquoted(question, copied, 0) is copied  # 0: off
+    # a run one of the question's judged answers says too is what answers say: it stays
+    heading = ["Can ibuprofen raise blood pressure in older adults? It can, slightly."]
+    assert unquoted(question, copied, 0.5, heading) is copied
+    # an answer says "raise blood pressure in older adults": the three runs of four inside it
+    # stay; "can ibuprofen raise blood" and "ibuprofen raise blood pressure" go
+    partial = ["NSAIDs raise blood pressure in older adults."]
+    assert unquoted(question, copied, 0.5, partial) == "in older adults? Yes, it can."
+    # a question under four words is never cut, whatever the share (QUOTED_WORDS)
+    assert unquoted("Why is that?", "Why is that? Because.", 0.5) == "Why is that? Because."
+
+
+def test_the_guard_scores_an_answer_after_its_question_as_the_answer(encoder):
+    """A real answer that restates the question first keeps the guarded ranker's score of the
+    answer itself (what it copies from the question is not scored); with quoted=0 the copy
+    lifts it, as it lifts an echo."""
+    restated = f"{QUESTION} {ANSWERS[0]}"
+    frame = pd.DataFrame(
+        {"qid": "q1", "query": QUESTION, "docno": ["a1", "r1"], "text": [ANSWERS[0], restated]}
+    )
+    dense = make_ranker("dense").score_frame(frame)
+    guard = make_ranker("guard")
+    assert guard.params["quoted"] == 0.3
+    assert guard.assess(frame)["flagged"].tolist() == [False, False]
+    scores = guard.score_frame(frame)
+    assert scores[1] == pytest.approx(dense[0], abs=1e-6)
+    assert scores[0] == pytest.approx(dense[0], abs=1e-6)
+    whole = make_ranker("guard:quoted=0").score_frame(frame)
+    assert whole[1] == pytest.approx(dense[1], abs=1e-6) and dense[1] > dense[0]
+
+
 def test_the_disorder_detector_flags_word_salad_and_no_answer(encoder):
     """The answers' own words shuffled: every content term new, close to the question, only
     the order gone. The disorder detector (fluency alone) puts it below its threshold and every
@@ -346,6 +392,10 @@ def test_spec_and_parameters():
         make_ranker("guard:threshold=2")
     with pytest.raises(ConfigError, match="content must be at least 0"):
         make_ranker("guard:content=-1")
+    assert make_ranker("guard").fingerprint() != make_ranker("guard:quoted=0").fingerprint()
+    for bad in ("-1", "2"):
+        with pytest.raises(ConfigError, match="quoted"):
+            make_ranker(f"guard:quoted={bad}")
 
 
 def test_a_bad_model_file_is_one_input_error(tmp_path):

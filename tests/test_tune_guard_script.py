@@ -1,0 +1,45 @@
+"""scripts/tune_guard.py: the measures it chooses the guard's scoring parameters by, worked out by
+hand (pairs won by the relevant judged documents, ties half; per-question tau-b)."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "tune_guard.py"
+tune_guard = SimpleNamespace(**runpy.run_path(str(SCRIPT), run_name="tune_guard"))
+
+
+def rows() -> pd.DataFrame:
+    # q1: three judged documents (grades 2, 1, 0) and two texts; q2: one relevant document
+    return pd.DataFrame(
+        {"qid": ["q1", "q1", "q1", "q1", "q1", "q2", "q2"],
+         "kind": ["judged", "judged", "judged", "echo", "spliced", "judged", "echo"]}
+    )  # fmt: skip
+
+
+SCORES = np.array([0.9, 0.5, 0.7, 0.5, 1.0, 0.3, 0.1])
+GRADES = pd.Series([2, 1, 0, np.nan, np.nan, 1, np.nan], dtype=float)
+
+
+def test_pairs_won_by_the_relevant_documents_ties_half():
+    relevant = (rows()["kind"] == "judged") & (GRADES >= 1)
+    wins = tune_guard.pair_wins(rows(), SCORES, relevant)
+    # q1's relevant documents score 0.9 and 0.5: the echo (0.5) loses to 0.9 and ties 0.5 ->
+    # (1 + 0.5) / 2; the spliced text (1.0) beats both -> 0; q2's echo (0.1) loses to 0.3 -> 1
+    assert wins.values.tolist() == [
+        ["q1", "echo", 0.75],
+        ["q1", "spliced", 0.0],
+        ["q2", "echo", 1.0],
+    ]
+
+
+def test_tau_b_per_question_with_two_grades_or_more():
+    # q1: scores 0.9, 0.5, 0.7 against grades 2, 1, 0: pairs (2,1) concordant, (2,0)
+    # concordant, (1,0) discordant -> (2 - 1) / 3; q2 has one grade and is left out
+    assert tune_guard.mean_tau(rows(), SCORES, GRADES) == pytest.approx(1 / 3)
