@@ -64,20 +64,27 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def pair_wins(rows: pd.DataFrame, scores: np.ndarray, relevant: pd.Series) -> pd.DataFrame:
-    """Per degenerate row: the share of its question's relevant judged documents scoring above
-    it (ties half). Columns qid, kind, wins."""
+def kind_wins(rows: pd.DataFrame, scores: np.ndarray, relevant: pd.Series) -> pd.Series:
+    """kind -> the share of pairs its texts lose to their question's relevant judged documents
+    (``relevant``; ties half), the mean over questions: ``nrp validate``'s own measure
+    (``measure_validity``) of the texts scored beside the judged documents (kind "judged")."""
+    from nrp.validation.validity import ScoredText, measure_validity
+
     frame = rows.assign(score=scores)
-    documents = frame[relevant.to_numpy()]
-    by_qid = {qid: group["score"].to_numpy() for qid, group in documents.groupby("qid")}
-    out = []
-    for row in frame[frame["kind"] != "judged"].itertuples(index=False):
-        above = by_qid.get(row.qid)
-        if above is None or not len(above):
-            continue
-        wins = float(np.mean(above > row.score) + 0.5 * np.mean(above == row.score))
-        out.append((row.qid, row.kind, wins))
-    return pd.DataFrame(out, columns=["qid", "kind", "wins"])
+    judged = frame[frame["kind"] == "judged"]
+    documents = {
+        qid: dict(zip(group["docno"], group["score"], strict=True))
+        for qid, group in judged.groupby("qid")
+    }
+    graded = frame[relevant.to_numpy()]
+    relevant_docs = {qid: set(group["docno"]) for qid, group in graded.groupby("qid")}
+    texts = [
+        ScoredText(row.qid, row.kind, float(row.score), documents[row.qid])
+        for row in frame[frame["kind"] != "judged"].itertuples(index=False)
+        if row.qid in relevant_docs
+    ]
+    validity = measure_validity(texts, relevant_docs)
+    return pd.Series({kind: group.wins for kind, group in validity.kinds.items()})
 
 
 def mean_tau(rows: pd.DataFrame, scores: np.ndarray, grades: pd.Series) -> float:
@@ -117,8 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         if assessed is None:
             assessed = guard.assess(frame)
         scores = guard.guarded_scores(guard.ranker_scores(frame), assessed)
-        wins = pair_wins(rows, scores, relevant)
-        per_kind = wins.groupby(["kind", "qid"])["wins"].mean().groupby("kind").mean()
+        per_kind = kind_wins(rows, scores, relevant)
         restated = per_kind.pop("restated_answer")  # pairs the documents win: not a criterion
         fitting = per_kind.drop([k for k in per_kind.index if k in held or k == "first_sentence"])
         results.append(

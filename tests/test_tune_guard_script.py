@@ -19,6 +19,7 @@ def rows() -> pd.DataFrame:
     # q1: three judged documents (grades 2, 1, 0) and two texts; q2: one relevant document
     return pd.DataFrame(
         {"qid": ["q1", "q1", "q1", "q1", "q1", "q2", "q2"],
+         "docno": ["d1", "d2", "d3", "t1", "t2", "e1", "t3"],
          "kind": ["judged", "judged", "judged", "echo", "spliced", "judged", "echo"]}
     )  # fmt: skip
 
@@ -27,16 +28,13 @@ SCORES = np.array([0.9, 0.5, 0.7, 0.5, 1.0, 0.3, 0.1])
 GRADES = pd.Series([2, 1, 0, np.nan, np.nan, 1, np.nan], dtype=float)
 
 
-def test_pairs_won_by_the_relevant_documents_ties_half():
+def test_pairs_won_by_the_relevant_documents_ties_half_mean_over_questions():
     relevant = (rows()["kind"] == "judged") & (GRADES >= 1)
-    wins = tune_guard.pair_wins(rows(), SCORES, relevant)
+    wins = tune_guard.kind_wins(rows(), SCORES, relevant)
     # q1's relevant documents score 0.9 and 0.5: the echo (0.5) loses to 0.9 and ties 0.5 ->
-    # (1 + 0.5) / 2; the spliced text (1.0) beats both -> 0; q2's echo (0.1) loses to 0.3 -> 1
-    assert wins.values.tolist() == [
-        ["q1", "echo", 0.75],
-        ["q1", "spliced", 0.0],
-        ["q2", "echo", 1.0],
-    ]
+    # (1 + 0.5) / 2; the spliced text (1.0) beats both -> 0; q2's echo (0.1) loses to 0.3 -> 1;
+    # echo over the two questions: (0.75 + 1) / 2
+    assert wins.to_dict() == {"echo": 0.875, "spliced": 0.0}
 
 
 def test_tau_b_per_question_with_two_grades_or_more():

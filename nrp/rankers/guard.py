@@ -638,6 +638,7 @@ class GuardRanker(Ranker):
         self._documents: dict[str, list[str]] = {}  # bound: each question's judged documents
         self._store: Path | None = None  # bound: the collection's folder (document embeddings)
         self._dq_texts: dict[str, str] = {}  # bound: row key of D_q -> its text
+        self._quoted_runs: dict[str, tuple[int, frozenset[tuple[str, ...]]]] = {}  # quoted_runs
         self._cached: CachedRanker | None = None  # bound: the guarded ranker's score cache
 
     @cached_property
@@ -684,6 +685,7 @@ class GuardRanker(Ranker):
         self._documents = judged_answers(collection, candidates)
         self._store = Path(collection.path)
         self._dq_texts = judged_texts(candidates)
+        self._quoted_runs = {}  # read from this collection's judged answers
         self._cached = CachedRanker(
             self.ranker,
             ScoreCache(collection.path / SCORE_CACHE_FILE),
@@ -699,9 +701,10 @@ class GuardRanker(Ranker):
         share = float(self.params["quoted"])
         texts = frame["text"].fillna("").astype(str).tolist()
         queries = frame["query"].fillna("").astype(str).tolist()
-        runs = {
-            q: quoted_runs(q, share, self._documents.get(q, ())) for q in dict.fromkeys(queries)
-        }
+        runs = self._quoted_runs
+        for q in dict.fromkeys(queries):  # once per question while bound, not once per batch
+            if q not in runs:
+                runs[q] = quoted_runs(q, share, self._documents.get(q, ()))
         scored = [unquoted(q, t, share, runs=runs[q]) for q, t in zip(queries, texts, strict=True)]
         if scored != texts:
             frame = frame.assign(text=scored)
