@@ -8,7 +8,9 @@ dimension, which ``nrp leaderboard`` reads."""
 from __future__ import annotations
 
 import argparse
+import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nrp import api
 from nrp.cli.common import (
@@ -22,6 +24,9 @@ from nrp.cli.common import (
 )
 from nrp.errors import NrpError
 from nrp.tables import json_export, write_aside
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -152,6 +157,15 @@ def _score(
     return results
 
 
+def _result_files(results: pd.DataFrame) -> dict[str, bytes]:
+    """results.parquet's and results.csv's bytes (``to_parquet``, ``to_csv`` without the
+    index)."""
+    parquet = io.BytesIO()
+    results.to_parquet(parquet, index=False)
+    return {"results.parquet": parquet.getvalue(),
+            "results.csv": results.to_csv(index=False).encode("utf-8")}  # fmt: skip
+
+
 def handle(args: argparse.Namespace) -> int:
     check_out(args.out)
     collection = api.Collection.load(args.collection, args.indexes)
@@ -162,6 +176,8 @@ def handle(args: argparse.Namespace) -> int:
     flagging = api.flags_aside(collection, answer_set.answers) if args.executor == "local" else None
     try:
         results = _score(args, collection, answer_set.answers, rankers, weights)
+        # serialised while the worker is still flagging; written once the flags are in
+        files = _result_files(results)
         flags = flagging() if flagging else api.FlagsFile.of(
             api.flag_answers(collection, answer_set.answers))  # fmt: skip
     except BaseException:
@@ -171,8 +187,8 @@ def handle(args: argparse.Namespace) -> int:
     cited = api.has_citations(answer_set.answers)
     citations = api.cite_answers(collection, answer_set.answers) if cited else None
     args.out.mkdir(parents=True, exist_ok=True)
-    write_aside(args.out / "results.parquet", lambda p: results.to_parquet(p, index=False))
-    write_aside(args.out / "results.csv", lambda p: results.to_csv(p, index=False))
+    for name, data in files.items():
+        write_aside(args.out / name, lambda p, data=data: p.write_bytes(data))
     write_aside(args.out / api.FLAGS_FILE, lambda p: p.write_bytes(flags.data))
     json_export(api.scoring_record(results), args.out / api.SCORING_FILE)
     if citations is not None:

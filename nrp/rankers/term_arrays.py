@@ -7,8 +7,8 @@ each query term occurs in it, its distinct terms. Here a batch of texts is cut i
 bulk (``cut``: one ``bytes.translate`` of all their bytes, split and made distinct by pyarrow,
 no Python object per token), each *distinct* token sent once through the pipeline
 (``text_pipeline._pipeline_term``, memoised in a ``Vocabulary``), and the terms kept as numpy
-arrays of term ids (``TermArrays``). The flags cut their words the same way
-(``nrp.validation.copy_candidates``).
+arrays of term ids (``TermArrays``). The flags cut their texts once, the apostrophe kept, for
+their words and their terms (``split_terms``, ``nrp.validation.copy_shares``).
 
 The terms are exactly ``analyse``'s, in the same order: a token is a maximal run of ASCII
 letters and digits of the text encoded to ASCII with ``errors="replace"`` (a non-ASCII
@@ -28,6 +28,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nrp.rankers import text_pipeline
+
+
+#: ``bytes.translate`` table of the flags' tokens: ASCII letters and digits kept as they are,
+#: the apostrophe kept, every other byte a space. Lower-cased, such a token is a word of
+#: ``nrp.validation.degenerate.WORD``; split at its apostrophes, it is the tokeniser's tokens
+#: (``split_terms``).
+WORD_TOKENS = bytes(
+    b if (chr(b).isascii() and chr(b).isalnum()) or b == ord("'") else ord(" ") for b in range(256)
+)
 
 
 class Vocabulary:
@@ -99,7 +108,7 @@ class TermArrays:
         wanted = np.zeros(size, dtype=bool)
         wanted[pair_terms] = True
         hit = wanted[self.terms]  # the few tokens that are some pair's term
-        keys, starts = _sorted_unique(self.owner[hit] * size + self.terms[hit])
+        keys, starts = sorted_unique(self.owner[hit] * size + self.terms[hit])
         counts = np.diff(starts, append=np.sum(hit))
         pair_keys = pair_owner * size + pair_terms
         if len(keys) == 0:
@@ -110,11 +119,11 @@ class TermArrays:
     def distinct(self) -> tuple[np.ndarray, np.ndarray]:
         """Each text's distinct terms: (owner, term) per distinct pair, by owner then term."""
         size = max(len(self.vocabulary), 1)
-        keys, _ = _sorted_unique(self.owner * size + self.terms)
+        keys, _ = sorted_unique(self.owner * size + self.terms)
         return keys // size, keys % size
 
 
-def _sorted_unique(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def sorted_unique(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct keys in ascending order, and where each starts among the sorted keys
     (``np.unique``'s result by a plain sort: numpy 2's hashing ``unique`` is several times
     slower on these arrays)."""
@@ -158,6 +167,34 @@ def cut(texts: Sequence[str], table: bytes) -> Tokens:
         kept = index != distinct.index("")
         index, owner = index[kept], owner[kept]
     return Tokens(distinct, index, owner)
+
+
+def split_terms(tokens: Tokens, count: int, vocabulary: Vocabulary) -> TermArrays:
+    """``analyse`` of ``count`` texts from their tokens cut with the apostrophe kept in a token
+    (``cut(texts, WORD_TOKENS)``): a token split at its apostrophes gives the
+    tokeniser's tokens, in order. The flags cut their texts once this way for their words and
+    their terms. Each token stands for its first piece; the few later pieces ("t" of "don't")
+    are inserted after it."""
+    pieces = [
+        [piece for piece in token.split("'") if piece] if "'" in token else [token]
+        for token in tokens.distinct
+    ]
+    first = vocabulary.token_ids([split[0] if split else "" for split in pieces])
+    first[[not split for split in pieces]] = -1  # a token of apostrophes alone
+    terms, owner = first[tokens.index], tokens.owner
+    later = {k: split[1:] for k, split in enumerate(pieces) if len(split) > 1}
+    if later:
+        more = np.zeros(len(pieces), dtype=np.int64)
+        more[list(later)] = [len(rest) for rest in later.values()]
+        at = np.flatnonzero(more[tokens.index] > 0)
+        held = more[tokens.index[at]]
+        ids = {k: vocabulary.token_ids(rest) for k, rest in later.items()}
+        values = np.concatenate([ids[k] for k in tokens.index[at].tolist()])
+        where = np.repeat(at + 1, held)
+        terms = np.insert(terms, where, values)
+        owner = np.insert(owner, where, np.repeat(owner[at], held))
+    kept = terms >= 0
+    return TermArrays(terms[kept], owner[kept], count, vocabulary)
 
 
 def analyse_texts(texts: Sequence[str], vocabulary: Vocabulary) -> TermArrays:

@@ -43,10 +43,10 @@ import numpy as np
 import pandas as pd
 
 from nrp.errors import NrpError
-from nrp.rankers.term_arrays import Vocabulary, analyse_texts
+from nrp.rankers.term_arrays import WORD_TOKENS, TermArrays, Vocabulary, cut, split_terms
 from nrp.rankers.text_pipeline import analyse, english_tokens, porter_stem, terrier_stopwords
 from nrp.tables import require_columns
-from nrp.validation.copy_candidates import WORD_BYTES, CopyCandidates
+from nrp.validation.copy_shares import CopyShares
 from nrp.validation.degenerate import WORD
 
 #: question_words: the least share of an answer's content terms that are the question's
@@ -134,11 +134,13 @@ def flag_answers(
 class FlagMeasures:
     """``answer_flags``' numbers for an answer set, ``SLICE`` answers at a time, the slices in
     any order and in any process (``nrp.analysis.flags.flags_aside`` shares them between two),
-    then ``frame`` of them all in order. The same numbers as ``answer_flags``: a slice's
-    content terms counted as arrays of term ids (``_content_counts``), its word grams compared
-    with the judged documents' only for the answers that may share one (``CopyCandidates``;
-    every other answer's copy share is 0.0), each query's question and judged documents once
-    per process. A slice's texts become Python strings only while it is measured."""
+    then ``frame`` of them all in order. The same numbers as ``answer_flags``: a slice's texts
+    cut into tokens once (``WORD_TOKENS``), which give both its content terms, counted as
+    arrays of term ids (``split_terms``, ``_content_counts``), and its words, whose grams give
+    the copy shares as arrays (``CopyShares``; the few answers it leaves, those of fewer than
+    five words first, are computed here one by one); each query's question and judged
+    documents once per process. A slice's texts become Python strings only while it is
+    measured."""
 
     SLICE = 4096
 
@@ -157,7 +159,7 @@ class FlagMeasures:
             raise NrpError(f"no question text for qid {unknown[0]!r} ({len(unknown)} qids unknown)")
         self.starts = range(0, len(answers), self.SLICE)
         self._qid_list = self.qids.tolist()
-        self._vocabulary, self._copies = Vocabulary(), CopyCandidates(COPY_GRAM)
+        self._vocabulary, self._copies = Vocabulary(), CopyShares(COPY_GRAM)
         self._asked: dict[str, np.ndarray] = {}
         self._grams: dict[str, _QueryGrams] = {}
 
@@ -172,14 +174,17 @@ class FlagMeasures:
                 terms = sorted(set(analyse(self.questions[qid])))
                 self._asked[qid] = self._vocabulary.term_ids(terms)
                 self._copies.add_query(qid, self.judged.get(qid, ()))
-        counts = _content_counts(batch, batch_qids, self._asked, self._vocabulary)
-        candidates = self._copies.of(batch, batch_qids)
+        tokens = cut(batch, WORD_TOKENS)  # one cut: words and Terrier's tokens
+        counts = _content_counts(
+            split_terms(tokens, len(batch), self._vocabulary), batch_qids, self._asked
+        )
+        shares = self._copies.of(tokens, len(batch), batch_qids).tolist()
         rows = []
-        for text, qid, (terms, common), candidate in zip(
-            batch, batch_qids, counts, candidates, strict=True
-        ):
+        each = zip(batch, batch_qids, counts, shares, strict=True)
+        for text, qid, (terms, common), copied in each:
             share = common / terms if terms else 1.0
-            copied = self._copy_share(text, qid) if candidate else 0.0
+            if copied != copied:  # NaN: the few answers ``CopyShares`` leaves to this one
+                copied = self._copy_share(text, qid)
             new = terms - common
             rows.append(
                 (share >= QUESTION_SHARE, copied >= COPY_SHARE, new < MIN_NEW_TERMS, share,
@@ -215,8 +220,8 @@ class FlagMeasures:
 
 
 def _words(text: str) -> list[str]:
-    """``[w.lower() for w in WORD.findall(text)]``, by ``bytes.translate`` (``WORD_BYTES``)."""
-    return text.encode("ascii", "replace").translate(WORD_BYTES).decode("ascii").split()
+    """``[w.lower() for w in WORD.findall(text)]``, by ``bytes.translate`` (``WORD_TOKENS``)."""
+    return text.encode("ascii", "replace").translate(WORD_TOKENS).decode("ascii").lower().split()
 
 
 def _grams(text: str) -> set[Gram]:
@@ -244,21 +249,21 @@ class _QueryGrams:
 
 
 def _content_counts(
-    texts: list[str], qids: list[str], asked: Mapping[str, np.ndarray], vocabulary: Vocabulary
+    arrays: TermArrays, qids: list[str], asked: Mapping[str, np.ndarray]
 ) -> list[tuple[int, int]]:
-    """Per text: its number of distinct content terms (``len(content_terms(text))``) and how
-    many of them are its question's (``asked``: each qid's question's distinct term ids, each
-    counted when the text has it at all)."""
-    arrays = analyse_texts(texts, vocabulary)
+    """Per text (``arrays``: their terms): its number of distinct content terms
+    (``len(content_terms(text))``) and how many of them are its question's (``asked``: each
+    qid's question's distinct term ids, each counted when the text has it at all)."""
+    count = arrays.count
     owner, _ = arrays.distinct()
     asked_ids = [asked[qid] for qid in qids]
-    pair_owner = np.repeat(np.arange(len(texts)), [len(ids) for ids in asked_ids])
+    pair_owner = np.repeat(np.arange(count), [len(ids) for ids in asked_ids])
     pair_terms = np.concatenate(asked_ids) if asked_ids else np.zeros(0, dtype=np.int64)
     present = arrays.frequencies(pair_owner, pair_terms) > 0
     return list(
         zip(
-            np.bincount(owner, minlength=len(texts)).tolist(),
-            np.bincount(pair_owner[present], minlength=len(texts)).tolist(),
+            np.bincount(owner, minlength=count).tolist(),
+            np.bincount(pair_owner[present], minlength=count).tolist(),
             strict=True,
         )
     )

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from nrp.rankers import text_pipeline as tp
-from nrp.rankers.term_arrays import Vocabulary, analyse_texts
+from nrp.rankers.term_arrays import WORD_TOKENS, Vocabulary, analyse_texts, cut, split_terms
 
 EDGE_TEXTS = [
     "",
@@ -17,6 +17,7 @@ EDGE_TEXTS = [
     "Diabetes and DIABETIC patients: what is HbA1c?",
     "café über 東京 naïve résumé x",  # non-ASCII letters separate tokens
     "a\u00e9b\u2019s don't",
+    "' '' don't'' 'tis o'clock's rock'n'roll' 2'000 A'AAAA''",  # apostrophes: pieces of tokens
     "\ud800lone\udfffsurrogates",
     "line\nbreaks\r\nand\ttabs\x00nul\x01",
     "AAAA aaaa aaa 12345 1234 a1b2c3d4e5 " + "x" * 20 + " " + "y" * 21,
@@ -38,6 +39,9 @@ def _check(texts: list[str], vocabulary: Vocabulary) -> None:
     expected = [tp.analyse(text) for text in texts]
     assert _by_text(arrays, len(texts)) == expected
     assert arrays.lengths().tolist() == [len(terms) for terms in expected]
+    # the flags' one cut (apostrophes kept in tokens, split after) gives the same arrays
+    split = split_terms(cut(texts, WORD_TOKENS), len(texts), vocabulary)
+    assert np.array_equal(split.terms, arrays.terms) and np.array_equal(split.owner, arrays.owner)
 
 
 def test_edge_texts_equal_analyse():
