@@ -35,11 +35,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
 
 from nrp.errors import ConfigError, NrpError
 from nrp.settings import settings_with
@@ -58,6 +57,9 @@ from nrp.tables import (
     require_columns,
     text_table,
 )
+
+if TYPE_CHECKING:
+    from scipy import sparse
 
 FEW_ITEMS = "fewer than 2 items"
 CONSTANT_HUMAN = "constant human labels"
@@ -122,6 +124,8 @@ class _PooledBootstrap:
 
     @staticmethod
     def _value_groups(values: np.ndarray) -> tuple[np.ndarray, sparse.csr_matrix]:
+        from scipy import sparse  # on first use: every command imports this module (nrp.api)
+
         _, codes = np.unique(values, return_inverse=True)
         onehot = sparse.csr_matrix(
             (np.ones(len(values)), (np.arange(len(values)), codes)),

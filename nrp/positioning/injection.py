@@ -172,10 +172,7 @@ class AnswerInjector:
                     "name the injected row and must differ from D_q's docnos"
                 )
             queries.append(query)
-        texts = [
-            "" if text is None or (isinstance(text, float) and np.isnan(text)) else str(text)
-            for text in texts
-        ]
+        texts = ranker_texts(texts)
         # object columns: the rows are read back as Python strings, not converted twice
         return pd.DataFrame(
             {"qid": qids, "query": queries, "docno": answer_ids, "text": texts}, dtype=object
@@ -230,12 +227,25 @@ class AnswerInjector:
             if self.state.score_cache is None and qid not in self._streamed_dq:
                 self._streamed_dq.add(qid)
                 streamed.extend(self.state.dq[qid]["text"].fillna("").astype(str))
-        streamed.extend(
-            "" if text is None or (isinstance(text, float) and np.isnan(text)) else str(text)
-            for text in texts
-        )
+        streamed.extend(ranker_texts(texts))
         with stream(streamed):
             yield
+
+    @contextlib.contextmanager
+    def window(self, qids: list[str], texts: list[Any]) -> Iterator[None]:
+        """While open, the positioner hands over these answers next, a chunk at a time: the
+        ranker's embedding stream of them (``embedding_stream``) and the strategy's window
+        (``Strategy.window``)."""
+        with self.embedding_stream(qids, texts), self.strategy.window(ranker_texts(texts)):
+            yield
+
+
+def ranker_texts(texts: list[Any]) -> list[str]:
+    """Answer texts as ranker rows carry them: a missing one (None, NaN) is ""."""
+    return [
+        "" if text is None or (isinstance(text, float) and np.isnan(text)) else str(text)
+        for text in texts
+    ]
 
 
 def describe_mode(mode: str, ranker: Ranker) -> str:

@@ -116,7 +116,7 @@ class Positioner:
         window = max(size, STREAM_ANSWERS // size * size)  # whole batches per stream
         for first in range(0, len(todo), window):
             part = todo.iloc[first : first + window]
-            with injector.embedding_stream(part["qid"].astype(str).tolist(), part["text"].tolist()):
+            with injector.window(part["qid"].astype(str).tolist(), part["text"].tolist()):
                 whole = injector.position(part) if injector.strategy.whole_windows else None
                 for start in range(first, first + len(part), size):
                     chunk = todo.iloc[start : start + size]

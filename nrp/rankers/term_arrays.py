@@ -29,7 +29,6 @@ import pyarrow.compute as pc
 
 from nrp.rankers import text_pipeline
 
-
 #: ``bytes.translate`` table of the flags' tokens: ASCII letters and digits kept as they are,
 #: the apostrophe kept, every other byte a space. Lower-cased, such a token is a word of
 #: ``nrp.validation.degenerate.WORD``; split at its apostrophes, it is the tokeniser's tokens
@@ -115,6 +114,13 @@ class TermArrays:
             return np.zeros(len(pair_keys), dtype=np.int64)
         at = np.minimum(np.searchsorted(keys, pair_keys), len(keys) - 1)
         return np.where(keys[at] == pair_keys, counts[at], 0)
+
+    def texts(self, start: int, stop: int) -> TermArrays:
+        """The terms of texts ``start`` to ``stop`` (not included), numbered from 0."""
+        low, high = np.searchsorted(self.owner, [start, stop])
+        return TermArrays(
+            self.terms[low:high], self.owner[low:high] - start, stop - start, self.vocabulary
+        )
 
     def distinct(self) -> tuple[np.ndarray, np.ndarray]:
         """Each text's distinct terms: (owner, term) per distinct pair, by owner then term."""
@@ -206,3 +212,20 @@ def analyse_texts(texts: Sequence[str], vocabulary: Vocabulary) -> TermArrays:
     terms = vocabulary.token_ids(tokens.distinct)[tokens.index]
     kept = terms >= 0
     return TermArrays(terms[kept], tokens.owner[kept], len(texts), vocabulary)
+
+
+class TermsAhead:
+    """The terms of a run of texts analysed in one pass (``analyse_texts``), then handed out
+    in their order, a few texts at a time (``take``)."""
+
+    def __init__(self, texts: list[str], vocabulary: Vocabulary):
+        self.texts, self.arrays, self.next = texts, analyse_texts(texts, vocabulary), 0
+
+    def take(self, texts: list[str]) -> TermArrays | None:
+        """The terms of ``texts`` when they are the next of the run (then the run moves on
+        past them); None otherwise."""
+        stop = self.next + len(texts)
+        if texts != self.texts[self.next : stop]:
+            return None
+        found, self.next = self.arrays.texts(self.next, stop), stop
+        return found

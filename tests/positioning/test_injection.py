@@ -427,6 +427,35 @@ def test_frozen_statistics_leave_the_answer_out_of_n_df_and_f(tiny):
     assert with_answer.term_frequencies("fever") == (3, 4)
 
 
+def test_frozen_chunks_take_their_terms_from_the_positioners_window(tiny, monkeypatch):
+    """The positioner opens a window over the answers it hands over a chunk at a time: the
+    frozen strategy analyses the window's texts in one pass and each chunk takes its own terms
+    from it (one analysis, not one per chunk); one score call per chunk as before, and the
+    same scores as chunks analysed one by one."""
+    from nrp.positioning.strategies import frozen as frozen_module
+
+    analysed = []
+    analyse = frozen_module.TermsAhead.__init__
+
+    def counted(self, texts, vocabulary):
+        analysed.append(len(texts))
+        analyse(self, texts, vocabulary)
+
+    monkeypatch.setattr(frozen_module.TermsAhead, "__init__", counted)
+    texts = ["fever fever cough", "cough", "", "fever", "cough cough fever", "nothing here"]
+    answers = pd.DataFrame({"answer_id": [f"a{i}" for i in range(6)], "qid": ["q3"] * 6,
+                            "text": texts})  # fmt: skip
+    c = fresh_copy(tiny, tiny.path.parent / "frozen-window")
+    found = score_answers(c, answers, "tfidf", frozen_stats=True, chunk_size=2, cache=False)
+    assert analysed == [6]  # the window: all six, once
+    assert found.attrs["counts"]["score_calls"] == 1 + 3  # D_q once, then one per chunk of 2
+    injector = AnswerInjector(c, make_ranker("tfidf"), frozen_stats=True)
+    one_by_one = pd.concat([injector.position(answers.iloc[[i]]) for i in range(6)])
+    relevance = found[found["dimension"] == "relevance"]
+    assert relevance["score"].tolist() == one_by_one["score"].tolist()
+    assert analysed == [6]  # no window there: each chunk analysed on its own
+
+
 # -- fast == full on a real MEDIQA 2019 subset -------------------------------------------------
 @pytest.fixture(scope="module")
 def mediqa(tmp_path_factory: pytest.TempPathFactory) -> Collection:

@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 from nrp.rankers import text_pipeline as tp
-from nrp.rankers.term_arrays import WORD_TOKENS, Vocabulary, analyse_texts, cut, split_terms
+from nrp.rankers.term_arrays import (
+    WORD_TOKENS,
+    TermsAhead,
+    Vocabulary,
+    analyse_texts,
+    cut,
+    split_terms,
+)
 
 EDGE_TEXTS = [
     "",
@@ -68,6 +75,18 @@ def test_frequencies_and_distinct_terms():
     for i, t in zip(distinct_owner.tolist(), distinct_terms.tolist(), strict=True):
         got[i].add(vocabulary.terms[t])
     assert got == [set(tp.analyse(t)) for t in texts]
+
+
+def test_terms_ahead_hands_out_the_next_texts_terms_in_order():
+    vocabulary = Vocabulary()
+    ahead = TermsAhead(EDGE_TEXTS, vocabulary)
+    assert ahead.take(EDGE_TEXTS[1:3]) is None  # not the next texts: the caller analyses them
+    for start in range(0, len(EDGE_TEXTS), 5):
+        chunk = EDGE_TEXTS[start : start + 5]
+        found = ahead.take(chunk)
+        assert _by_text(found, len(chunk)) == [tp.analyse(text) for text in chunk]
+        assert found.count == len(chunk)
+    assert ahead.take(["end"]) is None  # the run is over
 
 
 @pytest.mark.shared_data

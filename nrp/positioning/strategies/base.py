@@ -4,6 +4,7 @@ cache, the counts, the kept rankings, and the rows a strategy returns)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, NamedTuple
@@ -249,6 +250,12 @@ class Strategy:
     def __init__(self, state: InjectionState):
         self.state = state
         self.ranker: Any = state.ranker  # the Protocol ``needs`` names (checked when chosen)
+
+    def window(self, texts: list[str]) -> contextlib.AbstractContextManager[None]:
+        """While open, the answers' texts the positioner hands over next (as ranker rows
+        carry them), in this order, a chunk at a time: a strategy may prepare them all at
+        once. Nothing by default."""
+        return contextlib.nullcontext()
 
     @classmethod
     def supports(cls, ranker: Ranker, *, frozen_stats: bool, full_rerank: bool) -> bool:

@@ -13,6 +13,7 @@ counts every row it ranks. Both need the python back-end and a ``StatisticsScore
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping
 from typing import ClassVar
 
@@ -30,7 +31,7 @@ from nrp.positioning.ties import position
 from nrp.rankers.base import Ranker, StatisticsScorer
 from nrp.rankers.lexical import CorpusStatistics, LexicalIndex
 from nrp.rankers.lexical_batch import FrozenQuery, score_frozen
-from nrp.rankers.term_arrays import Vocabulary, analyse_texts
+from nrp.rankers.term_arrays import TermArrays, TermsAhead, Vocabulary, analyse_texts
 
 
 class _SummedCounts(Mapping[str, int]):
@@ -85,6 +86,22 @@ class LexicalFrozen(_FrozenStatistics):
         self._statistics: dict[str, CorpusStatistics] = {}
         self._queries: dict[str, FrozenQuery] = {}
         self._vocabulary = Vocabulary()
+        self._ahead: TermsAhead | None = None
+
+    @contextlib.contextmanager
+    def window(self, texts: list[str]) -> Iterator[None]:
+        """The window's terms in one pass; each chunk then takes its own (its score call, and
+        the counts, stay one per chunk)."""
+        self._ahead = TermsAhead(texts, self._vocabulary)
+        try:
+            yield
+        finally:
+            self._ahead = None
+
+    def _terms(self, texts: list[str]) -> TermArrays:
+        """The texts' terms: from the window when they are its next chunk, else analysed."""
+        found = self._ahead.take(texts) if self._ahead is not None else None
+        return analyse_texts(texts, self._vocabulary) if found is None else found
 
     @classmethod
     def cache_scopes(
@@ -120,7 +137,7 @@ class LexicalFrozen(_FrozenStatistics):
             self.frozen_query(str(q), str(query))
             for q, query in zip(qids, frame["query"].tolist(), strict=True)
         ]
-        answers = analyse_texts(frame["text"].tolist(), self._vocabulary)
+        answers = self._terms(frame["text"].tolist())
         answer_scores = score_frozen(queries, answers, self.ranker.model)
         state.counts.answers_scored += len(frame)
         state.counts.score_calls += 1
