@@ -752,8 +752,9 @@ def _jsonl_columns(file: Path, known_qids: set[str] | None) -> dict[str, Any] | 
     except OSError:
         return None
     lines = data.count(b"\n") + (not data.endswith(b"\n"))
-    # a blank line: pyarrow skips it (line numbers would drift); the records read it
-    if re.search(rb"\S", data) is None or re.search(rb"\n[ \t\r]*\n", b"\n" + data) is not None:
+    # a blank line: pyarrow skips it (line numbers would drift), so it has fewer rows than
+    # lines (checked below); the records read it
+    if re.search(rb"\S", data) is None:
         return None
     if _longest_line(data) > MAX_LINE_CHARS:  # bytes, at least as many as characters
         return None

@@ -270,6 +270,24 @@ def test_jsonl_numeric_qid_and_literal_none_text(tmp_path):
     assert list(frame["sample"]) == [0, 4]
 
 
+@pytest.mark.parametrize("blank", ["\n", "  \t\n", "\r\n"])
+def test_a_blank_jsonl_line_is_read_record_by_record_with_its_line_numbers(tmp_path, blank):
+    """pyarrow's columnar read skips a blank line, so the file has more lines than rows and is
+    read record by record: the line numbers of the records after it stay right."""
+    from nrp.answers import _jsonl_columns
+
+    record = '{"llm": "m", "prompt": "p", "qid": "%s", "text": "t"}\n'
+    path = tmp_path / "a.jsonl"
+    path.write_text(record % "1" + blank + record % "99", encoding="utf-8", newline="")
+    assert _jsonl_columns(path, None) is None
+    assert (
+        error_of(path, collection={"1"})
+        == f"{path}:3: unknown qid '99': not a topic of the collection"
+    )
+    path.write_text(record % "1" + record % "1", encoding="utf-8")
+    assert _jsonl_columns(path, None) is not None  # no blank line: columnar
+
+
 @pytest.mark.parametrize("fmt", LONG_FORMATS)
 def test_long_unknown_qid(tmp_path, fmt):
     path = write_long(tmp_path, fmt, [answer("1"), answer("99"), answer("2")])

@@ -153,7 +153,7 @@ def flags_aside(collection: Collection, answers: pd.DataFrame) -> FlagsAside:
         os.close(read_end)
         try:
             try:
-                payload = pickle.dumps(("ok", _claimed_rows(measures, claims)))
+                payload = pickle.dumps(("ok", _claimed_lines(measures, claims)))
             except Exception as error:  # raised where the caller waits
                 try:
                     payload = pickle.dumps(("error", error))
@@ -171,9 +171,11 @@ def _raise(error: Exception) -> FlagsFile:
     raise error
 
 
-def _claimed_rows(measures: rules.FlagMeasures, claims: Any) -> dict[int, list[tuple]]:
-    """The rows of every slice this process claims (slice number -> rows), until none is left:
-    ``claims`` (a shared integer) is the number of the next slice, taken under its lock."""
+def _claimed_lines(measures: rules.FlagMeasures, claims: Any) -> dict[int, tuple[bytes, int]]:
+    """flags.csv's lines of every slice this process claims (slice number -> its lines, the
+    header with the first slice's, and how many of its answers are flagged), until none is
+    left: ``claims`` (a shared integer) is the number of the next slice, taken under its
+    lock. A slice's lines are those of the whole frame: each value is written alone."""
     done = {}
     while True:
         with claims.get_lock():
@@ -181,7 +183,10 @@ def _claimed_rows(measures: rules.FlagMeasures, claims: Any) -> dict[int, list[t
             claims.value = number + 1
         if number >= len(measures.starts):
             return done
-        done[number] = measures.rows(measures.starts[number])
+        start = measures.starts[number]
+        frame = measures.frame(measures.rows(start), start)
+        text = frame.to_csv(index=False, header=start == 0)
+        done[number] = (text.encode("utf-8"), int(frame["flagged"].sum()))
 
 
 class FlagsAside:
@@ -223,7 +228,7 @@ class _Waiter(FlagsAside):
 
     def __call__(self) -> FlagsFile:
         try:
-            rows = _claimed_rows(self.measures, self.claims)
+            lines = _claimed_lines(self.measures, self.claims)
         except BaseException:
             self.cancel()
             raise
@@ -236,9 +241,13 @@ class _Waiter(FlagsAside):
         kind, value = pickle.loads(data)
         if kind == "error":
             raise value
-        rows.update(value)
-        ordered = [row for number in range(len(self.measures.starts)) for row in rows[number]]
-        return FlagsFile.of(self.measures.frame(ordered))
+        lines.update(value)
+        ordered = [lines[number] for number in range(len(self.measures.starts))]
+        return FlagsFile(
+            b"".join(text for text, _ in ordered),
+            sum(flagged for _, flagged in ordered),
+            len(self.measures.answers),
+        )
 
     def cancel(self) -> None:
         try:

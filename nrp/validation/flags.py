@@ -199,14 +199,16 @@ class FlagMeasures:
         answer_grams = _grams(text)
         return self._grams[qid].best(answer_grams) / len(answer_grams) if answer_grams else 0.0
 
-    def frame(self, rows: list[tuple]) -> pd.DataFrame:
-        """``flag_answers``' frame from the rows of every slice, in order."""
-        answers = self.answers
+    def frame(self, rows: list[tuple], start: int = 0) -> pd.DataFrame:
+        """``flag_answers``' frame from the rows of the answers from ``start`` on, in order
+        (every slice's rows: the whole frame)."""
+        answers = self.answers.iloc[start : start + len(rows)]
         values = pd.DataFrame(rows, columns=[*FLAG_NAMES, *MEASURE_COLUMNS], index=answers.index)
         out = pd.DataFrame(
             {c: answers[c] for c in ID_COLUMNS if c in answers.columns}, index=answers.index
         )
-        out["answer_id"], out["qid"] = answers["answer_id"].astype(str), self.qids
+        out["answer_id"] = answers["answer_id"].astype(str)
+        out["qid"] = self.qids.iloc[start : start + len(rows)]
         flags = values[list(FLAG_NAMES)].astype(bool)
         out["flags"] = [",".join(n for n, on in zip(FLAG_NAMES, row, strict=True) if on)
                         for row in flags.itertuples(index=False)]  # fmt: skip
