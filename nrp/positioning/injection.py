@@ -189,11 +189,12 @@ class AnswerInjector:
         )
         if not rows:
             return pd.DataFrame(columns=list(POSITION_COLUMNS))
-        out = pd.DataFrame(rows, columns=list(POSITION_COLUMNS))
-        for column in ("above", "ties", "strict", "n_docs"):
-            out[column] = out[column].astype(np.int64)
-        out["score"] = out["score"].astype(np.float64)
-        return out
+        answer_ids, qids, scores, *counts = zip(*rows, strict=True)
+        columns = {"answer_id": list(answer_ids), "qid": list(qids),
+                   "score": np.array(scores, dtype=np.float64)}  # fmt: skip
+        for name, values in zip(POSITION_COLUMNS[3:], counts, strict=True):
+            columns[name] = np.array(values, dtype=np.int64)
+        return pd.DataFrame(columns)
 
     def position_rows(
         self, answer_ids: list[str], qids: list[str], texts: list[Any]
