@@ -175,7 +175,7 @@ def _claimed_lines(measures: rules.FlagMeasures, claims: Any) -> dict[int, tuple
     """flags.csv's lines of every slice this process claims (slice number -> its lines, the
     header with the first slice's, and how many of its answers are flagged), until none is
     left: ``claims`` (a shared integer) is the number of the next slice, taken under its
-    lock. A slice's lines are those of the whole frame: each value is written alone."""
+    lock."""
     done = {}
     while True:
         with claims.get_lock():
@@ -185,8 +185,7 @@ def _claimed_lines(measures: rules.FlagMeasures, claims: Any) -> dict[int, tuple
             return done
         start = measures.starts[number]
         frame = measures.frame(measures.rows(start), start)
-        text = frame.to_csv(index=False, header=start == 0)
-        done[number] = (text.encode("utf-8"), int(frame["flagged"].sum()))
+        done[number] = (FlagsFile.lines(frame, header=start == 0), int(frame["flagged"].sum()))
 
 
 class FlagsAside:
@@ -213,8 +212,13 @@ class FlagsFile:
 
     @classmethod
     def of(cls, flags: pd.DataFrame) -> FlagsFile:
-        text = flags.to_csv(index=False)
-        return cls(text.encode("utf-8"), int(flags["flagged"].sum()), len(flags))
+        return cls(cls.lines(flags), int(flags["flagged"].sum()), len(flags))
+
+    @staticmethod
+    def lines(flags: pd.DataFrame, header: bool = True) -> bytes:
+        """flags.csv's lines of these flags, the header first when asked (the lines of a
+        slice are those of the whole frame: each value is written alone)."""
+        return flags.to_csv(index=False, header=header).encode("utf-8")
 
 
 class _Waiter(FlagsAside):
