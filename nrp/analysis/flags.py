@@ -12,10 +12,6 @@ The share is over answers, not queries: a flag is a property of one text.
 from __future__ import annotations
 
 import multiprocessing
-import os
-import pickle
-import signal
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -25,7 +21,8 @@ from typing import Any
 import pandas as pd
 
 from nrp.collection.collection import Collection
-from nrp.errors import InputError, NrpError
+from nrp.errors import InputError
+from nrp.forking import CAN_FORK, Forked, fork_call
 from nrp.tables import read_table_file, require_columns, text_column
 from nrp.validation import flags as rules
 
@@ -138,33 +135,15 @@ def flags_aside(collection: Collection, answers: pd.DataFrame) -> FlagsAside:
     written where the caller decides (nothing is written by the worker). An error in either is
     raised by the function; ``cancel()`` ends a worker whose result is not wanted (the caller
     failed)."""
-    if not hasattr(os, "fork") or len(answers) < ASIDE_MIN_ANSWERS:
+    if not CAN_FORK or len(answers) < ASIDE_MIN_ANSWERS:
         return FlagsAside(lambda: FlagsFile.of(flag_answers(collection, answers)))
     try:
         measures = rules.FlagMeasures(answers, *_questions_and_judged(collection, answers))
     except Exception as error:  # raised where the caller asks for the flags, as before
         return FlagsAside(partial(_raise, error))
     claims = multiprocessing.get_context("fork").Value("q", 0)  # the next slice to measure
-    sys.stdout.flush()
-    sys.stderr.flush()
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the worker: compute, send, leave without running the caller's exit handlers
-        os.close(read_end)
-        try:
-            try:
-                payload = pickle.dumps(("ok", _claimed_lines(measures, claims)))
-            except Exception as error:  # raised where the caller waits
-                try:
-                    payload = pickle.dumps(("error", error))
-                except Exception:
-                    payload = pickle.dumps(("error", NrpError(str(error))))
-            with os.fdopen(write_end, "wb") as out:
-                out.write(payload)
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    return _Waiter(pid, read_end, measures, claims)
+    worker = fork_call(partial(_claimed_lines, measures, claims), "computing the flags")
+    return _Waiter(worker, measures, claims)
 
 
 def _raise(error: Exception) -> FlagsFile:
@@ -225,10 +204,8 @@ class _Waiter(FlagsAside):
     """Measures the slices a forked ``flags_aside`` worker has not claimed, then waits for its
     own; ``cancel`` ends it."""
 
-    def __init__(self, pid: int, read_end: int, measures: rules.FlagMeasures, claims: Any):
-        self.pid, self.read_end = pid, read_end
-        self.measures, self.claims = measures, claims
-        self.closed = False
+    def __init__(self, worker: Forked, measures: rules.FlagMeasures, claims: Any):
+        self.worker, self.measures, self.claims = worker, measures, claims
 
     def __call__(self) -> FlagsFile:
         try:
@@ -236,16 +213,7 @@ class _Waiter(FlagsAside):
         except BaseException:
             self.cancel()
             raise
-        self.closed = True  # closed by fdopen's block, so cancel() never closes it again
-        with os.fdopen(self.read_end, "rb") as source:
-            data = source.read()
-        _, status = os.waitpid(self.pid, 0)
-        if not data:
-            raise NrpError(f"computing the flags failed (worker exit status {status})")
-        kind, value = pickle.loads(data)
-        if kind == "error":
-            raise value
-        lines.update(value)
+        lines.update(self.worker.result())
         ordered = [lines[number] for number in range(len(self.measures.starts))]
         return FlagsFile(
             b"".join(text for text, _ in ordered),
@@ -254,11 +222,4 @@ class _Waiter(FlagsAside):
         )
 
     def cancel(self) -> None:
-        try:
-            os.kill(self.pid, signal.SIGTERM)
-            os.waitpid(self.pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        if not self.closed:  # a second close would close whatever file has its number now
-            self.closed = True
-            os.close(self.read_end)
+        self.worker.cancel()

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from nrp.collection.collection import Collection
+from nrp.forking import CAN_FORK, fork_call
 from nrp.tables import write_text
 
 #: the file beside the collection that keeps each judged document's entities
@@ -26,6 +28,8 @@ ENTITIES_FILE = "entities.json"
 ENTITY_LABELS = ("PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "DATE", "PRODUCT", "EVENT", "LAW")
 
 Entities = dict[str, list[str]]  # label -> distinct entities, sorted
+#: the least texts whose entities are found in two processes (``_each_text_entities``)
+SPLIT_TEXTS = 32
 
 
 def find_entities(texts: Sequence[str]) -> Entities:
@@ -38,16 +42,38 @@ def find_entities(texts: Sequence[str]) -> Entities:
 
 
 def _each_text_entities(texts: Sequence[str]) -> Iterable[Entities]:
+    """Each text's entities (``ENTITY_LABELS``), in order. From ``SPLIT_TEXTS`` texts on, a
+    forked child finds those of the second half while this process does the first (the model
+    loaded before, shared by both: NER is most of a cold ``nrp probe``)."""
     from nrp.probes.perturbations import spacy_pipeline
 
-    nlp = spacy_pipeline()
+    nlp, texts = spacy_pipeline(), list(texts)
+    if not CAN_FORK or len(texts) < SPLIT_TEXTS:
+        return _entities_of(nlp, texts)
+    from threadpoolctl import threadpool_limits
+
+    half = len(texts) // 2
+    # a BLAS thread each: two processes with two threads each ran no faster than one
+    with threadpool_limits(limits=1, user_api="blas"):
+        second = fork_call(partial(_entities_of, nlp, texts[half:]), "finding named entities")
+        try:
+            first = _entities_of(nlp, texts[:half])
+        except BaseException:
+            second.cancel()
+            raise
+        return first + second.result()
+
+
+def _entities_of(nlp: Any, texts: list[str]) -> list[Entities]:
     with nlp.select_pipes(enable=_ner_pipes(nlp)):
-        for doc in nlp.pipe(list(texts), batch_size=64):
+        out = []
+        for doc in nlp.pipe(texts, batch_size=64):
             found: dict[str, set[str]] = {}
             for entity in doc.ents:
                 if entity.label_ in ENTITY_LABELS:
                     found.setdefault(entity.label_, set()).add(entity.text)
-            yield {label: sorted(values) for label, values in sorted(found.items())}
+            out.append({label: sorted(values) for label, values in sorted(found.items())})
+        return out
 
 
 def _ner_pipes(nlp: Any) -> list[str]:

@@ -77,3 +77,26 @@ def test_each_query_draws_on_its_own_documents_and_the_cache_is_kept(collection)
     stored["key"]["fingerprint"] = "another build"
     (collection.path / ENTITIES_FILE).write_text(json.dumps(stored))
     assert query_entities(collection, JUDGED, ["qa"])["qa"]["GPE"] == ["France", "Germany"]
+
+
+def test_entities_found_in_two_processes_are_those_of_one(monkeypatch):
+    """From SPLIT_TEXTS texts on, a forked child finds the second half's entities: the same
+    entities per text, in order, as one process finds; and the NER runs only the ner pipe
+    (the small English model's NER has a tok2vec of its own), with the same entities as with
+    the shared tok2vec running too."""
+    from nrp.probes import entities
+    from nrp.probes.perturbations import spacy_pipeline
+
+    texts = [*DOCUMENTS.values(), "Nothing here.", "Roche is based in Basel, Switzerland."]
+    one = list(entities._each_text_entities(texts))
+    assert one[2] == {"GPE": ["Japan"], "ORG": ["Bayer"]} and one[3] == {}
+    assert one[4] == {"GPE": ["Basel", "Switzerland"], "ORG": ["Roche"]}
+    monkeypatch.setattr(entities, "SPLIT_TEXTS", 2)
+    assert list(entities._each_text_entities(texts)) == one
+    nlp = spacy_pipeline()
+    assert entities._ner_pipes(nlp) == ["ner"]
+    with nlp.select_pipes(enable=["tok2vec", "ner"]):
+        shared = [sorted((e.text, e.label_) for e in doc.ents) for doc in nlp.pipe(texts)]
+    with nlp.select_pipes(enable=["ner"]):
+        alone = [sorted((e.text, e.label_) for e in doc.ents) for doc in nlp.pipe(texts)]
+    assert alone == shared
