@@ -138,9 +138,9 @@ class FlagMeasures:
     cut into tokens once (``WORD_TOKENS``), which give both its content terms, counted as
     arrays of term ids (``split_terms``, ``_content_counts``), and its words, whose grams give
     the copy shares as arrays (``CopyShares``; the few answers it leaves, those of fewer than
-    five words first, are computed here one by one); each query's question and judged
-    documents once per process. A slice's texts become Python strings only while it is
-    measured."""
+    five words first, are computed here one by one); the questions and judged documents of
+    every query of the answer set once per process, when the first slice is measured. A
+    slice's texts become Python strings only while it is measured."""
 
     SLICE = 4096
 
@@ -169,8 +169,8 @@ class FlagMeasures:
         texts = self.answers["text"].iloc[start : start + self.SLICE]
         batch = texts.where(texts.notna(), "").astype(str).tolist()
         batch_qids = self._qid_list[start : start + len(batch)]
-        for qid in dict.fromkeys(batch_qids):
-            if qid not in self._asked:
+        if not self._asked:  # every query of the answer set at once: one table of grams
+            for qid in dict.fromkeys(self._qid_list):
                 terms = sorted(set(analyse(self.questions[qid])))
                 self._asked[qid] = self._vocabulary.term_ids(terms)
                 self._copies.add_query(qid, self.judged.get(qid, ()))
