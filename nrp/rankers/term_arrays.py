@@ -185,8 +185,9 @@ def split_terms(tokens: Tokens, count: int, vocabulary: Vocabulary) -> TermArray
         [piece for piece in token.split("'") if piece] if "'" in token else [token]
         for token in tokens.distinct
     ]
-    first = vocabulary.token_ids([split[0] if split else "" for split in pieces])
-    first[[not split for split in pieces]] = -1  # a token of apostrophes alone
+    first = np.full(len(pieces), -1, dtype=np.int64)  # -1: a token of apostrophes alone
+    have = [k for k, split in enumerate(pieces) if split]
+    first[have] = vocabulary.token_ids([pieces[k][0] for k in have])
     terms, owner = first[tokens.index], tokens.owner
     later = {k: split[1:] for k, split in enumerate(pieces) if len(split) > 1}
     if later:
