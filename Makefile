@@ -51,6 +51,8 @@ bench: setup
 	@# (issue 28). Answers up to 100k here: the full grid's 1M point adds about 7 minutes and a
 	@# 1.1 GB answer file (run the script without --answers for it)
 	$(BIN)/python scripts/bench_scaling.py --answers 1000,10000,100000
+	@# whole `nrp probe` processes, entity cache cold and warm, beside their goals (issue 28)
+	$(BIN)/python scripts/bench_probe.py
 	@# dense cold fast vs full re-rank on the CLEF eHealth answer set (150 of the first query's
 	@# 400 answers: the full re-rank embeds D_q again for every answer)
 	$(BIN)/python scripts/bench_nrp.py --rankers dense --no-cached --limit-queries 1 \
