@@ -41,3 +41,33 @@ def test_tau_b_per_question_with_two_grades_or_more():
     # q1: scores 0.9, 0.5, 0.7 against grades 2, 1, 0: pairs (2,1) concordant, (2,0)
     # concordant, (1,0) discordant -> (2 - 1) / 3; q2 has one grade and is left out
     assert tune_guard.mean_tau(rows(), SCORES, GRADES) == pytest.approx(1 / 3)
+
+
+def test_choose_content_at_the_peak_then_the_broadest_quoted_that_costs_nothing():
+    table = pd.DataFrame(
+        {"quoted": [0.0, 0.0, 0.0, 0.3, 0.3, 0.5, 0.5],
+         "content": [0.0, 0.04, 0.08, 0.04, 0.08, 0.04, 0.08],
+         "tau_b": [0.50, 0.62, 0.61, 0.618, 0.70, 0.60, 0.61],
+         "fitting_wins": [0.99, 0.99, 0.99, 0.986, 0.99, 0.99, 0.99]}
+    )  # fmt: skip
+    best, base = tune_guard.choose(table)
+    # content 0.04 has the highest tau-b at quoted 0 (0.62); at 0.04, quoted 0.3 keeps tau-b
+    # (0.618 >= 0.62 - 0.005) and fitting wins (0.986 >= 0.99 - 0.005) -> 0.3, the smallest
+    # share above 0 that keeps both (0.08's 0.70 at 0.3 is another content: not compared)
+    assert (base["quoted"], base["content"]) == (0.0, 0.04)
+    assert (best["quoted"], best["content"]) == (0.3, 0.04)
+    # fitting wins beyond the tolerance at 0.3 (0.98 < 0.985), and 0.5's tau-b 0.60 is 0.02
+    # below: none keeps both, so the base itself
+    table.loc[3, "fitting_wins"] = 0.98
+    best, _ = tune_guard.choose(table)
+    assert (best["quoted"], best["content"]) == (0.0, 0.04)
+
+
+def test_choose_content_alone_when_one_quoted_is_measured():
+    table = pd.DataFrame(
+        {"quoted": [0.3, 0.3, 0.3], "content": [0.0, 0.02, 0.04],
+         "tau_b": [0.55, 0.58, 0.57], "fitting_wins": [0.99, 0.99, 0.99]}
+    )  # fmt: skip
+    best, base = tune_guard.choose(table)
+    assert (best["quoted"], best["content"]) == (0.3, 0.02)
+    assert best.equals(base)
