@@ -747,25 +747,18 @@ def _jsonl_columns(file: Path, known_qids: set[str] | None) -> dict[str, Any] | 
     import pyarrow.compute as pc
     import pyarrow.json as pj
 
-    try:
-        data = file.read_bytes()
-    except OSError:
-        return None
-    lines = data.count(b"\n") + (not data.endswith(b"\n"))
+    facts = _line_facts(file)
     # a blank line: pyarrow skips it (line numbers would drift), so it has fewer rows than
     # lines (checked below); the records read it
-    if re.search(rb"\S", data) is None:
-        return None
-    if _longest_line(data) > MAX_LINE_CHARS:  # bytes, at least as many as characters
-        return None
+    if facts is None or not facts.content or facts.longest > MAX_LINE_CHARS:
+        return None  # (the longest line in bytes, at least as many as characters)
     try:
-        table = pj.read_json(pa.BufferReader(data))
+        table = pj.read_json(file)  # from the file: its bytes are never held whole
         table.validate(full=True)  # pyarrow's JSON reader does not check strings are UTF-8
-    except (pa.ArrowException, ValueError):
+    except (pa.ArrowException, OSError, ValueError):
         return None
-    del data
     names = set(table.column_names)
-    if table.num_rows != lines or not names <= _LONG_KEYS or not set(LONG_REQUIRED) <= names:
+    if table.num_rows != facts.lines or not names <= _LONG_KEYS or not set(LONG_REQUIRED) <= names:
         return None
     out: dict[str, Any] = {}
     for name in table.column_names:
@@ -795,14 +788,37 @@ def _jsonl_columns(file: Path, known_qids: set[str] | None) -> dict[str, Any] | 
     return out
 
 
-def _longest_line(data: bytes) -> int:
-    """The most bytes between two line ends (0 when no line can be over ``MAX_LINE_CHARS``)."""
-    if len(data) <= MAX_LINE_CHARS:
-        return 0
-    longest = start = 0
-    while (end := data.find(b"\n", start)) >= 0:
-        longest, start = max(longest, end - start), end + 1
-    return max(longest, len(data) - start)
+@dataclass(frozen=True)
+class _LineFacts:
+    lines: int  # lines, the last one counted whether or not it ends with a line end
+    longest: int  # the most bytes between two line ends (0 when none can be over the limit)
+    content: bool  # a byte that is not ASCII whitespace somewhere
+
+
+_BLOCK = 1 << 24
+
+
+def _line_facts(file: Path) -> _LineFacts | None:
+    """What ``_jsonl_columns`` checks of a file's lines, read a block at a time (the file is
+    never held whole); None when it cannot be read."""
+    lines = longest = run = 0
+    content = False
+    last = b""
+    try:
+        size = file.stat().st_size
+        with file.open("rb") as handle:
+            while block := handle.read(_BLOCK):
+                lines += block.count(b"\n")
+                content = content or re.search(rb"\S", block) is not None
+                if size > MAX_LINE_CHARS:
+                    start = 0
+                    while (end := block.find(b"\n", start)) >= 0:
+                        longest, run, start = max(longest, run + end - start), 0, end + 1
+                    run += len(block) - start
+                last = block[-1:]
+    except OSError:
+        return None
+    return _LineFacts(lines + (last != b"\n"), max(longest, run), content)
 
 
 def _names(column: Any) -> list[str] | None:

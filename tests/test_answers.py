@@ -288,6 +288,29 @@ def test_a_blank_jsonl_line_is_read_record_by_record_with_its_line_numbers(tmp_p
     assert _jsonl_columns(path, None) is not None  # no blank line: columnar
 
 
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"  \n\t", b"a", b"a\n", b"ab\ncdefg\nh", b"abcdefgh\r\n\r\nxy", b"\n\n\nabcdefghij"],
+)
+def test_line_facts_read_a_block_at_a_time_equal_those_of_the_whole_file(
+    tmp_path, monkeypatch, data
+):
+    """The JSON Lines file's lines, longest line and content are read in blocks (the file is
+    never held whole): with blocks of 3 bytes and a limit of 4 bytes, so lines span blocks and
+    the longest is measured, they equal what the whole bytes give."""
+    from nrp import answers
+
+    monkeypatch.setattr(answers, "_BLOCK", 3)
+    monkeypatch.setattr(answers, "MAX_LINE_CHARS", 4)
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(data)
+    pieces = data.split(b"\n")
+    lines = data.count(b"\n") + (not data.endswith(b"\n"))
+    longest = max(map(len, pieces)) if len(data) > 4 else 0
+    assert answers._line_facts(path) == answers._LineFacts(lines, longest, bool(data.strip()))
+    assert answers._line_facts(tmp_path / "missing.jsonl") is None
+
+
 @pytest.mark.parametrize("fmt", LONG_FORMATS)
 def test_long_unknown_qid(tmp_path, fmt):
     path = write_long(tmp_path, fmt, [answer("1"), answer("99"), answer("2")])
