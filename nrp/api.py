@@ -77,7 +77,13 @@ from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, ScoreCache
 from nrp.rankers.coerce import as_ranker
 from nrp.rankers.pyterrier import TransformerRanker, from_transformer
-from nrp.rankers.registry import DEFAULT_RANKERS, all_rankers, make_ranker, parse_spec
+from nrp.rankers.registry import (
+    DEFAULT_RANKERS,
+    all_rankers,
+    make_ranker,
+    parse_spec,
+    split_specs,
+)
 from nrp.reports.build import ReportSettings, build_report
 from nrp.review.create import ReviewSettings, create_review_project
 from nrp.review.desk import NotAssigned, ReviewDesk
@@ -228,6 +234,7 @@ __all__ = [
     "score",
     "score_answers",
     "scoring_record",
+    "split_specs",
     "summarize",
     "synthesize",
     "train_ranker",

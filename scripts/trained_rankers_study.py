@@ -59,10 +59,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import ROOT, machine
 
 from nrp import api
+from nrp.analysis.agreement import paired_taus
 from nrp.errors import NrpError
 from nrp.models.device import resolve_device
 from nrp.rankers.trained import TRAINING_FILE, normalise_query
-from nrp.statistics import correct, mean_with_interval, paired_randomization_test
+from nrp.statistics import correct
 from nrp.tables import (
     format_interval,
     format_number,
@@ -486,38 +487,30 @@ def agreement_rows(
     return rows, paired_rows(result.per_query, names, where)
 
 
-def query_taus(per_query: pd.DataFrame, name: str) -> pd.Series:
-    """qid -> the per-query tau-b of ranker ``name`` over its used queries."""
-    used = per_query[(per_query["ranker"] == name) & (per_query["skipped"] == "")]
-    return used.set_index("qid")["kendall_tau"].astype(float)
-
-
 def paired_rows(
     per_query: pd.DataFrame, names: Mapping[str, str], where: Mapping[str, str]
 ) -> list[dict]:
-    """Each trained ranker of ``names`` against each of ``COMPARED`` over the same queries:
-    mean per-query tau-b difference, its t-interval, the paired randomization test's p-value,
-    Holm-corrected over the comparisons of that trained ranker, and the verdict."""
+    """Each trained ranker of ``names`` against each of ``COMPARED`` over the same queries
+    (``nrp.analysis.agreement.paired_taus``): mean per-query tau-b difference, its t-interval,
+    the paired randomization test's p-value, Holm-corrected over the comparisons of that
+    trained ranker, and the verdict."""
     rows = []
     for trained_name in trained_roles(names):
-        trained = query_taus(per_query, names[trained_name])
         own = []
         for role in compared(names):
-            joined = pd.concat([trained, query_taus(per_query, names[role])], axis=1, join="inner")
-            first, second = (joined.iloc[:, i].to_numpy() for i in (0, 1))
-            mean, low, high = mean_with_interval(first - second)
+            paired = paired_taus(per_query, names[trained_name], names[role])
             own.append(
                 {
                     **where,
                     "trained": trained_name,
                     "baseline": role,
-                    "queries": len(joined),
-                    "trained_tau": float(first.mean()) if len(first) else float("nan"),
-                    "baseline_tau": float(second.mean()) if len(second) else float("nan"),
-                    "difference": mean,
-                    "ci_low": low,
-                    "ci_high": high,
-                    "p": paired_randomization_test(first, second),
+                    "queries": paired["queries"],
+                    "trained_tau": paired["tau"],
+                    "baseline_tau": paired["against_tau"],
+                    "difference": paired["difference"],
+                    "ci_low": paired["ci_low"],
+                    "ci_high": paired["ci_high"],
+                    "p": paired["p"],
                 }
             )
         for row, corrected in zip(own, correct([r["p"] for r in own], "holm"), strict=True):

@@ -82,15 +82,12 @@ def kind_rows(name: str, dimension: str, label: str, validity) -> list[str]:
 
 def agreement_rows(collection, dimension: str, before: str, after: str) -> list[str]:
     import nrp
-    from nrp import statistics
+    from nrp.analysis.agreement import paired_taus
 
     result = nrp.agreement(collection, [before, after], dimensions=[dimension])
     summary = result.summary.set_index("ranker")
-    per_query = result.per_query[result.per_query["skipped"] == ""]
-    tau = per_query.pivot(index="qid", columns="ranker", values="kendall_tau").dropna()
-    difference = tau[after] - tau[before]
-    mean, low, high = statistics.mean_with_interval(difference.to_numpy())
-    p = statistics.paired_test(tau[after].to_numpy(), tau[before].to_numpy())
+    paired = paired_taus(result.per_query, after, before, dimension)
+    mean, low, high, p = (paired[key] for key in ("difference", "ci_low", "ci_high", "p"))
     grades = result.by_grade.pivot(index="label", columns="ranker", values="mean_nrp")
     lines = []
     for spec in (before, after):
@@ -103,7 +100,7 @@ def agreement_rows(collection, dimension: str, before: str, after: str) -> list[
         )
     lines.append(
         f"| {collection.name} / {dimension} | after - before | {mean:+.3f} [{low:+.3f}, "
-        f"{high:+.3f}], p {p:.3f} ({len(difference)} queries) | | |"
+        f"{high:+.3f}], p {p:.3f} ({paired['queries']} queries) | | |"
     )
     return lines
 

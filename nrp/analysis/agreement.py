@@ -71,7 +71,7 @@ from nrp.progress import Progress
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
 from nrp.rankers.registry import make_ranker, split_specs
-from nrp.statistics import correlations, mean_with_interval
+from nrp.statistics import correct, correlations, mean_with_interval, paired_test
 from nrp.tables import (
     FrameView,
     TableExports,
@@ -108,6 +108,43 @@ def leave_one_out(
     r = np.asarray(rank_from_counts(above, tied, ties), dtype=float).reshape(n)
     nrp = np.asarray(nrp_value(r, n - 1), dtype=float).reshape(n) if n >= 2 else np.full(n, np.nan)
     return pd.DataFrame({"above": above, "tied": tied, "r": r, "nrp": nrp})
+
+
+def query_taus(per_query: pd.DataFrame, ranker: str, dimension: str | None = None) -> pd.Series:
+    """qid -> the per-query tau-b of ``ranker`` over the queries it used (in ``dimension``
+    when given)."""
+    used = (per_query["ranker"] == ranker) & (per_query["skipped"] == "")
+    if dimension is not None:
+        used &= per_query["dimension"] == dimension
+    return per_query[used].set_index("qid")["kendall_tau"].astype(float)
+
+
+def paired_taus(
+    per_query: pd.DataFrame,
+    ranker: str,
+    against: str,
+    dimension: str | None = None,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """``ranker``'s per-query tau-b against ``against``'s over the queries both used: queries,
+    both means, the mean difference with its t-interval over queries, and the two-sided p of
+    the paired randomization test (exact up to 2**n sign vectors, as validation tests)."""
+    joined = pd.concat(
+        [query_taus(per_query, ranker, dimension), query_taus(per_query, against, dimension)],
+        axis=1,
+        join="inner",
+    )
+    first, second = (joined.iloc[:, i].to_numpy(dtype=float) for i in (0, 1))
+    mean, low, high = mean_with_interval(first - second, confidence)
+    return {
+        "queries": len(joined),
+        "tau": float(first.mean()) if len(first) else float("nan"),
+        "against_tau": float(second.mean()) if len(second) else float("nan"),
+        "difference": mean,
+        "ci_low": low,
+        "ci_high": high,
+        "p": paired_test(first, second),
+    }
 
 
 # -- result ----------------------------------------------------------------------------------------
@@ -159,6 +196,55 @@ class AgreementResult(TableExports, FrameView):
     def __str__(self) -> str:
         return self.format()
 
+    def compare(self, against: str | Ranker) -> pd.DataFrame:
+        """Every other ranker against ``against`` (a spec, as given to ``agreement``, or a
+        ranker), per dimension (``paired_taus``), with the p-values Holm-adjusted over all the
+        comparisons (``p_holm``): columns dimension, ranker, against, queries, tau,
+        against_tau, difference, ci_low, ci_high, p, p_holm."""
+        names = set(self.summary["ranker"])
+        if isinstance(against, Ranker):
+            name = against.spec()
+        else:  # as reported, or a spec written otherwise (tfidf:k=v order, defaults spelled)
+            name = against if against in names else make_ranker(against).spec()
+        rows = []
+        for dimension in dict.fromkeys(self.summary["dimension"]):
+            here = self.summary[self.summary["dimension"] == dimension]["ranker"].tolist()
+            if name not in here:
+                raise ConfigError(
+                    f"{name!r} is not one of the rankers of dimension {dimension!r} "
+                    f"({', '.join(here)})"
+                )
+            confidence = float(self.settings["confidence"])
+            for ranker in (r for r in here if r != name):
+                paired = paired_taus(self.per_query, ranker, name, dimension, confidence)
+                rows.append({"dimension": dimension, "ranker": ranker, "against": name, **paired})
+        columns = ["dimension", "ranker", "against", "queries", "tau", "against_tau",
+                   "difference", "ci_low", "ci_high", "p"]  # fmt: skip
+        frame = pd.DataFrame(rows, columns=columns)
+        frame["p_holm"] = correct(frame["p"].tolist(), "holm") if len(frame) else []
+        return frame
+
+    def format_comparison(self, against: str | Ranker) -> str:
+        """``compare`` as text, one table per dimension."""
+        frame = self.compare(against)
+        ci = f"{round(float(self.settings['confidence']) * 100)}% CI"
+        parts = []
+        for dimension, rows in frame.groupby("dimension", sort=False):
+            header = ["ranker", "queries", f"tau-b minus {rows['against'].iloc[0]} [{ci}]",
+                      "p", "p (Holm)"]  # fmt: skip
+            table = [
+                [str(r.ranker), str(int(r.queries)),
+                 f"{r.difference:+.4f} {_signed_interval(r.ci_low, r.ci_high)}",
+                 f"{r.p:.3f}", f"{r.p_holm:.3f}"]
+                for r in rows.itertuples()
+            ]  # fmt: skip
+            parts.append(
+                f"{self.collection} / {dimension}: per-query tau-b against "
+                f"{rows['against'].iloc[0]} over the queries both used (paired randomization "
+                "test, Holm over every comparison)\n" + text_table(header, table)
+            )
+        return "\n\n".join(parts)
+
     def _table(self, dimension: str) -> str:
         s = self.settings
         rows = self.summary[self.summary["dimension"] == dimension]
@@ -208,6 +294,13 @@ class AgreementResult(TableExports, FrameView):
         header = ["mean NRP by grade"] + [f"{_label(g)} (n={int(counts[g])})" for g in labels]
         lines.append(text_table(header, grade_rows))
         return "\n".join(lines)
+
+
+def _signed_interval(low: float | None, high: float | None) -> str:
+    """A difference's interval with its signs (``[-0.0063, +0.0456]``), as ``format_interval``
+    without one."""
+    missing = format_interval(low, high)
+    return missing if missing == "[-]" else f"[{low:+.4f}, {high:+.4f}]"
 
 
 def _label(value: float) -> str:

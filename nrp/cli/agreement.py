@@ -19,6 +19,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--rankers", required=True, help="comma-separated ranker specs")
     parser.add_argument("--labels", choices=("graded", "raw"), default="graded")
     parser.add_argument("--ties", choices=api.TIE_MODES, default=api.DEFAULT_TIE_MODE)
+    parser.add_argument(
+        "--against",
+        metavar="SPEC",
+        help="compare every ranker's per-query tau-b with this one's (added to --rankers when "
+        "missing): mean difference, t-interval, paired randomization test, Holm",
+    )
     parser.add_argument("--out", type=Path, help="folder for agreement.json and CSV tables")
     add_indexes_option(parser)
     parser.set_defaults(run=handle)
@@ -27,13 +33,23 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     check_out(args.out)
     collection = api.Collection.load(args.collection, args.indexes)
+    rankers = api.split_specs(args.rankers)
+    if args.against and api.make_ranker(args.against).spec() not in {
+        api.make_ranker(spec).spec() for spec in rankers
+    }:
+        rankers.insert(0, args.against)
     result = api.agreement(
-        collection, args.rankers, labels=args.labels, ties=args.ties, progress=print_progress
+        collection, rankers, labels=args.labels, ties=args.ties, progress=print_progress
     )
     print(result.format())
+    comparison = result.compare(args.against) if args.against else None
+    if comparison is not None:
+        print("\n" + result.format_comparison(args.against))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         result.to_json(args.out / "agreement.json")
         result.to_csv(args.out)
+        if comparison is not None:
+            comparison.to_csv(args.out / "agreement_comparison.csv", index=False)
         print(f"\nwrote {args.out}")
     return 0

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
@@ -279,6 +280,47 @@ def test_text_json_and_csv(loo, tmp_path):
     assert data["summary"][1]["tau_ci_low"] is None  # credibility: one query
     paths = result.to_csv(tmp_path)
     assert len(paths) == 4 and all(p.is_file() for p in paths.values())
+
+
+def test_compare_pairs_per_query_tau_over_the_queries_both_used(loo):
+    fixed, reverse = FixedScores(SCORES), FixedScores(SCORES, reverse=True)
+    result = agreement(loo, [fixed, reverse], ["relevance"], cache=False)
+    # reversed scores reverse q1's leave-one-out NRP (ties stay ties): tau-b -TAU_Q1; q4 ties
+    # every document under both (0). Differences, fixed minus reversed: q1 2 * TAU_Q1, q4 0
+    table = result.compare(fixed)
+    assert len(table) == 1
+    row = table.iloc[0]
+    assert (row.ranker, row.against, row.queries) == (reverse.spec(), "fixed", 2)
+    assert (row.tau, row.against_tau) == pytest.approx((-TAU_Q1 / 2, TAU_Q1 / 2))
+    assert row.difference == pytest.approx(-TAU_Q1)
+    low, high = statistics.t_interval([-2 * TAU_Q1, 0.0])
+    assert (row.ci_low, row.ci_high) == pytest.approx((low, high))
+    # exact randomization over the 4 sign vectors: |(+-2T +- 0) / 2| = T every time -> p = 1
+    assert row.p == 1.0 and row.p_holm == 1.0
+    text = result.format_comparison("fixed")
+    assert "loo / relevance: per-query tau-b against fixed over the queries both used" in text
+    assert f"{-TAU_Q1:+.4f}" in text
+    with pytest.raises(ConfigError, match="'bm25' is not one of the rankers"):
+        result.compare("bm25")
+
+
+def test_cli_against_adds_the_reference_and_writes_the_comparison(loo, tmp_path, capsys):
+    from nrp.cli import main
+
+    out = tmp_path / "out"
+    code = main(["agreement", "loo", "--rankers", "bm25", "--against", "tfidf",
+                 "--indexes", str(loo.path.parent), "--out", str(out)])  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "per-query tau-b against tfidf" in printed
+    written = pd.read_csv(out / "agreement_comparison.csv")
+    library = agreement(loo, "tfidf,bm25").compare("tfidf")
+    assert written[["dimension", "ranker", "queries"]].values.tolist() == (
+        library[["dimension", "ranker", "queries"]].values.tolist()
+    )
+    assert written["difference"].tolist() == pytest.approx(library["difference"].tolist())
+    assert written["p_holm"].tolist() == pytest.approx(library["p_holm"].tolist())
+    assert set(written["ranker"]) == {"bm25"} and len(written) == 2  # both dimensions
 
 
 @pytest.mark.parametrize("spec", ["bm25", "tfidf", "dph"])
