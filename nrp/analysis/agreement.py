@@ -77,6 +77,7 @@ from nrp.tables import (
     TableExports,
     format_interval,
     format_number,
+    format_p,
     one_row,
     text_table,
 )
@@ -235,7 +236,7 @@ class AgreementResult(TableExports, FrameView):
             table = [
                 [str(r.ranker), str(int(r.queries)),
                  f"{r.difference:+.4f} {_signed_interval(r.ci_low, r.ci_high)}",
-                 f"{r.p:.3f}", f"{r.p_holm:.3f}"]
+                 format_p(r.p), format_p(r.p_holm)]
                 for r in rows.itertuples()
             ]  # fmt: skip
             parts.append(
