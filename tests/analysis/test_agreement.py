@@ -323,6 +323,26 @@ def test_cli_against_adds_the_reference_and_writes_the_comparison(loo, tmp_path,
     assert set(written["ranker"]) == {"bm25"} and len(written) == 2  # both dimensions
 
 
+@pytest.mark.parametrize(
+    ("against", "message"),
+    [
+        ("nosuch", "nrp: error: unknown ranker 'nosuch' in spec 'nosuch'; known: "),
+        ("bm25:k1=-1", "nrp: error: ranker 'bm25': parameter k1='-1' is out of range (k1 must"),
+    ],
+)
+def test_cli_against_a_bad_spec_is_one_line_exit_2_before_any_scoring(
+    loo, tmp_path, capsys, against, message
+):
+    from nrp.cli import main
+
+    out = tmp_path / "out"
+    code = main(["agreement", "loo", "--rankers", "tfidf", "--against", against,
+                 "--indexes", str(loo.path.parent), "--out", str(out)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(message) and err.count("\n") == 1
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("spec", ["bm25", "tfidf", "dph"])
 def test_stats_query_leave_one_out_equals_the_full_candidate_set(loo, spec):
     """The held-out document scored as an answer against the rest (the rest's index with it as
