@@ -225,9 +225,8 @@ class AgreementResult(TableExports, FrameView):
         frame["p_holm"] = correct(frame["p"].tolist(), "holm") if len(frame) else []
         return frame
 
-    def format_comparison(self, against: str | Ranker) -> str:
-        """``compare`` as text, one table per dimension."""
-        frame = self.compare(against)
+    def format_comparison(self, frame: pd.DataFrame) -> str:
+        """A table of ``compare`` as text, one table per dimension."""
         ci = f"{round(float(self.settings['confidence']) * 100)}% CI"
         parts = []
         for dimension, rows in frame.groupby("dimension", sort=False):

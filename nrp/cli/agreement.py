@@ -34,17 +34,17 @@ def handle(args: argparse.Namespace) -> int:
     check_out(args.out)
     collection = api.Collection.load(args.collection, args.indexes)
     rankers = api.split_specs(args.rankers)
-    if args.against and api.make_ranker(args.against).spec() not in {
-        api.make_ranker(spec).spec() for spec in rankers
-    }:
+    # the reference as the result names it (its complete spec), checked before any scoring
+    against = api.make_ranker(args.against).spec() if args.against else None
+    if against and against not in {api.make_ranker(spec).spec() for spec in rankers}:
         rankers.insert(0, args.against)
     result = api.agreement(
         collection, rankers, labels=args.labels, ties=args.ties, progress=print_progress
     )
     print(result.format())
-    comparison = result.compare(args.against) if args.against else None
+    comparison = result.compare(against) if against else None
     if comparison is not None:
-        print("\n" + result.format_comparison(args.against))
+        print("\n" + result.format_comparison(comparison))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         result.to_json(args.out / "agreement.json")

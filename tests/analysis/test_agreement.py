@@ -297,7 +297,7 @@ def test_compare_pairs_per_query_tau_over_the_queries_both_used(loo):
     assert (row.ci_low, row.ci_high) == pytest.approx((low, high))
     # exact randomization over the 4 sign vectors: |(+-2T +- 0) / 2| = T every time -> p = 1
     assert row.p == 1.0 and row.p_holm == 1.0
-    text = result.format_comparison("fixed")
+    text = result.format_comparison(table)
     assert "loo / relevance: per-query tau-b against fixed over the queries both used" in text
     assert f"{-TAU_Q1:+.4f}" in text
     with pytest.raises(ConfigError, match="'bm25' is not one of the rankers"):
