@@ -183,6 +183,72 @@ def read_answers(
     return AnswerSet(reader.frame(), reader.skipped, [str(f) for f in reader.files])
 
 
+#: answers ``read_answer_blocks`` hands over at a time from a file larger than one block
+BLOCK_ANSWERS = 1 << 17
+
+
+@dataclass
+class AnswerBlocks:
+    """An answer set a block of answers at a time (``read_answer_blocks``): ``len`` answers,
+    and iterating gives frames of up to ``rows`` answers each, in input order, with the columns
+    and values ``read_answers`` gives (each block's index from 0). ``whole``: the set itself
+    when it was read at once (one block), else None: the texts are read again from ``file``
+    block by block, and only the other columns of every answer are held."""
+
+    count: int
+    whole: AnswerSet | None = None
+    file: Path | None = None
+    ids: pd.DataFrame | None = None  # every answer's COLUMNS but the text (streamed)
+    rows: int = BLOCK_ANSWERS
+
+    def __len__(self) -> int:
+        return self.count
+
+    @classmethod
+    def at_once(cls, answer_set: AnswerSet, rows: int = BLOCK_ANSWERS) -> AnswerBlocks:
+        """An answer set read whole, as one block."""
+        return cls(len(answer_set), whole=answer_set, rows=rows)
+
+    @property
+    def skipped(self) -> list[SkippedRow]:
+        return self.whole.skipped if self.whole is not None else []
+
+    def __iter__(self) -> Iterator[pd.DataFrame]:
+        if self.whole is not None:
+            yield self.whole.answers
+            return
+        assert self.file is not None and self.ids is not None
+        start = 0
+        for texts in _jsonl_texts(self.file, self.rows):
+            block = self.ids.iloc[start : start + len(texts)].reset_index(drop=True)
+            yield block.assign(text=texts.astype(str))
+            start += len(texts)
+
+
+def read_answer_blocks(
+    path: str | Path,
+    collection: _HasTopics | Iterable[str] | None = None,
+    skip_invalid: bool = False,
+    rows: int = BLOCK_ANSWERS,
+) -> AnswerBlocks:
+    """``read_answers``, a block of ``rows`` answers at a time where that holds less: a single
+    plainly valid long-layout JSON Lines file (``_jsonl_columns``) of more than ``rows`` lines
+    is checked whole first, then its texts are read again block by block as they are wanted;
+    any other input is read at once (``AnswerBlocks.whole``), as ``read_answers`` reads it."""
+    path = Path(path)
+    files = _answer_files(path)
+    if len(files) == 1 and files[0].suffix.lower() in LONG_SUFFIXES:
+        facts = _line_facts(files[0])
+        if facts is not None and facts.lines > rows:
+            columns = _jsonl_columns(files[0], _known_qids(collection), keep_text=False)
+            ids, samples = _derived_ids(columns, {}) if columns is not None else ([], [])
+            if columns is not None and len(set(ids)) == len(ids):
+                frame = _id_frame(ids, columns, samples)
+                frame = frame.astype({c: str for c in COLUMNS[:-1] if c != "sample"})
+                return AnswerBlocks(len(frame), file=files[0], ids=frame, rows=rows)
+    return AnswerBlocks.at_once(read_answers(path, collection, skip_invalid), rows)
+
+
 def _known_qids(collection: _HasTopics | Iterable[str] | None) -> set[str] | None:
     if collection is None:
         return None
@@ -470,21 +536,8 @@ class AnswerReader:
         derived and answer ids checked as ``read_record`` does them. False, with nothing added,
         when an id repeats (within the file or with an answer read before): the file is then
         read record by record, which says where."""
-        groups = list(zip(frame["llm"], frame["prompt"], frame["qid"], strict=True))
-        positions = []
         claimed = dict(self.group_position)
-        for group in groups:
-            position = claimed.get(group, 0)
-            claimed[group] = position + 1
-            positions.append(position)
-        count = len(frame["qid"])
-        given_samples = frame.get("sample", [None] * count)
-        samples = [p if n is None else n for p, n in zip(positions, given_samples, strict=True)]
-        given = frame.get("answer_id", [None] * count)
-        ids = [
-            a if a is not None else f"{llm}/{prompt}/{qid}/{n}"
-            for a, (llm, prompt, qid), n in zip(given, groups, samples, strict=True)
-        ]
+        ids, samples = _derived_ids(frame, claimed)
         if len(set(ids)) != len(ids) or not self.first_seen.keys().isdisjoint(ids):
             return False
         self.group_position = claimed
@@ -493,21 +546,9 @@ class AnswerReader:
         )
         if self.rows["answer_id"]:
             self.parts.append(self._rows_frame())
-        self.parts.append(
-            pd.DataFrame(
-                {
-                    "answer_id": ids,
-                    "llm": frame["llm"],
-                    "prompt": frame["prompt"],
-                    "qid": frame["qid"],
-                    "sample": samples,
-                    "text": frame["text"],
-                },
-                columns=COLUMNS,
-            ).astype({"sample": "int64"})
-        )
-        self.citations.extend([()] * count)
-        self.count += count
+        self.parts.append(_id_frame(ids, frame, samples).assign(text=frame["text"]))
+        self.citations.extend([()] * len(ids))
+        self.count += len(ids)
         return True
 
     def _invalid(
@@ -735,57 +776,147 @@ _BLANK = (
 _LONG_KEYS = frozenset(COLUMNS)
 
 
-def _jsonl_columns(file: Path, known_qids: set[str] | None) -> dict[str, Any] | None:
+def _jsonl_columns(
+    file: Path, known_qids: set[str] | None, keep_text: bool = True
+) -> dict[str, Any] | None:
     """A long-layout JSON Lines file read by pyarrow, column by column, when every record is
     plainly valid: one JSON object per line (no blank line), the keys of ``COLUMNS`` only,
     llm, prompt, qid, text (and answer_id) strings on every line, sample (if given) an integer
     from 0 to ``MAX_SAMPLE`` on every line, every qid known, no text blank; ids in NFC and
     stripped as ``_optional_name`` gives them (an id blank once stripped: not plainly valid).
     None otherwise: the file is read record by record, which finds and words every problem
-    (the records this accepts, it accepts with the same values)."""
+    (the records this accepts, it accepts with the same values). The file is read a block of
+    bytes at a time (pyarrow's streaming reader: a key or a type that changes after the first
+    block is not plainly valid); ``keep_text=False`` checks the texts and keeps none of them
+    (``_jsonl_texts`` reads them again, a block of answers at a time)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.json as pj
 
     facts = _line_facts(file)
     # a blank line: pyarrow skips it (line numbers would drift), so it has fewer rows than
     # lines (checked below); the records read it
     if facts is None or not facts.content or facts.longest > MAX_LINE_CHARS:
         return None  # (the longest line in bytes, at least as many as characters)
+    kept: dict[str, list[Any]] = {}
+    names: set[str] = set()
+    rows = 0
     try:
-        table = pj.read_json(file)  # from the file: its bytes are never held whole
-        table.validate(full=True)  # pyarrow's JSON reader does not check strings are UTF-8
+        for batch in _json_batches(file):
+            names.update(batch.schema.names)
+            batch.validate(full=True)  # pyarrow's JSON reader does not check strings are UTF-8
+            rows += batch.num_rows
+            for name, column in zip(batch.schema.names, batch.columns, strict=True):
+                if name == "text" and not _plain_texts(column):
+                    return None
+                if name != "text" or keep_text:
+                    kept.setdefault(name, []).append(column)
     except (pa.ArrowException, OSError, ValueError):
         return None
-    names = set(table.column_names)
-    if table.num_rows != facts.lines or not names <= _LONG_KEYS or not set(LONG_REQUIRED) <= names:
+    if rows != facts.lines or not names <= _LONG_KEYS or not set(LONG_REQUIRED) <= names:
         return None
     out: dict[str, Any] = {}
-    for name in table.column_names:
-        column = table.column(name)
+    for name, chunks in kept.items():
+        column = pa.chunked_array(chunks)
         if column.null_count:
             return None
         if name == "sample":
-            if not pa.types.is_integer(column.type) or not (
-                pc.min(column).as_py() >= 0 and pc.max(column).as_py() <= MAX_SAMPLE
-            ):
+            if not _plain_samples(column):
                 return None
             out[name] = column.to_numpy()
             continue
-        if not pa.types.is_string(column.type):
-            return None
         if name == "text":
-            if pc.any(pc.match_substring_regex(column, _BLANK)).as_py():
-                return None
-            out[name] = column.to_pandas()
+            out[name] = column.to_pandas()  # checked batch by batch (``_plain_texts``)
             continue
-        values = _names(column)
+        values = _names(column) if pa.types.is_string(column.type) else None
         if values is None:
             return None
         out[name] = values
     if known_qids is not None and not set(out["qid"]) <= known_qids:
         return None
     return out
+
+
+def _json_batches(file: Path) -> Iterator[Any]:
+    """The record batches of a JSON Lines file, a block of bytes at a time."""
+    import pyarrow.json as pj
+
+    return iter(pj.open_json(file))
+
+
+def _plain_texts(column: Any) -> bool:
+    """Every text of a batch a string, none missing or blank."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return (
+        pa.types.is_string(column.type)
+        and not column.null_count
+        and not pc.any(pc.match_substring_regex(column, _BLANK)).as_py()
+    )
+
+
+def _plain_samples(column: Any) -> bool:
+    """Every sample an integer from 0 to ``MAX_SAMPLE``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pa.types.is_integer(column.type) and bool(
+        pc.min(column).as_py() >= 0 and pc.max(column).as_py() <= MAX_SAMPLE
+    )
+
+
+def _jsonl_texts(file: Path, rows: int) -> Iterator[pd.Series]:
+    """The texts of a JSON Lines file ``_jsonl_columns`` accepted, ``rows`` at a time, as the
+    Series it would give (read again, a block of bytes at a time)."""
+    import pyarrow as pa
+
+    chunks: list[Any] = []
+    held = 0
+    for batch in _json_batches(file):
+        chunks.append(batch.column("text"))
+        held += batch.num_rows
+        while held >= rows:
+            column = pa.chunked_array(chunks)
+            yield column.slice(0, rows).to_pandas()
+            rest = column.slice(rows)
+            chunks, held = list(rest.chunks), len(rest)
+    if held:
+        yield pa.chunked_array(chunks).to_pandas()
+
+
+def _derived_ids(
+    frame: dict[str, Any], claimed: dict[tuple[str, str, str], int]
+) -> tuple[list[str], list[int]]:
+    """Answer ids and samples of ``_jsonl_columns``'s answers, derived where not given as
+    ``read_record`` derives them; ``claimed`` (each group's next position) is advanced."""
+    groups = list(zip(frame["llm"], frame["prompt"], frame["qid"], strict=True))
+    positions = []
+    for group in groups:
+        position = claimed.get(group, 0)
+        claimed[group] = position + 1
+        positions.append(position)
+    count = len(groups)
+    given_samples = frame.get("sample", [None] * count)
+    samples = [p if n is None else n for p, n in zip(positions, given_samples, strict=True)]
+    given = frame.get("answer_id", [None] * count)
+    ids = [
+        a if a is not None else f"{llm}/{prompt}/{qid}/{n}"
+        for a, (llm, prompt, qid), n in zip(given, groups, samples, strict=True)
+    ]
+    return ids, samples
+
+
+def _id_frame(ids: list[str], frame: dict[str, Any], samples: list[int]) -> pd.DataFrame:
+    """The answers' ``COLUMNS`` but the text (added after it), sample as int64."""
+    return pd.DataFrame(
+        {
+            "answer_id": ids,
+            "llm": frame["llm"],
+            "prompt": frame["prompt"],
+            "qid": frame["qid"],
+            "sample": samples,
+        },
+        columns=COLUMNS[:-1],
+    ).astype({"sample": "int64"})
 
 
 @dataclass(frozen=True)
@@ -894,8 +1025,10 @@ __all__ = [
     "CITATIONS",
     "COLUMNS",
     "REPORT_PROMPT",
+    "AnswerBlocks",
     "AnswerSet",
     "SkippedRow",
+    "read_answer_blocks",
     "read_answers",
     "report_citations",
 ]

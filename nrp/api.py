@@ -29,8 +29,16 @@ from nrp.analysis.flags import (
     read_flags,
 )
 from nrp.analysis.leaderboard import leaderboard, write_leaderboard
+from nrp.analysis.score_files import ScoredFiles, write_score_files
 from nrp.analysis.summary import summarize
-from nrp.answers import AnswerLocation, AnswerReader, read_answers, report_citations
+from nrp.answers import (
+    AnswerBlocks,
+    AnswerLocation,
+    AnswerReader,
+    read_answer_blocks,
+    read_answers,
+    report_citations,
+)
 from nrp.collection.build import default_indexes_dir, ingest
 from nrp.collection.collection import Collection, list_collections
 from nrp.collection.formats import all_formats
@@ -64,6 +72,7 @@ from nrp.positioning.scoring import (
     RESULT_COLUMNS,
     NRPScorer,
     ScoreSettings,
+    ScoringRun,
     normalised_weights,
     result_frame,
     score,
@@ -126,6 +135,7 @@ __all__ = [
     "STORE_FILE",
     "TIE_MODES",
     "VALIDATION_FILE",
+    "AnswerBlocks",
     "AnswerLocation",
     "AnswerReader",
     "CheckResult",
@@ -161,6 +171,8 @@ __all__ = [
     "SaveIdReused",
     "ScoreCache",
     "ScoreSettings",
+    "ScoredFiles",
+    "ScoringRun",
     "StaleVersion",
     "SynthSettings",
     "TableColumns",
@@ -217,6 +229,7 @@ __all__ = [
     "perturb",
     "probe",
     "query_materials",
+    "read_answer_blocks",
     "read_answers",
     "read_citations",
     "read_flags",
@@ -248,4 +261,5 @@ __all__ = [
     "write_meta",
     "write_review_human_files",
     "write_runs",
+    "write_score_files",
 ]

@@ -124,7 +124,7 @@ def flag_shares(flags: pd.DataFrame) -> pd.DataFrame:
 ASIDE_MIN_ANSWERS = 5_000
 
 
-def flags_aside(collection: Collection, answers: pd.DataFrame) -> FlagsAside:
+def flags_aside(collection: Collection, answers: pd.DataFrame, header: bool = True) -> FlagsAside:
     """``flag_answers`` started beside the caller's own work, and a function that waits for it:
     in a forked process where ``os.fork`` exists and there are at least ``ASIDE_MIN_ANSWERS``
     answers (``nrp score`` positions the answers meanwhile: the two use two cores), else here
@@ -134,25 +134,28 @@ def flags_aside(collection: Collection, answers: pd.DataFrame) -> FlagsAside:
     each slice to one of them), then waits for the worker's and makes ``flags.csv``'s bytes,
     written where the caller decides (nothing is written by the worker). An error in either is
     raised by the function; ``cancel()`` ends a worker whose result is not wanted (the caller
-    failed)."""
+    failed). ``header=False``: the lines without flags.csv's header (a block after the first)."""
     if not CAN_FORK or len(answers) < ASIDE_MIN_ANSWERS:
-        return FlagsAside(lambda: FlagsFile.of(flag_answers(collection, answers)))
+        return FlagsAside(lambda: FlagsFile.of(flag_answers(collection, answers), header))
     try:
         measures = rules.FlagMeasures(answers, *_questions_and_judged(collection, answers))
     except Exception as error:  # raised where the caller asks for the flags, as before
         return FlagsAside(partial(_raise, error))
     claims = multiprocessing.get_context("fork").Value("q", 0)  # the next slice to measure
-    worker = fork_call(partial(_claimed_lines, measures, claims), "computing the flags")
-    return _Waiter(worker, measures, claims)
+    worker = fork_call(partial(_claimed_lines, measures, claims, header), "computing the flags")
+    return _Waiter(worker, measures, claims, header)
 
 
 def _raise(error: Exception) -> FlagsFile:
     raise error
 
 
-def _claimed_lines(measures: rules.FlagMeasures, claims: Any) -> dict[int, tuple[bytes, int]]:
+def _claimed_lines(
+    measures: rules.FlagMeasures, claims: Any, header: bool = True
+) -> dict[int, tuple[bytes, int]]:
     """flags.csv's lines of every slice this process claims (slice number -> its lines, the
-    header with the first slice's, and how many of its answers are flagged), until none is
+    header with the first slice's when ``header``, and how many of its answers are flagged),
+    until none is
     left: ``claims`` (a shared integer) is the number of the next slice, taken under its
     lock."""
     done = {}
@@ -164,7 +167,8 @@ def _claimed_lines(measures: rules.FlagMeasures, claims: Any) -> dict[int, tuple
             return done
         start = measures.starts[number]
         frame = measures.frame(measures.rows(start), start)
-        done[number] = (FlagsFile.lines(frame, header=start == 0), int(frame["flagged"].sum()))
+        lines = FlagsFile.lines(frame, header=header and start == 0)
+        done[number] = (lines, int(frame["flagged"].sum()))
 
 
 class FlagsAside:
@@ -190,8 +194,8 @@ class FlagsFile:
     answers: int
 
     @classmethod
-    def of(cls, flags: pd.DataFrame) -> FlagsFile:
-        return cls(cls.lines(flags), int(flags["flagged"].sum()), len(flags))
+    def of(cls, flags: pd.DataFrame, header: bool = True) -> FlagsFile:
+        return cls(cls.lines(flags, header), int(flags["flagged"].sum()), len(flags))
 
     @staticmethod
     def lines(flags: pd.DataFrame, header: bool = True) -> bytes:
@@ -204,12 +208,15 @@ class _Waiter(FlagsAside):
     """Measures the slices a forked ``flags_aside`` worker has not claimed, then waits for its
     own; ``cancel`` ends it."""
 
-    def __init__(self, worker: Forked, measures: rules.FlagMeasures, claims: Any):
+    def __init__(
+        self, worker: Forked, measures: rules.FlagMeasures, claims: Any, header: bool = True
+    ):
         self.worker, self.measures, self.claims = worker, measures, claims
+        self.header = header
 
     def __call__(self) -> FlagsFile:
         try:
-            lines = _claimed_lines(self.measures, self.claims)
+            lines = _claimed_lines(self.measures, self.claims, self.header)
         except BaseException:
             self.cancel()
             raise

@@ -105,11 +105,24 @@ def _no_progress(line: str) -> None:
 def read_answer_set(path: Path, collection: object, skip_invalid: bool) -> Any:
     """The answer set at ``path`` read against the collection; skipped rows listed on stderr."""
     answer_set = api.read_answers(path, collection, skip_invalid=skip_invalid)
+    _print_skipped(answer_set)
+    return answer_set
+
+
+def _print_skipped(answer_set: Any) -> None:
     for row in answer_set.skipped:
         print(f"skipped: {row}", file=sys.stderr)
     if answer_set.skipped:
         print(f"skipped {len(answer_set.skipped)} invalid answer(s)", file=sys.stderr)
-    return answer_set
+
+
+def read_answer_blocks(path: Path, collection: object, skip_invalid: bool) -> Any:
+    """``read_answer_set`` a block at a time where that holds less (``api.read_answer_blocks``);
+    skipped rows listed on stderr."""
+    blocks = api.read_answer_blocks(path, collection, skip_invalid=skip_invalid)
+    if blocks.whole is not None:
+        _print_skipped(blocks.whole)
+    return blocks
 
 
 def check_out(path: Path | None, kind: Literal["folder", "file"] = "folder") -> None:

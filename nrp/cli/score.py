@@ -8,9 +8,7 @@ dimension, which ``nrp leaderboard`` reads."""
 from __future__ import annotations
 
 import argparse
-import io
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from nrp import api
 from nrp.cli.common import (
@@ -19,14 +17,12 @@ from nrp.cli.common import (
     check_out,
     open_executor,
     print_progress,
+    read_answer_blocks,
     read_answer_set,
     report_executor,
 )
 from nrp.errors import NrpError
-from nrp.tables import json_export, write_aside
-
-if TYPE_CHECKING:
-    import pandas as pd
+from nrp.tables import write_aside
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -138,71 +134,43 @@ def _rankers(args: argparse.Namespace, collection: api.Collection) -> object:
     return _pairs(args.ranker, "--ranker")
 
 
-def _score(
-    args: argparse.Namespace,
-    collection: api.Collection,
-    answers: object,
-    rankers: object,
-    weights: dict[str, float] | None,
-) -> object:
-    """``score_answers`` with the options of the command line, on its executor."""
-    with open_executor(args) as executor:
-        results = api.score_answers(
-            collection, answers, rankers, ties=args.ties,
-            frozen_stats=args.frozen_stats, full_rerank=args.full_rerank, weights=weights,
-            all_dimensions=args.all_dimensions,
-            cache=not args.no_cache, progress=print_progress, executor=executor, trec=args.trec,
-        )  # fmt: skip
-        report_executor(executor)
-    return results
-
-
-def _result_files(results: pd.DataFrame) -> dict[str, bytes]:
-    """results.parquet's and results.csv's bytes (``to_parquet``, ``to_csv`` without the
-    index)."""
-    parquet = io.BytesIO()
-    results.to_parquet(parquet, index=False)
-    return {"results.parquet": parquet.getvalue(),
-            "results.csv": results.to_csv(index=False).encode("utf-8")}  # fmt: skip
-
-
 def handle(args: argparse.Namespace) -> int:
     check_out(args.out)
     collection = api.Collection.load(args.collection, args.indexes)
-    answer_set = read_answer_set(args.answers, collection, args.skip_invalid)
+    if args.trec:  # the injected rankings are written from one block
+        blocks = api.AnswerBlocks.at_once(
+            read_answer_set(args.answers, collection, args.skip_invalid)
+        )
+    else:
+        blocks = read_answer_blocks(args.answers, collection, args.skip_invalid)
     rankers = _rankers(args, collection)
     weights = {k: float(v) for k, v in _pairs(args.weight, "--weight").items()} or None
-    # the flags on a second core (a forked worker) while the answers are positioned here
-    flagging = api.flags_aside(collection, answer_set.answers) if args.executor == "local" else None
-    try:
-        results = _score(args, collection, answer_set.answers, rankers, weights)
-        # serialised while the worker is still flagging; written once the flags are in
-        files = _result_files(results)
-        flags = flagging() if flagging else api.FlagsFile.of(
-            api.flag_answers(collection, answer_set.answers))  # fmt: skip
-    except BaseException:
-        if flagging:
-            flagging.cancel()
-        raise
-    cited = api.has_citations(answer_set.answers)
-    citations = api.cite_answers(collection, answer_set.answers) if cited else None
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        write_aside(args.out / name, lambda p, data=data: p.write_bytes(data))
-    write_aside(args.out / api.FLAGS_FILE, lambda p: p.write_bytes(flags.data))
-    json_export(api.scoring_record(results), args.out / api.SCORING_FILE)
-    if citations is not None:
+    with open_executor(args) as executor:
+        run = api.ScoringRun(
+            collection, rankers, ties=args.ties, frozen_stats=args.frozen_stats,
+            full_rerank=args.full_rerank, weights=weights, all_dimensions=args.all_dimensions,
+            cache=not args.no_cache, progress=print_progress, executor=executor, trec=args.trec,
+        )  # fmt: skip
+        # the flags on a second core (a forked worker) while the answers are positioned here
+        scored = api.write_score_files(
+            run, blocks, len(blocks), args.out, aside=args.executor == "local",
+            progress=print_progress,
+        )  # fmt: skip
+        report_executor(executor)
+    whole = blocks.whole
+    if whole is not None and api.has_citations(whole.answers):
+        citations = api.cite_answers(collection, whole.answers)
         write_aside(args.out / api.CITATIONS_FILE, lambda p: citations.to_csv(p, index=False))
         print(f"wrote the cited documents judged per dimension to {api.CITATIONS_FILE}")
-    note = results.attrs.get("note")
-    if note:
-        print(note)
-    for dimension, why in results.attrs.get("left_out", {}).items():
+    attrs = scored.attrs
+    if attrs.get("note"):
+        print(attrs["note"])
+    for dimension, why in attrs.get("left_out", {}).items():
         print(f"{dimension}: left out of the weighted NRP ({why}); --all-dimensions puts it back")
-    for warning in results.attrs.get("warnings", []):
+    for warning in attrs.get("warnings", []):
         print(f"warning: {warning}")
-    print(f"{results['answer_id'].nunique():,} answers scored; wrote {args.out}/results.parquet "
-          f"and results.csv; {flags.flagged:,} of {flags.answers:,} answers flagged "
+    print(f"{scored.scored:,} answers scored; wrote {args.out}/results.parquet "
+          f"and results.csv; {scored.flagged:,} of {scored.answers:,} answers flagged "
           f"in {api.FLAGS_FILE}")  # fmt: skip
     if args.trec:
         print(f"wrote the injected rankings to {args.trec}")

@@ -272,48 +272,154 @@ def score_answers(
     ``trec``: a folder to write the injected rankings to as TREC run files
     (``nrp.positioning.injected_runs``); they are kept as positions are computed, so every
     answer is positioned here, the results cache neither read nor written.
+    An answer set too large to hold at once is scored a block at a time by ``ScoringRun``
+    (what this does in one block).
     """
     settings = settings_with(ScoreSettings, settings, overrides)
-    executor = executor if executor is not None else active_executor()
     collection = _collection(collection)
-    tie_mode = check_tie_mode(settings.ties)
-    options = PositionOptions(settings.frozen_stats, settings.full_rerank, settings.chunk_size)
     answers = _check_answers(answers_df)
-    validation = validation_of(rankers)
-    by_dimension, warnings = resolve_rankers(rankers, collection, validation)
-    weights, left_out = default_weights(settings, validation, list(by_dimension), warnings)
-    weight_of = normalised_weights(weights, list(by_dimension))
-    candidates = collection.candidates()
-    ranked, skipped = _rankable(answers, collection, candidates, warnings)
-    caches = PositionCaches.beside(collection, settings.cache)
-    if trec is not None:
-        check_injected_runs(trec, ranked, candidates)
-        caches, executor = replace(caches, results=None), None
-    if caches.results is not None:  # the results cache keys positions by the text's hash
-        ranked["text_sha"] = [text_sha(t) for t in ranked["text"]]
-    jobs = _jobs(collection, by_dimension, options, caches, candidates)
-    run = _position_all(jobs, ranked, executor, progress, keep_rankings=trec is not None)
-    if trec is not None:
-        write_injected_runs(trec, ranked, run.rankings_by(by_dimension))
-    frame = result_frame(
-        ranked,
-        {d: (r.spec(), run.positions[run.fingerprints[d]]) for d, r in by_dimension.items()},
-        tie_mode,
-        weight_of,
-    )
-    frame.attrs.update(
-        _attrs(collection, settings, tie_mode, by_dimension, run, weight_of, left_out)
-        | _counts(answers, skipped, warnings, run)
-    )
+    run = ScoringRun(collection, rankers, settings, progress=progress, executor=executor, trec=trec)
+    frame = run.score(answers, checked=True)
+    frame.attrs.update(run.attrs())
     return frame
 
 
+class ScoringRun:
+    """``score_answers`` a block of answers at a time: the rankers resolved, their injectors
+    built (D_q's scores, indexes) and their positioners kept once for every block, and what the
+    blocks computed, skipped and warned of summed into one set of attrs. The rows of a block are
+    those ``score_answers`` gives the same answers in a whole set, so the blocks' frames in
+    order, with ``attrs()``, are its frame (``nrp score`` on an answer file larger than a
+    block). ``trec`` (the injected rankings as TREC run files) takes one block only."""
+
+    def __init__(
+        self,
+        collection: Collection | str,
+        rankers: RankerChoice,
+        settings: ScoreSettings | None = None,
+        *,
+        progress: Progress | None = None,
+        executor: Executor | None = None,
+        trec: str | Path | None = None,
+        **overrides: Any,
+    ):
+        self.settings = settings_with(ScoreSettings, settings, overrides)
+        self.collection = _collection(collection)
+        self.progress, self.trec = progress, trec
+        self.executor = executor if executor is not None else active_executor()
+        self.tie_mode = check_tie_mode(self.settings.ties)
+        validation = validation_of(rankers)
+        self.by_dimension, self.warnings = resolve_rankers(rankers, self.collection, validation)
+        dimensions = list(self.by_dimension)
+        weights, self.left_out = default_weights(
+            self.settings, validation, dimensions, self.warnings
+        )
+        self.weight_of = normalised_weights(weights, dimensions)
+        self.candidates = self.collection.candidates()
+        self.caches = PositionCaches.beside(self.collection, self.settings.cache)
+        if trec is not None:
+            self.caches, self.executor = replace(self.caches, results=None), None
+        options = PositionOptions(
+            self.settings.frozen_stats, self.settings.full_rerank, self.settings.chunk_size
+        )
+        self.jobs = _jobs(self.collection, self.by_dimension, options, self.caches, self.candidates)
+        self.run = _Positions()
+        self.positioners: dict[str, Positioner] = {}
+        self.answers = 0
+        self.skipped: list[dict[str, str]] = []
+
+    def score(self, answers_df: pd.DataFrame, *, checked: bool = False) -> pd.DataFrame:
+        """The rows of these answers (``RESULT_COLUMNS``, in answer order; no attrs).
+        ``checked``: ``answers_df`` is what ``_check_answers`` returned."""
+        answers = answers_df if checked else _check_answers(answers_df)
+        ranked, skipped = _rankable(answers, self.collection, self.candidates)
+        self.answers += len(answers)
+        self.skipped.extend(skipped)
+        if self.trec is not None:
+            check_injected_runs(self.trec, ranked, self.candidates)
+        if self.caches.results is not None:  # the results cache keys positions by the text's hash
+            ranked["text_sha"] = [text_sha(t) for t in ranked["text"]]
+        positions = self._position(ranked)
+        if self.trec is not None:
+            write_injected_runs(self.trec, ranked, self.run.rankings_by(self.by_dimension))
+        return result_frame(
+            ranked,
+            {
+                d: (r.spec(), positions[self.run.fingerprints[d]])
+                for d, r in self.by_dimension.items()
+            },
+            self.tie_mode,
+            self.weight_of,
+        )
+
+    def _position(self, answers: pd.DataFrame) -> dict[str, pd.DataFrame]:
+        """Every distinct ranker positions the answers once, shared by its dimensions: the
+        positions by ranker fingerprint; what it took added to the run's counts."""
+        run, found_by = self.run, {}
+        for dimension, job in self.jobs.items():
+            run.fingerprints[dimension] = job.fingerprint
+            if job.fingerprint in found_by:
+                continue
+            spec = job.ranker.spec()
+            run.modes[spec] = describe_mode(job.mode, job.ranker)
+            positioner = self.positioners.get(job.fingerprint)
+            if positioner is None:
+                positioner = self.positioners[job.fingerprint] = Positioner(job)
+                if self.trec is not None:
+                    positioner.injector.keep_rankings()
+            found, counts = positioner.position(answers, self.executor, self.progress)
+            if self.trec is not None:
+                run.rankings[job.fingerprint] = positioner.injector.rankings or {}
+            found_by[job.fingerprint] = found
+            run.counts_by_ranker.setdefault(spec, InjectionCounts()).add(counts)
+            run.total.add(counts)
+        return found_by
+
+    def attrs(self) -> dict[str, Any]:
+        """The attrs of the whole run's frame: settings, choices, counts, skips, warnings."""
+        if self.skipped:
+            qids = sorted({s["qid"] for s in self.skipped})
+            message = (
+                f"{len(self.skipped)} answer(s) of {len(qids)} query(ies) without judged "
+                f"documents with text cannot be ranked and are skipped: {', '.join(qids[:5])}"
+            )
+            log.warning(message)
+        warnings = self.warnings + ([message] if self.skipped else [])
+        specs = {d: r.spec() for d, r in self.by_dimension.items()}
+        single = (
+            next(iter(specs.values())) if len(set(self.run.fingerprints.values())) == 1 else None
+        )
+        settings, run = self.settings, self.run
+        return {
+            "collection": self.collection.name,
+            "collection_fingerprint": self.collection.meta.get("fingerprint"),
+            "ties": self.tie_mode,
+            "full_rerank": bool(settings.full_rerank),
+            "frozen_stats": bool(settings.frozen_stats),
+            "rankers": specs,
+            "weights": self.weight_of,
+            "left_out": self.left_out,
+            "injection": run.modes,
+            "single_ranker": single,
+            "note": _note(single, list(self.by_dimension)),
+            "counts": {
+                "answers": self.answers,
+                "answers_skipped": len(self.skipped),
+                "rankers_scored": len(run.counts_by_ranker),
+                **run.total.as_dict(),
+            },
+            "counts_by_ranker": {s: c.as_dict() for s, c in run.counts_by_ranker.items()},
+            "skipped": self.skipped,
+            "warnings": warnings,
+        }
+
+
 def _rankable(
-    answers: pd.DataFrame, collection: Collection, candidates: pd.DataFrame, warnings: list[str]
+    answers: pd.DataFrame, collection: Collection, candidates: pd.DataFrame
 ) -> tuple[pd.DataFrame, list[dict[str, str]]]:
-    """The answers that can be ranked (their query has a non-empty D_q),
-    and the skipped ones with the reason (a warning is logged and added to ``warnings``). A qid
-    the collection does not know is an error: the answers were generated for another one."""
+    """The answers that can be ranked (their query has a non-empty D_q), and the skipped ones
+    with the reason (``ScoringRun.attrs`` warns of them). A qid the collection does not know is
+    an error: the answers were generated for another one."""
     sizes = candidates.groupby(candidates["qid"].astype(str)).size()
     known = set(collection.topics["qid"].astype(str))
     unknown = sorted(set(answers["qid"]) - known)
@@ -327,14 +433,6 @@ def _rankable(
         {"answer_id": a, "qid": q, "reason": "no judged documents with text (empty D_q)"}
         for a, q in zip(answers.loc[empty, "answer_id"], answers.loc[empty, "qid"], strict=True)
     ]
-    if skipped:
-        qids = sorted({s["qid"] for s in skipped})
-        message = (
-            f"{len(skipped)} answer(s) of {len(qids)} query(ies) without judged documents with "
-            f"text cannot be ranked and are skipped: {', '.join(qids[:5])}"
-        )
-        log.warning(message)
-        warnings.append(message)
     return (answers[~empty].reset_index(drop=True) if empty.any() else answers), skipped
 
 
@@ -364,14 +462,13 @@ def _jobs(
 
 @dataclass
 class _Positions:
-    """Positions of a run: per ranker fingerprint, and what computing them took."""
+    """What a run's rankers computed: per ranker fingerprint, and summed over its blocks."""
 
     fingerprints: dict[str, str] = field(default_factory=dict)  # dimension -> fingerprint
-    positions: dict[str, pd.DataFrame] = field(default_factory=dict)  # fingerprint -> frame
     modes: dict[str, str] = field(default_factory=dict)  # ranker spec -> injection mode
-    counts_by_ranker: dict[str, dict[str, int]] = field(default_factory=dict)
+    counts_by_ranker: dict[str, InjectionCounts] = field(default_factory=dict)
     total: InjectionCounts = field(default_factory=InjectionCounts)
-    #: fingerprint -> answer_id -> injected ranking (``keep_rankings``)
+    #: fingerprint -> answer_id -> injected ranking (``trec``)
     rankings: dict[str, dict[str, InjectedRanking]] = field(default_factory=dict)
 
     def rankings_by(
@@ -379,78 +476,6 @@ class _Positions:
     ) -> dict[str, tuple[str, dict[str, InjectedRanking]]]:
         """dimension -> (ranker spec, answer_id -> injected ranking)."""
         return {d: (r.spec(), self.rankings[self.fingerprints[d]]) for d, r in by_dimension.items()}
-
-
-def _position_all(
-    jobs: Mapping[str, PositionJob],
-    answers: pd.DataFrame,
-    executor: Executor | None,
-    progress: Progress | None,
-    keep_rankings: bool = False,
-) -> _Positions:
-    """Every distinct ranker positions the answers once, shared by its dimensions;
-    ``keep_rankings``: with each answer's injected ranking (positioned here)."""
-    run = _Positions()
-    for dimension, job in jobs.items():
-        run.fingerprints[dimension] = job.fingerprint
-        if job.fingerprint in run.positions:
-            continue
-        spec = job.ranker.spec()
-        run.modes[spec] = describe_mode(job.mode, job.ranker)
-        positioner = Positioner(job)
-        if keep_rankings:
-            positioner.injector.keep_rankings()
-        found, counts = positioner.position(answers, executor, progress)
-        if keep_rankings:
-            run.rankings[job.fingerprint] = positioner.injector.rankings or {}
-        run.positions[job.fingerprint] = found
-        run.counts_by_ranker[spec] = counts.as_dict()
-        run.total.add(counts)
-    return run
-
-
-def _attrs(
-    collection: Collection,
-    settings: ScoreSettings,
-    tie_mode: str,
-    by_dimension: Mapping[str, Ranker],
-    run: _Positions,
-    weight_of: dict[str, float],
-    left_out: dict[str, str],
-) -> dict[str, Any]:
-    """The scoring's settings and choices, as ``score_answers`` writes them in the frame's attrs."""
-    specs = {d: r.spec() for d, r in by_dimension.items()}
-    single = next(iter(specs.values())) if len(run.positions) == 1 else None
-    return {
-        "collection": collection.name,
-        "collection_fingerprint": collection.meta.get("fingerprint"),
-        "ties": tie_mode,
-        "full_rerank": bool(settings.full_rerank),
-        "frozen_stats": bool(settings.frozen_stats),
-        "rankers": specs,
-        "weights": weight_of,
-        "left_out": left_out,
-        "injection": run.modes,
-        "single_ranker": single,
-        "note": _note(single, list(by_dimension)),
-    }
-
-
-def _counts(
-    answers: pd.DataFrame, skipped: Any, warnings: list[str], run: _Positions
-) -> dict[str, Any]:
-    """What was scored and skipped, and the warnings (the rest of the frame's attrs)."""
-    return {
-        "counts": {
-            "answers": len(answers),
-            "answers_skipped": len(skipped),
-            "rankers_scored": len(run.positions),
-            **run.total.as_dict(),
-        },
-        "counts_by_ranker": run.counts_by_ranker,
-        "skipped": skipped,
-        "warnings": warnings,
-    }
 
 
 def _note(single: str | None, dimensions: list[str]) -> str:

@@ -1,0 +1,136 @@
+"""``nrp score``'s files, made a block of answers at a time: results.parquet and results.csv
+(``nrp.positioning.result_files``), flags.csv (``nrp.analysis.flags``) and scoring.json
+(``nrp.positioning.record``), with the bytes the whole answer set scored at once gives them.
+
+An answer set read in blocks (``nrp.answers.read_answer_blocks``: a large JSON Lines file) holds
+one block's texts at a time; one read at once is one block. For each block the flags are
+measured beside the positioning (``flags_aside``: a forked worker on the second core), the
+block's rows are added to the result files, and its flags' lines to flags.csv. The files are
+written aside (``.NAME.partial`` in the output folder) and renamed into place once every block
+is done: an error leaves no file of this run, and a folder this run made is removed again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from nrp.analysis.flags import FLAGS_FILE, FlagsFile, flag_answers, flags_aside
+from nrp.positioning.record import RECORD_KEYS, SCORING_FILE
+from nrp.positioning.result_files import ResultFiles
+from nrp.positioning.scoring import ScoringRun
+from nrp.tables import json_export
+
+RESULTS_PARQUET = "results.parquet"
+RESULTS_CSV = "results.csv"
+
+
+@dataclass(frozen=True)
+class ScoredFiles:
+    """What ``write_score_files`` wrote: the results' attrs (``score_answers``' frame's), the
+    answers scored (rows in the results), and flags.csv's answers and flagged answers."""
+
+    attrs: dict[str, Any]
+    scored: int
+    flagged: int
+    answers: int
+
+
+def write_score_files(
+    run: ScoringRun,
+    blocks: Iterable[pd.DataFrame],
+    total: int,
+    out: Path,
+    *,
+    aside: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> ScoredFiles:
+    """results.parquet, results.csv, flags.csv and scoring.json of the ``total`` answers in
+    ``blocks`` (frames as ``read_answers`` gives them, in order), scored by ``run``, in ``out``
+    (module docstring). ``aside``: the flags of a block measured in a forked worker while the
+    block is positioned (``flags_aside``), else here after it."""
+    names = (RESULTS_PARQUET, RESULTS_CSV, FLAGS_FILE)
+    partial = {name: out / f".{name}.partial" for name in names}
+    made = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        with (
+            ResultFiles(partial[RESULTS_PARQUET], partial[RESULTS_CSV]) as results,
+            partial[FLAGS_FILE].open("wb") as flags,
+        ):
+            scored = _score_blocks(run, blocks, total, results, flags, aside, progress)
+        for name in names:
+            os.replace(partial[name], out / name)
+    except BaseException:
+        for path in partial.values():
+            path.unlink(missing_ok=True)
+        if made:
+            _remove_if_empty(out)
+        raise
+    json_export({key: scored.attrs.get(key) for key in RECORD_KEYS}, out / SCORING_FILE)
+    return scored
+
+
+def _score_blocks(
+    run: ScoringRun,
+    blocks: Iterable[pd.DataFrame],
+    total: int,
+    results: ResultFiles,
+    flags_file: Any,
+    aside: bool,
+    progress: Callable[[str], None] | None,
+) -> ScoredFiles:
+    """Each block scored, flagged and added to the files; the results finished (their bytes
+    made while the last block's flags are still measured aside)."""
+    done = scored = flagged = answers = 0
+    for block in blocks:
+        first, done = done == 0, done + len(block)
+        if progress and len(block) < total:
+            progress(f"answers {done - len(block) + 1:,}-{done:,} of {total:,}")
+        only = done >= total == len(block)  # one block: its bytes made while it is flagged
+        block_scored, block_flags = _score_block(run, block, results, first, aside, only)
+        flags_file.write(block_flags.data)
+        scored, flagged = scored + block_scored, flagged + block_flags.flagged
+        answers += block_flags.answers
+        del block  # its texts freed before the next block is read, and before the files end
+    if not results.finished:  # several blocks: made once the last block's memory is free
+        results.finish(run.attrs())
+    return ScoredFiles(results.attrs, scored, flagged, answers)
+
+
+def _score_block(
+    run: ScoringRun,
+    block: pd.DataFrame,
+    results: ResultFiles,
+    first: bool,
+    aside: bool,
+    finish: bool,
+) -> tuple[int, FlagsFile]:
+    """One block scored (its rows added to ``results``, which ``finish`` ends) and flagged:
+    the answers it scored and its flags' lines (flags.csv's header with the ``first``)."""
+    flagging = flags_aside(run.collection, block, header=first) if aside else None
+    try:
+        frame = run.score(block)
+        results.add(frame)
+        if finish:
+            results.finish(run.attrs())
+        flags = flagging() if flagging else FlagsFile.of(flag_answers(run.collection, block), first)
+    except BaseException:
+        if flagging:
+            flagging.cancel()
+        raise
+    return int(frame["answer_id"].nunique()), flags
+
+
+def _remove_if_empty(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not empty: something else is in it
+        folder.rmdir()
+
+
+__all__ = ["RESULTS_CSV", "RESULTS_PARQUET", "ScoredFiles", "write_score_files"]
