@@ -11,6 +11,7 @@ system's are flagged, so 9 in all)."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 
 import numpy as np
@@ -154,18 +155,24 @@ def results_like(rows: int) -> pd.DataFrame:
     """A frame with the results' columns and dtypes (values made up, deterministic)."""
     rng = np.random.default_rng(0)
     n = np.arange(rows)
-    nrp = rng.random(rows)
-    ties = pd.arrays.IntegerArray(n % 3, n % 5 == 0)
-    return pd.DataFrame(
-        {"answer_id": pd.array([f"m/p/{i // 2}/0" for i in n], dtype="str"),
-         "llm": pd.array(["m"] * rows, dtype="str"), "prompt": pd.array(["p"] * rows, dtype="str"),
-         "qid": pd.array([str(i % 150) for i in n], dtype="str"), "sample": np.zeros(rows, np.int64),
-         "dimension": pd.array(np.where(n % 2, "weighted", "relevance"), dtype="str"),
-         "ranker": pd.array(np.where(n % 2, "", "bm25"), dtype="str"), "score": rng.normal(size=rows),
-         "rank": (n % 7).astype(float), "n_docs": (n % 11 + 1).astype(np.int64), "ties": ties,
-         "nrp": nrp},
-        columns=list(RESULT_COLUMNS),
-    )  # fmt: skip
+    strings = {
+        "answer_id": [f"m/p/{i // 2}/0" for i in n],
+        "llm": ["m"] * rows,
+        "prompt": ["p"] * rows,
+        "qid": [str(i % 150) for i in n],
+        "dimension": np.where(n % 2, "weighted", "relevance"),
+        "ranker": np.where(n % 2, "", "bm25"),
+    }
+    columns = {name: pd.array(values, dtype="str") for name, values in strings.items()}
+    columns.update(
+        sample=np.zeros(rows, np.int64),
+        score=rng.normal(size=rows),
+        rank=(n % 7).astype(float),
+        n_docs=(n % 11 + 1).astype(np.int64),
+        ties=pd.arrays.IntegerArray(n % 3, n % 5 == 0),
+        nrp=rng.random(rows),
+    )
+    return pd.DataFrame(columns, columns=list(RESULT_COLUMNS))
 
 
 def test_parquet_from_blocks_keeps_the_row_groups_and_bytes_of_to_parquet(tmp_path):
@@ -178,7 +185,7 @@ def test_parquet_from_blocks_keeps_the_row_groups_and_bytes_of_to_parquet(tmp_pa
     parquet, csv = tmp_path / "r.parquet", tmp_path / "r.csv"
     cuts = [0, 300_001, 300_001, 600_001, 900_000, 1_200_000, len(frame)]  # an empty block too
     with ResultFiles(parquet, csv) as files:
-        for start, end in zip(cuts, cuts[1:], strict=False):
+        for start, end in itertools.pairwise(cuts):
             files.add(frame.iloc[start:end])
         files.finish(attrs)
     assert parquet.read_bytes() == expected.getvalue()
