@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import numpy as np
 import pandas as pd
 
 from nrp.collection.formats._io import (
@@ -240,7 +241,8 @@ def read_answer_blocks(
     if len(files) == 1 and files[0].suffix.lower() in LONG_SUFFIXES:
         facts = _line_facts(files[0])
         if facts is not None and facts.lines > rows:
-            columns = _jsonl_columns(files[0], _known_qids(collection), keep_text=False)
+            known = _known_qids(collection)
+            columns = _jsonl_columns(files[0], known, keep_text=False, facts=facts)
             ids, samples = _derived_ids(columns, {}) if columns is not None else ([], [])
             if columns is not None and len(set(ids)) == len(ids):
                 frame = _id_frame(ids, columns, samples)
@@ -777,7 +779,10 @@ _LONG_KEYS = frozenset(COLUMNS)
 
 
 def _jsonl_columns(
-    file: Path, known_qids: set[str] | None, keep_text: bool = True
+    file: Path,
+    known_qids: set[str] | None,
+    keep_text: bool = True,
+    facts: _LineFacts | None = None,
 ) -> dict[str, Any] | None:
     """A long-layout JSON Lines file read by pyarrow, column by column, when every record is
     plainly valid: one JSON object per line (no blank line), the keys of ``COLUMNS`` only,
@@ -791,7 +796,7 @@ def _jsonl_columns(
     (``_jsonl_texts`` reads them again, a block of answers at a time)."""
     import pyarrow as pa
 
-    facts = _line_facts(file)
+    facts = facts if facts is not None else _line_facts(file)
     # a blank line: pyarrow skips it (line numbers would drift), so it has fewer rows than
     # lines (checked below); the records read it
     if facts is None or not facts.content or facts.longest > MAX_LINE_CHARS:
@@ -939,13 +944,18 @@ def _line_facts(file: Path) -> _LineFacts | None:
         size = file.stat().st_size
         with file.open("rb") as handle:
             while block := handle.read(_BLOCK):
-                lines += block.count(b"\n")
                 content = content or re.search(rb"\S", block) is not None
-                if size > MAX_LINE_CHARS:
-                    start = 0
-                    while (end := block.find(b"\n", start)) >= 0:
-                        longest, run, start = max(longest, run + end - start), 0, end + 1
-                    run += len(block) - start
+                if size <= MAX_LINE_CHARS:  # no line can be longer
+                    lines += block.count(b"\n")
+                else:  # where the line ends are: the bytes between two, and the lines
+                    ends = np.flatnonzero(np.frombuffer(block, np.uint8) == ord("\n"))
+                    lines += len(ends)
+                    if len(ends):
+                        between = int(np.diff(ends).max()) - 1 if len(ends) > 1 else 0
+                        longest = max(longest, run + int(ends[0]), between)
+                        run = len(block) - int(ends[-1]) - 1
+                    else:
+                        run += len(block)
                 last = block[-1:]
     except OSError:
         return None

@@ -290,7 +290,16 @@ def test_a_blank_jsonl_line_is_read_record_by_record_with_its_line_numbers(tmp_p
 
 @pytest.mark.parametrize(
     "data",
-    [b"", b"  \n\t", b"a", b"a\n", b"ab\ncdefg\nh", b"abcdefgh\r\n\r\nxy", b"\n\n\nabcdefghij"],
+    [
+        b"",
+        b"  \n\t",
+        b"a",
+        b"a\n",
+        b"ab\ncdefg\nh",
+        b"abcdefgh\r\n\r\nxy",
+        b"\n\n\nabcdefghij",
+        b"ab\ncdefghijklmn\nxy\nz",
+    ],
 )
 def test_line_facts_read_a_block_at_a_time_equal_those_of_the_whole_file(
     tmp_path, monkeypatch, data

@@ -292,11 +292,38 @@ def check_model(model: str) -> None:
         )
 
 
+#: spaCy plugins whose components run on torch: without one installed, no pipeline needs it
+TORCH_PLUGINS = ("spacy_transformers", "spacy_curated_transformers")
+
+
+def import_spacy() -> Any:
+    """spaCy, imported once per process. Its model library thinc imports torch whenever torch is
+    installed (1.0-1.5 s of a cold ``nrp probe`` on 2 cores), though the pipelines run on numpy
+    unless a plugin of ``TORCH_PLUGINS`` runs components on torch. So where torch is not imported
+    yet and no such plugin is installed, thinc is imported with torch hidden from it: thinc then
+    says it has no torch (its numpy operations are what the pipelines use either way), and torch
+    itself stays importable by anything that needs it later."""
+    if "spacy" in sys.modules or "torch" in sys.modules or _torch_plugins():
+        import spacy
+
+        return spacy
+    sys.modules["torch"] = None  # type: ignore[assignment]  # 'import torch' fails: not installed
+    try:
+        import spacy
+    finally:
+        if "torch" in sys.modules and sys.modules["torch"] is None:
+            del sys.modules["torch"]
+    return spacy
+
+
+def _torch_plugins() -> bool:
+    return any(importlib.util.find_spec(name) is not None for name in TORCH_PLUGINS)
+
+
 @cache
 def load_spacy(model: str) -> Language:
     """The spaCy pipeline without NER (not used; a third of the parse time), once per process."""
-    import spacy
-
+    spacy = import_spacy()
     check_model(model)
     try:
         return spacy.load(model, exclude=["ner"])

@@ -244,10 +244,10 @@ def spacy_pipeline():  # type: ignore[no-untyped-def]
     through numpy's BLAS rather than BLIS (thinc's default): the probe's NER over the judged
     documents of 30 MEDIQA queries took 4.9 s instead of 7.0 on the 2-core machine of
     docs/performance.md, with the same entities, tags and lemmas."""
-    import spacy
-    from thinc.api import use_ops
+    from nrp.evaluators.heuristics import DEFAULT_MODEL, check_model, import_spacy
 
-    from nrp.evaluators.heuristics import DEFAULT_MODEL, check_model
+    spacy = import_spacy()  # thinc without torch where nothing can need it
+    from thinc.api import use_ops
 
     check_model(DEFAULT_MODEL)
     with use_ops("numpy", use_blis=False):  # the models keep the ops they are built with

@@ -100,3 +100,33 @@ def test_entities_found_in_two_processes_are_those_of_one(monkeypatch):
     with nlp.select_pipes(enable=["ner"]):
         alone = [sorted((e.text, e.label_) for e in doc.ents) for doc in nlp.pipe(texts)]
     assert alone == shared
+
+
+def test_spacy_is_imported_without_torch_where_no_pipeline_can_need_it():
+    """In a fresh process the probe's pipeline loads without importing torch (thinc imports it
+    whenever it is installed, and no spaCy plugin that runs components on torch is installed
+    here), finds the same entities, and torch is importable afterwards; a process that imported
+    torch first keeps thinc's torch support."""
+    import subprocess
+    import sys
+
+    from nrp.evaluators.heuristics import TORCH_PLUGINS, _torch_plugins
+
+    assert not _torch_plugins(), f"a plugin of {TORCH_PLUGINS} is installed: the rule differs"
+    probe = (
+        "import sys\n"
+        "{first}"
+        "from nrp.probes.perturbations import spacy_pipeline\n"
+        "nlp = spacy_pipeline()\n"
+        "import thinc.compat\n"
+        "print('torch' in sys.modules, thinc.compat.has_torch)\n"
+        "print(sorted((e.text, e.label_) for e in nlp('Roche is based in Basel.').ents))\n"
+        "import torch\n"
+        "print(float(torch.ones(2).sum()))\n"
+    )
+    for first, flags in (("", "False False"), ("import torch\n", "True True")):
+        out = subprocess.run(
+            [sys.executable, "-c", probe.format(first=first)],
+            capture_output=True, text=True, check=True,
+        ).stdout.splitlines()  # fmt: skip
+        assert out == [flags, "[('Basel', 'GPE'), ('Roche', 'ORG')]", "2.0"]
