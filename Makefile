@@ -53,9 +53,10 @@ bench: setup
 	@# mode, beside a plain Python loop and the floor of the process (issue 28)
 	$(BIN)/python scripts/bench_score.py
 	@# how a whole `nrp score` scales in answers and in |D_q| (10-10,000), log-log slopes, memory
-	@# (issue 28). Answers up to 100k here: the full grid's 1M point adds about 7 minutes and a
-	@# 1.1 GB answer file (run the script without --answers for it)
-	$(BIN)/python scripts/bench_scaling.py --answers 1000,10000,100000
+	@# (issue 28; above 131,072 answers a file is scored a block at a time, so 200k and 400k say
+	@# whether memory stays flat). The full grid's 1M point adds about a minute and a 1.1 GB
+	@# answer file (run the script without --answers for it)
+	$(BIN)/python scripts/bench_scaling.py --answers 1000,10000,100000,200000,400000
 	@# whole `nrp probe` processes, entity cache cold and warm, beside their goals (issue 28)
 	$(BIN)/python scripts/bench_probe.py
 	@# dense cold fast vs full re-rank on the CLEF eHealth answer set (150 of the first query's

@@ -219,11 +219,23 @@ class AnswerBlocks:
             yield self.whole.answers
             return
         assert self.file is not None and self.ids is not None
+        import pyarrow as pa
+
         start = 0
-        for texts in _jsonl_texts(self.file, self.rows):
-            block = self.ids.iloc[start : start + len(texts)].reset_index(drop=True)
-            yield block.assign(text=texts.astype(str))
-            start += len(texts)
+        try:
+            for texts in _jsonl_texts(self.file, self.rows):
+                if start + len(texts) > self.count:
+                    break
+                block = self.ids.iloc[start : start + len(texts)].reset_index(drop=True)
+                yield block.assign(text=texts.astype(str))
+                start += len(texts)
+        except (pa.ArrowException, OSError, KeyError) as error:
+            raise self._changed(f"{type(error).__name__}: {error}") from None
+        if start != self.count:
+            raise self._changed(f"{self.count:,} answers when checked, now not")
+
+    def _changed(self, why: str) -> InputError:
+        return InputError(self.file, None, f"changed while it was being scored ({why})")
 
 
 def read_answer_blocks(

@@ -93,6 +93,17 @@ def test_a_file_not_plainly_valid_is_read_whole_and_its_errors_are_those_of_read
     assert blocks.whole.answers["answer_id"].tolist()[5] == "copy0/plain/q2/3"
 
 
+def test_a_file_changed_between_its_check_and_its_blocks_is_an_input_error(collection, tmp_path):
+    path = write_jsonl(tmp_path / "a.jsonl", answers(3))
+    blocks = read_answer_blocks(path, collection, rows=4)
+    write_jsonl(tmp_path / "a.jsonl", answers(1))  # 6 answers now, not 18
+    with pytest.raises(InputError) as caught:
+        list(blocks)
+    assert str(caught.value) == (
+        f"{path}: changed while it was being scored (18 answers when checked, now not)"
+    )
+
+
 def score_cli(indexes, path, out) -> None:
     code = main(["score", "flag-tiny", path, "--ranker", RANKER, "--out", str(out),
                  "--indexes", str(indexes), "--no-cache"])  # fmt: skip
