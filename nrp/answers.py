@@ -223,7 +223,7 @@ class AnswerBlocks:
 
         start = 0
         try:
-            for texts in _jsonl_texts(self.file, self.rows):
+            for texts in _texts(self.file, self.rows):
                 if start + len(texts) > self.count:
                     break
                 block = self.ids.iloc[start : start + len(texts)].reset_index(drop=True)
@@ -245,22 +245,46 @@ def read_answer_blocks(
     rows: int = BLOCK_ANSWERS,
 ) -> AnswerBlocks:
     """``read_answers``, a block of ``rows`` answers at a time where that holds less: a single
-    plainly valid long-layout JSON Lines file (``_jsonl_columns``) of more than ``rows`` lines
-    is checked whole first, then its texts are read again block by block as they are wanted;
-    any other input is read at once (``AnswerBlocks.whole``), as ``read_answers`` reads it."""
+    plainly valid long-layout JSON Lines or Parquet file (``_plain_columns``) of more than
+    ``rows`` answers is checked whole first, then its texts are read again block by block as
+    they are wanted; any other input is read at once (``AnswerBlocks.whole``), as
+    ``read_answers`` reads it."""
     path = Path(path)
     files = _answer_files(path)
-    if len(files) == 1 and files[0].suffix.lower() in LONG_SUFFIXES:
-        facts = _line_facts(files[0])
-        if facts is not None and facts.lines > rows:
-            known = _known_qids(collection)
-            columns = _jsonl_columns(files[0], known, keep_text=False, facts=facts)
-            ids, samples = _derived_ids(columns, {}) if columns is not None else ([], [])
-            if columns is not None and len(set(ids)) == len(ids):
-                frame = _id_frame(ids, columns, samples)
-                frame = frame.astype({c: str for c in COLUMNS[:-1] if c != "sample"})
-                return AnswerBlocks(len(frame), file=files[0], ids=frame, rows=rows)
+    columns = (
+        _streamed_columns(files[0], _known_qids(collection), rows) if len(files) == 1 else None
+    )
+    if columns is not None:
+        ids, samples = _derived_ids(columns, {})
+        if len(set(ids)) == len(ids):
+            frame = _id_frame(ids, columns, samples)
+            frame = frame.astype({c: str for c in COLUMNS[:-1] if c != "sample"})
+            return AnswerBlocks(len(frame), file=files[0], ids=frame, rows=rows)
     return AnswerBlocks.at_once(read_answers(path, collection, skip_invalid), rows)
+
+
+def _streamed_columns(file: Path, known_qids: set[str] | None, rows: int) -> dict[str, Any] | None:
+    """The columns but the text of a JSON Lines or Parquet file of more than ``rows`` answers
+    when every one is plainly valid (``_plain_columns``); None otherwise."""
+    suffix = file.suffix.lower()
+    if suffix in LONG_SUFFIXES:
+        facts = _line_facts(file)
+        if facts is not None and facts.lines > rows:
+            return _jsonl_columns(file, known_qids, keep_text=False, facts=facts)
+    elif suffix in PARQUET_SUFFIXES and _parquet_rows(file) > rows:
+        return _parquet_columns(file, known_qids, keep_text=False)
+    return None
+
+
+def _parquet_rows(file: Path) -> int:
+    """The rows a Parquet file's footer counts (0 when it cannot be read)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return int(pq.ParquetFile(file).metadata.num_rows)
+    except (pa.ArrowException, OSError, ValueError):
+        return 0
 
 
 def _known_qids(collection: _HasTopics | Iterable[str] | None) -> set[str] | None:
@@ -379,8 +403,10 @@ class AnswerReader:
             if first is not None:
                 self._read_records(file, list(first[1]), _chain(first, records), "line")
         else:
-            columns, records = _parquet_records(file)
-            self._read_records(file, columns, records, "row")
+            columns = _parquet_columns(file, self.known_qids)
+            if columns is None or not self._add_columns(file, columns, "row"):
+                names, records = _parquet_records(file)
+                self._read_records(file, names, records, "row")
         if self.count + len(self.skipped) == before:
             raise InputError(file, None, "file has no answers (a header, no rows)")
         self.files.append(file)
@@ -544,19 +570,20 @@ class AnswerReader:
         self.citations.append(cited)
         self.count += 1
 
-    def _add_columns(self, file: Path, frame: dict[str, Any]) -> bool:
-        """A JSON Lines file's answers read column by column (``_jsonl_columns``: every record
-        valid, ids in NFC and stripped, as lists; sample an array; text a Series): samples
-        derived and answer ids checked as ``read_record`` does them. False, with nothing added,
-        when an id repeats (within the file or with an answer read before): the file is then
-        read record by record, which says where."""
+    def _add_columns(self, file: Path, frame: dict[str, Any], unit: Unit = "line") -> bool:
+        """A JSON Lines or Parquet file's answers read column by column (``_plain_columns``:
+        every record valid, ids in NFC and stripped, as lists; sample an array; text a Series):
+        samples derived and answer ids checked as ``read_record`` does them. False, with nothing
+        added, when an id repeats (within the file or with an answer read before): the file is
+        then read record by record, which says where."""
         claimed = dict(self.group_position)
         ids, samples = _derived_ids(frame, claimed)
         if len(set(ids)) != len(ids) or not self.first_seen.keys().isdisjoint(ids):
             return False
         self.group_position = claimed
         self.first_seen.update(
-            (answer_id, AnswerLocation(file, line)) for line, answer_id in enumerate(ids, start=1)
+            (answer_id, AnswerLocation(file, line, unit))
+            for line, answer_id in enumerate(ids, start=1)
         )
         if self.rows["answer_id"]:
             self.parts.append(self._rows_frame())
@@ -797,29 +824,58 @@ def _jsonl_columns(
     facts: _LineFacts | None = None,
 ) -> dict[str, Any] | None:
     """A long-layout JSON Lines file read by pyarrow, column by column, when every record is
-    plainly valid: one JSON object per line (no blank line), the keys of ``COLUMNS`` only,
-    llm, prompt, qid, text (and answer_id) strings on every line, sample (if given) an integer
-    from 0 to ``MAX_SAMPLE`` on every line, every qid known, no text blank; ids in NFC and
-    stripped as ``_optional_name`` gives them (an id blank once stripped: not plainly valid).
-    None otherwise: the file is read record by record, which finds and words every problem
-    (the records this accepts, it accepts with the same values). The file is read a block of
-    bytes at a time (pyarrow's streaming reader: a key or a type that changes after the first
-    block is not plainly valid); ``keep_text=False`` checks the texts and keeps none of them
-    (``_jsonl_texts`` reads them again, a block of answers at a time)."""
-    import pyarrow as pa
-
+    plainly valid (``_plain_columns``) and one JSON object per line (no blank line). None
+    otherwise: the file is read record by record, which finds and words every problem (the
+    records this accepts, it accepts with the same values). The file is read a block of bytes
+    at a time (pyarrow's streaming reader: a key or a type that changes after the first block
+    is not plainly valid)."""
     facts = facts if facts is not None else _line_facts(file)
     # a blank line: pyarrow skips it (line numbers would drift), so it has fewer rows than
     # lines (checked below); the records read it
     if facts is None or not facts.content or facts.longest > MAX_LINE_CHARS:
         return None  # (the longest line in bytes, at least as many as characters)
+    read = _plain_columns(_json_batches(file), known_qids, keep_text)
+    return read[0] if read is not None and read[1] == facts.lines else None
+
+
+def _parquet_columns(
+    file: Path, known_qids: set[str] | None, keep_text: bool = True
+) -> dict[str, Any] | None:
+    """A long-layout Parquet file read column by column, a row group at a time, when every row
+    is plainly valid (``_plain_columns``; the strings of Parquet's string types, sample of an
+    integer type). None otherwise: the file is read row by row, which words every problem."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        names = pq.ParquetFile(file).schema_arrow.names
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+    if len(set(names)) != len(names):
+        return None
+    read = _plain_columns(_parquet_batches(file), known_qids, keep_text)
+    return read[0] if read is not None else None
+
+
+def _plain_columns(
+    batches: Iterator[Any], known_qids: set[str] | None, keep_text: bool
+) -> tuple[dict[str, Any], int] | None:
+    """The columns of a long-layout answer file's record batches, and its rows, when every row
+    is plainly valid: the columns of ``COLUMNS`` only, llm, prompt, qid, text (and answer_id)
+    strings in every row, sample (if given) an integer from 0 to ``MAX_SAMPLE`` in every row,
+    every qid known, no text blank; ids in NFC and stripped as ``_optional_name`` gives them (an
+    id blank once stripped: not plainly valid), as lists; sample an array; text a Series. None
+    otherwise, or when a batch cannot be read. ``keep_text=False`` checks the texts and keeps
+    none of them (``_texts`` reads them again, a block of answers at a time)."""
+    import pyarrow as pa
+
     kept: dict[str, list[Any]] = {}
     names: set[str] = set()
     rows = 0
     try:
-        for batch in _json_batches(file):
+        for batch in batches:
             names.update(batch.schema.names)
-            batch.validate(full=True)  # pyarrow's JSON reader does not check strings are UTF-8
+            batch.validate(full=True)  # pyarrow's readers do not check strings are UTF-8
             rows += batch.num_rows
             for name, column in zip(batch.schema.names, batch.columns, strict=True):
                 if name == "text" and not _plain_texts(column):
@@ -828,7 +884,7 @@ def _jsonl_columns(
                     kept.setdefault(name, []).append(column)
     except (pa.ArrowException, OSError, ValueError):
         return None
-    if rows != facts.lines or not names <= _LONG_KEYS or not set(LONG_REQUIRED) <= names:
+    if not rows or not names <= _LONG_KEYS or not set(LONG_REQUIRED) <= names:
         return None
     out: dict[str, Any] = {}
     for name, chunks in kept.items():
@@ -843,29 +899,45 @@ def _jsonl_columns(
         if name == "text":
             out[name] = column.to_pandas()  # checked batch by batch (``_plain_texts``)
             continue
-        values = _names(column) if pa.types.is_string(column.type) else None
+        values = _names(column) if _is_string_type(column.type) else None
         if values is None:
             return None
         out[name] = values
     if known_qids is not None and not set(out["qid"]) <= known_qids:
         return None
-    return out
+    return out, rows
+
+
+def _is_string_type(kind: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
 
 
 def _json_batches(file: Path) -> Iterator[Any]:
-    """The record batches of a JSON Lines file, a block of bytes at a time."""
+    """The record batches of a JSON Lines file, a block of bytes at a time (the file opened,
+    and its first block read, when the first batch is asked for)."""
     import pyarrow.json as pj
 
-    return iter(pj.open_json(file))
+    yield from pj.open_json(file)
+
+
+def _parquet_batches(file: Path, columns: list[str] | None = None) -> Iterator[Any]:
+    """The record batches of a Parquet file (of ``columns``), read through a buffer of 1 MiB
+    rather than a whole row group at a time (a file written in one row group would be decoded
+    whole); the file opened when the first batch is asked for."""
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(file, buffer_size=1 << 20, pre_buffer=False)
+    yield from parquet.iter_batches(columns=columns)
 
 
 def _plain_texts(column: Any) -> bool:
     """Every text of a batch a string, none missing or blank."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     return (
-        pa.types.is_string(column.type)
+        _is_string_type(column.type)
         and not column.null_count
         and not pc.any(pc.match_substring_regex(column, _BLANK)).as_py()
     )
@@ -881,14 +953,16 @@ def _plain_samples(column: Any) -> bool:
     )
 
 
-def _jsonl_texts(file: Path, rows: int) -> Iterator[pd.Series]:
-    """The texts of a JSON Lines file ``_jsonl_columns`` accepted, ``rows`` at a time, as the
-    Series it would give (read again, a block of bytes at a time)."""
+def _texts(file: Path, rows: int) -> Iterator[pd.Series]:
+    """The texts of a JSON Lines or Parquet file ``_plain_columns`` accepted, ``rows`` at a
+    time, as the Series it would give (read again, a block of bytes or a row group at a
+    time)."""
     import pyarrow as pa
 
     chunks: list[Any] = []
     held = 0
-    for batch in _json_batches(file):
+    parquet = file.suffix.lower() in PARQUET_SUFFIXES
+    for batch in _parquet_batches(file, ["text"]) if parquet else _json_batches(file):
         chunks.append(batch.column("text"))
         held += batch.num_rows
         while held >= rows:

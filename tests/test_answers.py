@@ -6,10 +6,12 @@ from __future__ import annotations
 import csv
 import json
 import re
+import unicodedata
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -268,6 +270,31 @@ def test_jsonl_numeric_qid_and_literal_none_text(tmp_path):
     assert list(frame["qid"]) == ["1", "1"]
     assert list(frame["text"]) == ["None", "N/A"]
     assert list(frame["sample"]) == [0, 4]
+
+
+def test_a_plainly_valid_parquet_file_is_read_by_columns_as_its_rows_would_be(tmp_path):
+    """Columns of large strings, ids with spaces around them and in NFD, ids derived or given:
+    read column by column (``_parquet_columns``), the answers are those a row by row read gives
+    the same rows (the CSV file of them is always read row by row); a null sample sends the file
+    row by row."""
+    from nrp.answers import _parquet_columns
+
+    nfd = unicodedata.normalize("NFD", "café")
+    derived = [answer(f" {nfd} ", f"text {i}", llm=" m") for i in range(3)]
+    given = [{**row, "answer_id": f" a{i} "} for i, row in enumerate(derived)]
+    for rows, ids in ((derived, ["m/p/café/0", "m/p/café/1", "m/p/café/2"]),
+                      (given, ["a0", "a1", "a2"])):  # fmt: skip
+        table = pa.Table.from_pylist(rows)
+        table = table.cast(pa.schema([(name, pa.large_string()) for name in table.column_names]))
+        path = tmp_path / "a.parquet"
+        pq.write_table(table, path)
+        assert _parquet_columns(path, None) is not None
+        by_columns = read_answers(path).answers
+        by_rows = read_answers(write_long(tmp_path, "csv", rows)).answers
+        pd.testing.assert_frame_equal(by_columns, by_rows)
+        assert by_columns["answer_id"].tolist() == ids
+    null_sample = write_long(tmp_path, "parquet", [*derived, answer(sample=None)], name="n")
+    assert _parquet_columns(null_sample, None) is None
 
 
 @pytest.mark.parametrize("blank", ["\n", "  \t\n", "\r\n"])

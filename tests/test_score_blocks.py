@@ -76,6 +76,17 @@ def test_blocks_are_the_answers_read_answers_reads(collection, tmp_path):
     assert once.whole is not None and len(list(once)) == 1
 
 
+def test_a_parquet_file_is_read_in_blocks_too(collection, tmp_path):
+    path = tmp_path / "a.parquet"
+    pd.DataFrame(answers(3)).to_parquet(path, index=False)
+    blocks = read_answer_blocks(path, collection, rows=5)
+    assert blocks.whole is None
+    frames = list(blocks)
+    assert [len(f) for f in frames] == [5, 5, 5, 3]
+    whole = read_answers(path, collection).answers
+    pd.testing.assert_frame_equal(pd.concat(frames, ignore_index=True), whole)
+
+
 def test_a_file_not_plainly_valid_is_read_whole_and_its_errors_are_those_of_read_answers(
     collection, tmp_path
 ):
