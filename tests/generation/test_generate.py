@@ -73,6 +73,16 @@ def test_study_prompts_render_as_the_study_wrote_them():
     assert load_prompt("short-qa").render("{{query}} {x}") == "Q: {{query}} {x} A:"
 
 
+def test_the_evasive_reply_template_of_docs_validity_renders_in_chat_mode():
+    """docs/examples/evasive-reply.txt, the prompt of the outside check in docs/validity.md."""
+    path = Path(__file__).resolve().parents[2] / "docs" / "examples" / "evasive-reply.txt"
+    evasive = load_prompt(f"{path}:chat")
+    assert (evasive.label, evasive.chat) == ("evasive-reply:chat", True)
+    text = evasive.render("Is ibuprofen safe in pregnancy?")
+    assert text.startswith("You are a cautious assistant that never gives medical information.")
+    assert text.endswith("\n\nQuestion: Is ibuprofen safe in pregnancy?")
+
+
 def test_user_template_file_and_errors(tmp_path):
     template = tmp_path / "kind-v2.txt"
     template.write_text("# mine\n[[prompt]]\nPlease answer kindly: {{query}}\n")
