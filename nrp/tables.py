@@ -271,7 +271,11 @@ class TableFile:
 
 
 def text_column(column: pd.Series) -> pd.Series:
-    """Text labels, missing ones as '' (a ranker-less combined row, a run without prompts)."""
+    """Text labels, missing ones as '' (a ranker-less combined row, a run without prompts). A
+    column of pandas' text type is filled in place of being turned into Python strings and
+    back (the same values: a results file of a million answers has several such columns)."""
+    if isinstance(column.dtype, pd.StringDtype):
+        return column.fillna("").astype(str)
     return column.astype(object).where(column.notna(), "").astype(str)
 
 

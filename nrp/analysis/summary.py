@@ -429,12 +429,13 @@ def checked_results(frame: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
             )
     if answers.empty:
         raise NrpError("no answer with an NRP to summarize")
-    dimensions = list(dict.fromkeys(answers["dimension"]))
+    # each value's place in order of first appearance (factorize's codes), the combined row last
+    codes, dimensions = pd.factorize(answers["dimension"])
     order = [d for d in dimensions if d != COMBINED] + [d for d in dimensions if d == COMBINED]
-    answers["_dimension_order"] = answers["dimension"].map({d: i for i, d in enumerate(order)})
+    place = np.array([order.index(d) for d in dimensions], dtype=np.int64)
+    answers["_dimension_order"] = place[codes]
     for column in ("ranker", "llm", "prompt"):
-        position = {v: i for i, v in enumerate(dict.fromkeys(answers[column]))}
-        answers[f"_{column}_order"] = answers[column].map(position)
+        answers[f"_{column}_order"] = pd.factorize(answers[column])[0].astype(np.int64)
     return answers.reset_index(drop=True)
 
 
