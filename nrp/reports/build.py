@@ -52,6 +52,7 @@ from nrp.reports.inputs import (
     load_inputs,
 )
 from nrp.settings import settings_with
+from nrp.tables import distinct
 from nrp.version import __version__
 
 REPORT_KIND = "nrp-report"
@@ -322,10 +323,10 @@ def _header(
         )
     meta += [
         ("Answers", f"{results['answer_id'].nunique():,}"),
-        ("LLMs", join(list(dict.fromkeys(results["llm"])))),
-        ("Prompts", join(list(dict.fromkeys(results["prompt"])))),
+        ("LLMs", join(distinct(results["llm"]))),
+        ("Prompts", join(distinct(results["prompt"]))),
         ("Queries", f"{results['qid'].nunique():,}"),
-        ("Dimensions", join(list(dict.fromkeys(results["dimension"])))),
+        ("Dimensions", join(distinct(results["dimension"]))),
         ("Generated", _now()),
         ("nrp version", __version__),
         ("Inputs", "; ".join(f"{k}: {v}" for k, v in inputs.sources.items())),
@@ -547,7 +548,7 @@ def _size_section(
         return None
     made["nrp_sizes"] = table
     figure = figures.size_figure(table, figure_dir)
-    llms = list(dict.fromkeys(results["llm"]))
+    llms = distinct(results["llm"])
     without = [llm for llm in llms if llm not in sizes]
     how = (
         "Each LLM's mean NRP, pooled over its prompts (a query's per-prompt means averaged, "

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from nrp.reports.tables import NrpMeasure, measure_rows
+from nrp.tables import distinct
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -171,8 +172,8 @@ def nrp_strip_figure(
     y: its NRP), and over each LLM x prompt cloud its mean over queries with the bootstrap CI
     (black diamond and bar), as the source study's Figure 1 groups LLMs by prompt."""
     rng = np.random.default_rng(seed)
-    llms = list(dict.fromkeys(answers["llm"]))
-    prompts = list(dict.fromkeys(answers["prompt"]))
+    llms = distinct(answers["llm"])
+    prompts = distinct(answers["prompt"])
     slots = max(1, len(prompts))
     width = min(18.0, max(6.0, 1.0 + 0.55 * len(llms) * slots + 0.6 * len(llms)))
     figure = _figure(width, 3.3 * len(measures) + 0.5)

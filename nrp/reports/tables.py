@@ -38,7 +38,7 @@ from nrp import statistics
 from nrp.analysis.summary import ALL_PROMPTS, Summary
 from nrp.collection.manifest import COMBINED
 from nrp.measures import display_name
-from nrp.tables import write_text
+from nrp.tables import distinct, write_text
 
 #: NRP values closer than this are the same NRP (they are r/|D_q| fractions)
 SAME_NRP = 1e-9
@@ -66,7 +66,7 @@ def nrp_measures(results: pd.DataFrame) -> list[NrpMeasure]:
         dimension=_text(results["dimension"]),
         ranker=_text(results["ranker"]) if "ranker" in results else "",
     )
-    pairs = list(dict.fromkeys(zip(frame["dimension"], frame["ranker"], strict=True)))
+    pairs = list(frame[["dimension", "ranker"]].drop_duplicates().itertuples(False, None))
     pairs = [p for p in pairs if p[0] != COMBINED] + [p for p in pairs if p[0] == COMBINED]
     if len(pairs) > 1 and _all_equal(frame, pairs):
         first_dimension, first_ranker = pairs[0]
@@ -191,7 +191,7 @@ def rank_distribution_table(results: pd.DataFrame) -> pd.DataFrame:
     )
     # the results' order of dimensions, rankers and LLMs; ranks ascending within them
     order = {
-        column: counts[column].map({v: i for i, v in enumerate(dict.fromkeys(frame[column]))})
+        column: counts[column].map({v: i for i, v in enumerate(distinct(frame[column]))})
         for column in ("dimension", "ranker", "llm")
     }
     keys = pd.DataFrame(order).assign(rank=counts["rank"])
@@ -272,7 +272,7 @@ def evaluator_means_table(evaluations: pd.DataFrame, columns: list[str]) -> pd.D
                 }
             )
     out = pd.DataFrame(rows, columns=["evaluator", "llm", "prompt", "mean", "n_answers", "missing"])
-    order = {v: i for i, v in enumerate(dict.fromkeys(frame["llm"]))}
+    order = {v: i for i, v in enumerate(distinct(frame["llm"]))}
     out["_llm"] = out["llm"].map(order)
     out["_all"] = out["prompt"] == ALL_PROMPTS
     out = out.sort_values(["evaluator", "_llm", "_all"], kind="stable")

@@ -49,3 +49,17 @@ def test_categorical_exports_its_confusion_with_a_human_column(tmp_path):
     paths = result.to_csv(tmp_path)
     assert sorted(paths) == ["confusion", "per_class"]  # an empty review is not written
     assert paths["confusion"].read_text() == "human,TRUE,FALSE\nTRUE,2,1\nFALSE,0,3\n"
+
+
+def test_text_labels_and_their_order_of_first_appearance():
+    """``text_column`` fills missing labels with '' and ``distinct`` gives the labels as
+    ``dict.fromkeys`` does, for pandas' text columns (filled in place) and others alike."""
+    from nrp.tables import distinct, text_column
+
+    for dtype in ("str", object):
+        column = pd.Series(["b", None, "a", "b", "", "c", "a"], dtype=dtype)
+        filled = text_column(column)
+        assert filled.tolist() == ["b", "", "a", "b", "", "c", "a"]
+        assert str(filled.dtype) == "str"
+        assert distinct(filled) == list(dict.fromkeys(filled)) == ["b", "", "a", "c"]
+    assert distinct(pd.Series([3, 1, 3, 2])) == [3, 1, 2]
