@@ -210,10 +210,6 @@ class AnswerBlocks:
         """An answer set read whole, as one block."""
         return cls(len(answer_set), whole=answer_set, rows=rows)
 
-    @property
-    def skipped(self) -> list[SkippedRow]:
-        return self.whole.skipped if self.whole is not None else []
-
     def __iter__(self) -> Iterator[pd.DataFrame]:
         if self.whole is not None:
             yield self.whole.answers
@@ -844,15 +840,6 @@ def _parquet_columns(
     """A long-layout Parquet file read column by column, a row group at a time, when every row
     is plainly valid (``_plain_columns``; the strings of Parquet's string types, sample of an
     integer type). None otherwise: the file is read row by row, which words every problem."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        names = pq.ParquetFile(file).schema_arrow.names
-    except (pa.ArrowException, OSError, ValueError):
-        return None
-    if len(set(names)) != len(names):
-        return None
     read = _plain_columns(_parquet_batches(file), known_qids, keep_text)
     return read[0] if read is not None else None
 
@@ -861,12 +848,12 @@ def _plain_columns(
     batches: Iterator[Any], known_qids: set[str] | None, keep_text: bool
 ) -> tuple[dict[str, Any], int] | None:
     """The columns of a long-layout answer file's record batches, and its rows, when every row
-    is plainly valid: the columns of ``COLUMNS`` only, llm, prompt, qid, text (and answer_id)
-    strings in every row, sample (if given) an integer from 0 to ``MAX_SAMPLE`` in every row,
-    every qid known, no text blank; ids in NFC and stripped as ``_optional_name`` gives them (an
-    id blank once stripped: not plainly valid), as lists; sample an array; text a Series. None
-    otherwise, or when a batch cannot be read. ``keep_text=False`` checks the texts and keeps
-    none of them (``_texts`` reads them again, a block of answers at a time)."""
+    is plainly valid: the columns of ``COLUMNS`` only, each once, llm, prompt, qid, text (and
+    answer_id) strings in every row, sample (if given) an integer from 0 to ``MAX_SAMPLE`` in
+    every row, every qid known, no text blank; ids in NFC and stripped as ``_optional_name``
+    gives them (an id blank once stripped: not plainly valid), as lists; sample an array; text
+    a Series. None otherwise, or when a batch cannot be read. ``keep_text=False`` checks the
+    texts and keeps none of them (``_texts`` reads them again, a block of answers at a time)."""
     import pyarrow as pa
 
     kept: dict[str, list[Any]] = {}
@@ -874,6 +861,8 @@ def _plain_columns(
     rows = 0
     try:
         for batch in batches:
+            if len(set(batch.schema.names)) != batch.num_columns:
+                return None  # a column named twice
             names.update(batch.schema.names)
             batch.validate(full=True)  # pyarrow's readers do not check strings are UTF-8
             rows += batch.num_rows
@@ -977,7 +966,7 @@ def _texts(file: Path, rows: int) -> Iterator[pd.Series]:
 def _derived_ids(
     frame: dict[str, Any], claimed: dict[tuple[str, str, str], int]
 ) -> tuple[list[str], list[int]]:
-    """Answer ids and samples of ``_jsonl_columns``'s answers, derived where not given as
+    """Answer ids and samples of ``_plain_columns``'s answers, derived where not given as
     ``read_record`` derives them; ``claimed`` (each group's next position) is advanced."""
     groups = list(zip(frame["llm"], frame["prompt"], frame["qid"], strict=True))
     positions = []

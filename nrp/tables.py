@@ -145,12 +145,17 @@ def write_aside(path: str | Path, write: Callable[[Path], Any]) -> None:
     file, and an interrupted write leaves the previous file as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
+    partial = partial_path(path)
     try:
         write(partial)
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
+
+
+def partial_path(path: Path) -> Path:
+    """Where ``path`` is written before it is renamed onto itself: ``.NAME.partial`` beside it."""
+    return path.with_name(f".{path.name}.partial")
 
 
 def write_text(path: str | Path, text: str) -> None:
@@ -271,9 +276,10 @@ class TableFile:
 
 
 def distinct(column: pd.Series) -> list[Any]:
-    """The distinct values of a column in order of first appearance, as ``dict.fromkeys`` of it
-    gives them (for text labels: a missing value is none of them), without walking a text
-    column value by value (a results file of a million answers has two million rows)."""
+    """The distinct values of a column in order of first appearance, as ``dict.fromkeys`` of a
+    column without missing values gives them (every missing value counts as one here), without
+    walking a text column value by value (a results file of a million answers has two million
+    rows)."""
     return column.drop_duplicates().tolist()
 
 

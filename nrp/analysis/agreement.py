@@ -208,6 +208,7 @@ class AgreementResult(TableExports, FrameView):
         else:  # as reported, or a spec written otherwise (tfidf:k=v order, defaults spelled)
             name = against if against in names else make_ranker(against).spec()
         rows = []
+        confidence = float(self.settings["confidence"])
         for dimension in dict.fromkeys(self.summary["dimension"]):
             here = self.summary[self.summary["dimension"] == dimension]["ranker"].tolist()
             if name not in here:
@@ -215,7 +216,6 @@ class AgreementResult(TableExports, FrameView):
                     f"{name!r} is not one of the rankers of dimension {dimension!r} "
                     f"({', '.join(here)})"
                 )
-            confidence = float(self.settings["confidence"])
             for ranker in (r for r in here if r != name):
                 paired = paired_taus(self.per_query, ranker, name, dimension, confidence)
                 rows.append({"dimension": dimension, "ranker": ranker, "against": name, **paired})

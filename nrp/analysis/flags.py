@@ -155,9 +155,8 @@ def _claimed_lines(
 ) -> dict[int, tuple[bytes, int]]:
     """flags.csv's lines of every slice this process claims (slice number -> its lines, the
     header with the first slice's when ``header``, and how many of its answers are flagged),
-    until none is
-    left: ``claims`` (a shared integer) is the number of the next slice, taken under its
-    lock."""
+    until none is left: ``claims`` (a shared integer) is the number of the next slice, taken
+    under its lock."""
     done = {}
     while True:
         with claims.get_lock():

@@ -22,10 +22,10 @@ from typing import Any
 import pandas as pd
 
 from nrp.analysis.flags import FLAGS_FILE, FlagsFile, flag_answers, flags_aside
-from nrp.positioning.record import RECORD_KEYS, SCORING_FILE
+from nrp.positioning.record import SCORING_FILE, scoring_record
 from nrp.positioning.result_files import ResultFiles
 from nrp.positioning.scoring import ScoringRun
-from nrp.tables import json_export
+from nrp.tables import json_export, partial_path
 
 RESULTS_PARQUET = "results.parquet"
 RESULTS_CSV = "results.csv"
@@ -56,7 +56,7 @@ def write_score_files(
     (module docstring). ``aside``: the flags of a block measured in a forked worker while the
     block is positioned (``flags_aside``), else here after it."""
     names = (RESULTS_PARQUET, RESULTS_CSV, FLAGS_FILE)
-    partial = {name: out / f".{name}.partial" for name in names}
+    partial = {name: partial_path(out / name) for name in names}
     made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -73,7 +73,7 @@ def write_score_files(
         if made:
             _remove_if_empty(out)
         raise
-    json_export({key: scored.attrs.get(key) for key in RECORD_KEYS}, out / SCORING_FILE)
+    json_export(scoring_record(scored.attrs), out / SCORING_FILE)
     return scored
 
 

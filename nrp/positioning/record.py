@@ -7,6 +7,7 @@ why (``nrp.validation.selection.WEIGHTING_RULE``). Light on purpose: reading it 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -17,7 +18,9 @@ SCORING_FILE = "scoring.json"
 RECORD_KEYS = ("collection", "rankers", "weights", "left_out", "ties", "warnings")
 
 
-def scoring_record(frame: pd.DataFrame) -> dict[str, Any]:
+def scoring_record(frame: pd.DataFrame | Mapping[str, Any]) -> dict[str, Any]:
     """The collection, rankers per dimension, normalised weights, the dimensions left out of
-    the weighted NRP (and why), the tie rule and the warnings, from a results frame's attrs."""
-    return {key: frame.attrs.get(key) for key in RECORD_KEYS}
+    the weighted NRP (and why), the tie rule and the warnings, from a results frame's attrs
+    (or the attrs themselves: ``nrp score`` on blocks of answers has no whole frame)."""
+    attrs = frame.attrs if isinstance(frame, pd.DataFrame) else frame
+    return {key: attrs.get(key) for key in RECORD_KEYS}

@@ -30,13 +30,12 @@ class ResultFiles:
     with the whole frame's attrs; ``close()`` (also on leaving a ``with``) deletes the spool."""
 
     def __init__(self, parquet: Path, csv: Path):
-        self.parquet, self.csv = Path(parquet), Path(csv)
-        self._csv = self.csv.open("wb")
+        self.parquet = Path(parquet)
+        self._csv = Path(csv).open("wb")  # noqa: SIM115 (closed by finish() or close())
         self._spool: Any = None  # temporary file of Arrow record batches
         self._writer: Any = None  # its IPC stream writer
         self._empty: pd.DataFrame | None = None  # the rows' columns and dtypes, no rows
         self._header = True  # the CSV header is still to be written
-        self.rows = 0
         self.attrs: dict[str, Any] = {}  # given to ``finish``
         self.finished = False
 
@@ -62,7 +61,6 @@ class ResultFiles:
             self._spool = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
             self._writer = pa.ipc.new_stream(self._spool, table.schema)
         self._writer.write_table(table)
-        self.rows += len(block)
 
     def finish(self, attrs: dict[str, Any]) -> None:
         """results.parquet written (the spool in row groups of ``ROW_GROUP`` rows, the schema

@@ -386,10 +386,9 @@ class ScoringRun:
             log.warning(message)
         warnings = self.warnings + ([message] if self.skipped else [])
         specs = {d: r.spec() for d, r in self.by_dimension.items()}
-        single = (
-            next(iter(specs.values())) if len(set(self.run.fingerprints.values())) == 1 else None
-        )
         settings, run = self.settings, self.run
+        scored = len(set(run.fingerprints.values()))  # distinct rankers, each positioned once
+        single = next(iter(specs.values())) if scored == 1 else None
         return {
             "collection": self.collection.name,
             "collection_fingerprint": self.collection.meta.get("fingerprint"),
@@ -405,7 +404,7 @@ class ScoringRun:
             "counts": {
                 "answers": self.answers,
                 "answers_skipped": len(self.skipped),
-                "rankers_scored": len(run.counts_by_ranker),
+                "rankers_scored": scored,
                 **run.total.as_dict(),
             },
             "counts_by_ranker": {s: c.as_dict() for s, c in run.counts_by_ranker.items()},
