@@ -28,7 +28,11 @@ asked again in the MEDIQA test set (v-24, v-38, t2-103; docs/training.md). What 
 
 It prints the weights, the threshold, and the share of each kind flagged at it (held-out family
 included, on the fitting questions: the figures on other collections come from ``nrp
-validate``).
+validate``). ``--cross-fit K`` also prints each kind's share flagged when every question is
+judged by a guard fitted without it; ``--written`` adds non-answers the packaged LLM writes for
+the fitting questions in its own words (``written_non_answers``), reported and never fitted on.
+
+    .venv/bin/python scripts/fit_guard.py --out /tmp/guard.json --written --cross-fit 5
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ MANIFEST = ROOT / "manifests" / "mediqa-2019-train.yaml"
 #: training set 1 = LiveQA-Med's questions; these three are asked again in the MEDIQA test set
 LEFT_OUT_PREFIX = "t1-"
 LEFT_OUT = ("v-24", "v-38", "t2-103")
+#: the prompts that make the packaged LLM write non-answers (``--written``: reported, not fitted)
+WRITTEN_PROMPTS = ROOT / "scripts" / "guard_prompts"
 
 
 def arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -70,6 +76,24 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
         help="a sentence in the documents of at least this many fitting questions is "
         "boilerplate: the question followed by such sentences is not an answer",
     )
+    parser.add_argument(
+        "--written", action="store_true",
+        help="also report (never fit on) non-answers the packaged LLM writes for each fitting "
+        "question, told not to answer by the prompts of scripts/guard_prompts/",
+    )  # fmt: skip
+    parser.add_argument(
+        "--written-tokens", type=int, default=96,
+        help="new tokens of each written non-answer (generated once, kept under --indexes)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--written-llm", default="local",
+        help="the LLM that writes them (nrp generate's --llm; default: the packaged SmolLM2)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--cross-fit", type=int, default=0, metavar="K",
+        help="also print each kind's flagged share when every question is judged by a guard "
+        "fitted on the other folds of K (0: not)",
+    )  # fmt: skip
     parser.add_argument("--l2", type=float, default=1.0)
     parser.add_argument("--max-flagged", type=float, default=0.01)
     parser.add_argument(
@@ -122,9 +146,10 @@ def fitting_rows(args: argparse.Namespace):
     texts = degenerate_frame(materials, None, args.per_kind, args.seed)
     boilerplate = boilerplate_texts(candidates, args.boilerplate_questions, args.per_kind,
                                     args.seed)  # fmt: skip
+    written = written_non_answers(candidates, args) if args.written else None
     rows = pd.concat(
         [candidates.assign(kind="judged", family="judged"), restated_answers(candidates, grades),
-         texts, boilerplate],
+         texts, boilerplate, written],
         ignore_index=True,
     )  # fmt: skip
     return collection, reference.drop_duplicates().tolist(), rows
@@ -159,6 +184,37 @@ def boilerplate_texts(
             text = f"{' '.join(query.split())} {' '.join(picked)}"
             rows.append({"qid": qid, "query": query, "docno": "", "text": text})
     return pd.DataFrame(rows).assign(kind="boilerplate", family="mined")
+
+
+def written_non_answers(candidates: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
+    """Non-answers in an LLM's own words (``--written``): the packaged SmolLM2-135M-Instruct
+    (``--written-llm``), told by each prompt of ``scripts/guard_prompts/`` not to answer (turn
+    the person away, warm words and no facts, the question said again at length, a disclaimer
+    that fits any question), writes one reply per fitting question (chat mode, greedy,
+    ``--written-tokens`` new tokens). Generated once and kept in
+    ``INDEXES/guard-written-non-answers.jsonl`` (resumable): a refit reads them. Reported, never
+    fitted on: no detector has them among its negatives. No prompt of nrp's outside checks
+    (``docs/examples/evasive-reply.txt``) is among them, and a small model does not always obey:
+    some replies ramble about the topic, so not every one is a clean non-answer."""
+    from nrp.generation.generate import GenerationOptions, generate_answers
+
+    topics = candidates.drop_duplicates("qid")[["qid", "query"]]
+    prompts = [f"{path}:chat" for path in written_prompts()]
+    options = GenerationOptions(
+        max_new_tokens=args.written_tokens, temperature=0.0, top_k=50, top_p=0.95,
+        repetition_penalty=1.2, seed=args.seed,
+    )  # fmt: skip
+    out = args.indexes / "guard-written-non-answers.jsonl"
+    answers = generate_answers(topics, args.written_llm, prompts, samples=1, options=options,
+                               out=out)  # fmt: skip
+    rows = answers[["qid", "prompt", "text"]].merge(topics, on="qid")
+    # one kind per prompt ("written:stall"): the prompt's file stem, without ":chat"
+    kind = "written:" + rows["prompt"].str.removesuffix(":chat")
+    return rows.drop(columns="prompt").assign(docno="", kind=kind, family="written")
+
+
+def written_prompts() -> list[Path]:
+    return sorted(WRITTEN_PROMPTS.glob("*.txt"))
 
 
 def restated_answers(candidates: pd.DataFrame, grades: dict) -> pd.DataFrame:
@@ -204,6 +260,64 @@ def negative_kinds(kinds: str) -> list[str]:
             *[k for k in names if k in MINED_KINDS]]  # fmt: skip
 
 
+def fit_detectors(
+    table: pd.DataFrame,
+    rows: pd.DataFrame,
+    answers: np.ndarray,
+    reference: tuple[tuple[str, ...], tuple[str, ...]],
+    args: argparse.Namespace,
+    within: np.ndarray | None = None,
+):
+    """The guard of ``DETECTORS`` fitted on the rows of ``within`` (default: all): the first
+    detector with the others in its ``also``."""
+    from dataclasses import replace
+
+    from nrp.rankers.guard import fit_guard_model
+
+    detectors = []
+    for name, kinds, used in DETECTORS:
+        used_features = used.split(",")
+        fitting = answers | rows["kind"].isin(negative_kinds(kinds)).to_numpy()
+        # a detector abstains where one of its features is unknown (spec_rd of a question with
+        # no other judged document): such rows do not fit it either
+        fitting &= table[used_features].notna().all(axis=1).to_numpy()
+        if within is not None:
+            fitting &= within
+        detector = fit_guard_model(
+            table[fitting], answers[fitting], reference, features=tuple(used_features),
+            l2=args.l2, max_flagged=args.max_flagged,
+        )  # fmt: skip
+        detectors.append(replace(detector, fitted_on={"name": name, "negative_kinds": kinds}))
+    # the fluency reference is the first detector's (features are computed once, with it)
+    detectors[1:] = [replace(d, frequent_words=(), attested_pairs=()) for d in detectors[1:]]
+    return replace(detectors[0], also=tuple(detectors[1:]))
+
+
+def print_cross_fit(
+    table: pd.DataFrame,
+    rows: pd.DataFrame,
+    answers: np.ndarray,
+    reference: tuple[tuple[str, ...], tuple[str, ...]],
+    args: argparse.Namespace,
+) -> None:
+    """The share of each kind flagged when every question's texts are judged by a guard fitted
+    without that question (``--cross-fit`` folds of the questions, drawn with ``--seed``): what
+    the guard does with questions it never saw, where the in-sample shares flatter the kinds
+    it was fitted on."""
+    questions = np.array(sorted(set(rows["qid"])))
+    np.random.default_rng(args.seed).shuffle(questions)
+    fold_of = {q: i % args.cross_fit for i, q in enumerate(questions)}
+    fold = rows["qid"].map(fold_of).to_numpy()
+    share = np.empty(len(rows))
+    for k in range(args.cross_fit):
+        model = fit_detectors(table, rows, answers, reference, args, within=fold != k)
+        share[fold == k] = model.answer_share(table[fold == k])
+    flagged = pd.Series(share < 1).groupby(rows["kind"].to_numpy()).mean()
+    print(f"flagged share per kind, cross-fitted ({args.cross_fit} folds of the questions):")
+    for kind, value in flagged.items():
+        print(f"  {kind:19s} {value:.3f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
     from dataclasses import replace
@@ -212,7 +326,6 @@ def main(argv: list[str] | None = None) -> int:
         FEATURES,
         GuardFeatures,
         GuardModel,
-        fit_guard_model,
         fluency_reference,
         judged_answers,
     )
@@ -236,21 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     answers = rows["kind"].eq("judged").to_numpy()
     if args.restated_grade > 0:
         answers = answers | (restated & (rows["grade"] >= args.restated_grade).to_numpy())
-    detectors = []
-    for name, kinds, used in DETECTORS:
-        used_features = used.split(",")
-        fitting = answers | rows["kind"].isin(negative_kinds(kinds)).to_numpy()
-        # a detector abstains where one of its features is unknown (spec_rd of a question with
-        # no other judged document): such rows do not fit it either
-        fitting &= table[used_features].notna().all(axis=1).to_numpy()
-        detector = fit_guard_model(
-            table[fitting], answers[fitting], reference, features=tuple(used_features),
-            l2=args.l2, max_flagged=args.max_flagged,
-        )  # fmt: skip
-        detectors.append(replace(detector, fitted_on={"name": name, "negative_kinds": kinds}))
-    # the fluency reference is the first detector's (features are computed once, with it)
-    detectors[1:] = [replace(d, frequent_words=(), attested_pairs=()) for d in detectors[1:]]
-    model = replace(detectors[0], also=tuple(detectors[1:]))
+    model = fit_detectors(table, rows, answers, reference, args)
     flagged = pd.Series(model.answer_share(table) < 1).groupby(rows["kind"].to_numpy()).mean()
     fitted_on = {
         "collection": "mediqa-2019-train (MEDIQA 2019 training set 2 and validation set)",
@@ -268,12 +367,14 @@ def main(argv: list[str] | None = None) -> int:
         "max_flagged_per_detector": args.max_flagged,
         "flagged_share_at_threshold": {k: round(float(v), 4) for k, v in flagged.items()},
         "script": "scripts/fit_guard.py",
-        "name": detectors[0].fitted_on["name"],
-        "negative_kinds": detectors[0].fitted_on["negative_kinds"],
+        "name": model.fitted_on["name"],
+        "negative_kinds": model.fitted_on["negative_kinds"],
     }
+    if args.written:
+        fitted_on["written_reported_not_fitted"] = sorted(p.stem for p in written_prompts())
     model = replace(model, fitted_on=fitted_on)
     model.to_json(args.out)
-    for detector in detectors:
+    for detector in (model, *model.also):
         weights = ", ".join(
             f"{f} {w:+.4f}" for f, w in zip(detector.features, detector.weights, strict=True)
         )
@@ -282,7 +383,10 @@ def main(argv: list[str] | None = None) -> int:
     print("flagged share per kind (family):")
     for kind, share in flagged.items():
         family = FAMILY_OF.get(kind, "mined" if kind in MINED_KINDS else "judged")
-        print(f"  {kind:15s} {family:10s} {share:.3f}")
+        family = "written, reported" if kind.startswith("written:") else family
+        print(f"  {kind:19s} {family:10s} {share:.3f}")
+    if args.cross_fit:
+        print_cross_fit(table, rows, answers, reference, args)
     print(f"wrote {args.out}")
     return 0
 

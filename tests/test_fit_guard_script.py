@@ -1,13 +1,17 @@
 """scripts/fit_guard.py: the boilerplate it mines from the fitting documents, worked out by hand
-(the negatives of the guard's ``generic`` detector, in no wording of nrp's own)."""
+(the negatives of the guard's ``generic`` detector, in no wording of nrp's own), and the
+non-answers an LLM writes for the fitting questions (``--written``), with a tiny random Llama
+built here."""
 
 from __future__ import annotations
 
 import runpy
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
+import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "fit_guard.py"
 fit_guard = SimpleNamespace(**runpy.run_path(str(SCRIPT), run_name="fit_guard"))
@@ -45,3 +49,43 @@ def test_boilerplate_is_what_the_documents_of_several_questions_repeat():
 def test_negative_kinds_accepts_the_mined_kind_beside_the_generated_ones():
     assert fit_guard.negative_kinds("boilerplate") == ["boilerplate"]
     assert fit_guard.negative_kinds("echo,boilerplate") == ["echo", "boilerplate"]
+
+
+def test_written_non_answers_are_one_reply_per_question_and_prompt_kept_for_the_next_fit(
+    tmp_path, monkeypatch
+):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "llm"))
+    from tiny_llm import build_tiny_llama
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    model = build_tiny_llama(tmp_path / "tiny")
+    args = SimpleNamespace(
+        indexes=tmp_path / "indexes", written_tokens=4, seed=0,
+        written_llm=f"local:model={model},name=tiny,device=cpu",
+    )  # fmt: skip
+    args.indexes.mkdir()
+    prompts = [p.stem for p in fit_guard.written_prompts()]
+    assert prompts == ["deflect", "disclaimer", "paraphrase", "stall"]
+    # none of them is the outside check's prompt
+    check = (SCRIPT.parents[1] / "docs" / "examples" / "evasive-reply.txt").read_text()
+    assert all(p.read_text() != check for p in fit_guard.written_prompts())
+    written = fit_guard.written_non_answers(candidates(), args)
+    assert len(written) == 16  # 4 questions x 4 prompts
+    assert sorted(set(written["kind"])) == [f"written:{p}" for p in prompts]
+    assert set(written["family"]) == {"written"} and set(written["docno"]) == {""}
+    assert written.groupby("kind")["qid"].apply(sorted).tolist() == [["q1", "q2", "q3", "q4"]] * 4
+    questions = dict(zip(candidates()["qid"], candidates()["query"], strict=True))
+    assert all(
+        questions[q] == query for q, query in zip(written["qid"], written["query"], strict=True)
+    )
+    assert written["text"].str.strip().ne("").all()
+    # kept beside the collections: the next fit reads the same replies and generates none
+    kept = args.indexes / "guard-written-non-answers.jsonl"
+    store = args.indexes / ".guard-written-non-answers.jsonl.store.jsonl"
+    lines = store.read_text().count("\n")
+    assert kept.is_file() and lines == 16
+    again = fit_guard.written_non_answers(candidates(), args)
+    pd.testing.assert_frame_equal(again, written)
+    assert store.read_text().count("\n") == lines
