@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         judged_answers,
     )
     from nrp.rankers.registry import make_ranker
-    from nrp.validation.degenerate import FAMILIES, FAMILY_OF
+    from nrp.validation.degenerate import FAMILIES
 
     held = set(FAMILIES.get(args.held_out, ()))
     if not held or any(held & set(negative_kinds(kinds)) for _, kinds, _ in DETECTORS):
@@ -381,10 +381,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{detector.fitted_on['name']}: {weights}; intercept {detector.intercept:+.4f}; "
               f"threshold {detector.threshold:.4f}")  # fmt: skip
     print("flagged share per kind (family):")
+    family_of = rows.drop_duplicates("kind").set_index("kind")["family"]
     for kind, share in flagged.items():
-        family = FAMILY_OF.get(kind, "mined" if kind in MINED_KINDS else "judged")
-        family = "written, reported" if kind.startswith("written:") else family
-        print(f"  {kind:19s} {family:10s} {share:.3f}")
+        print(f"  {kind:19s} {family_of[kind]:10s} {share:.3f}")
     if args.cross_fit:
         print_cross_fit(table, rows, answers, reference, args)
     print(f"wrote {args.out}")
