@@ -337,6 +337,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fit_guard: --held-out must be a family ({', '.join(FAMILIES)}) that no "
               "detector is fitted on", file=sys.stderr)  # fmt: skip
         return 2
+    for option, value, least in (("--cross-fit", args.cross_fit, 2),
+                                 ("--written-tokens", args.written_tokens, 1)):  # fmt: skip
+        if value < least and not (option == "--cross-fit" and value == 0):
+            print(f"fit_guard: {option} must be at least {least}, got {value}", file=sys.stderr)
+            return 2
     collection, reference_texts, rows = fitting_rows(args)
     reference = fluency_reference(reference_texts, args.frequent, args.pair_docs)
     provisional = GuardModel(FEATURES, (0.0,) * len(FEATURES), 0.0, 0.5, *reference)

@@ -89,3 +89,20 @@ def test_written_non_answers_are_one_reply_per_question_and_prompt_kept_for_the_
     again = fit_guard.written_non_answers(candidates(), args)
     pd.testing.assert_frame_equal(again, written)
     assert store.read_text().count("\n") == lines
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--cross-fit", "1"], "--cross-fit must be at least 2, got 1"),
+        (["--cross-fit", "-3"], "--cross-fit must be at least 2, got -3"),
+        (["--written", "--written-tokens", "0"], "--written-tokens must be at least 1, got 0"),
+    ],
+)
+def test_a_bad_option_is_one_line_and_exit_2_before_anything_is_read_or_written(
+    tmp_path, capsys, option, message
+):
+    indexes, out = tmp_path / "indexes", tmp_path / "guard.json"
+    assert fit_guard.main([*option, "--indexes", str(indexes), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == f"fit_guard: {message}\n"
+    assert not indexes.exists() and not out.exists()  # nothing ingested, generated or written
