@@ -20,19 +20,25 @@ asked again in the MEDIQA test set (v-24, v-38, t2-103; docs/training.md). What 
    detector's negatives are not: degenerate kinds of ``nrp.validation.degenerate``
    (``--per-kind`` texts per composed kind and query, seed ``--seed``) and ``boilerplate``,
    the question followed by sentences the fitting documents of at least
-   ``--boilerplate-questions`` other questions repeat. A first sentence is a real if
-   incomplete answer, and the evasion family is held out to measure what the guard does with
-   forms it never saw;
-3. the threshold: the largest probability at which at most ``--max-flagged`` of the fitting
+   ``--boilerplate-questions`` other questions repeat, and ``written``, non-answers the
+   packaged LLM writes for each fitting question in its own words under four prompts of this
+   script's (``written_non_answers``). A first sentence is a real if incomplete answer, and
+   the evasion family is held out to measure what the guard does with forms it never saw;
+3. ``answer_like``'s direction (``--direction-l2``): a logistic regression of "real answer" on
+   the text's embedding, the real answers against the written non-answers; the ``hollow``
+   detector reads it, and is fitted on values of a direction fitted without the row's question
+   (``INNER_FOLDS``), so that its threshold is set as for texts the direction never saw;
+4. the threshold: the largest probability at which at most ``--max-flagged`` of the fitting
    judged documents would be flagged.
 
 It prints the weights, the threshold, and the share of each kind flagged at it (held-out family
 included, on the fitting questions: the figures on other collections come from ``nrp
 validate``). ``--cross-fit K`` also prints each kind's share flagged when every question is
-judged by a guard fitted without it; ``--written`` adds non-answers the packaged LLM writes for
-the fitting questions in its own words (``written_non_answers``), reported and never fitted on.
+judged by a guard fitted without it, and every written reply by one fitted without its question
+and without its prompt's replies (a wording the guard never saw): the figures the settings
+were chosen by.
 
-    .venv/bin/python scripts/fit_guard.py --out /tmp/guard.json --written --cross-fit 5
+    .venv/bin/python scripts/fit_guard.py --out /tmp/guard.json --cross-fit 5
 """
 
 from __future__ import annotations
@@ -49,8 +55,10 @@ MANIFEST = ROOT / "manifests" / "mediqa-2019-train.yaml"
 #: training set 1 = LiveQA-Med's questions; these three are asked again in the MEDIQA test set
 LEFT_OUT_PREFIX = "t1-"
 LEFT_OUT = ("v-24", "v-38", "t2-103")
-#: the prompts that make the packaged LLM write non-answers (``--written``: reported, not fitted)
+#: the prompts that make the packaged LLM write the non-answers of the ``hollow`` detector
+#: and nrp's own prompts for its answers to the same questions (``written_answers``)
 WRITTEN_PROMPTS = ROOT / "scripts" / "guard_prompts"
+ANSWER_PROMPTS = ["short-qa:chat", "long-qa:chat"]
 
 
 def arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -77,11 +85,6 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
         "boilerplate: the question followed by such sentences is not an answer",
     )
     parser.add_argument(
-        "--written", action="store_true",
-        help="also report (never fit on) non-answers the packaged LLM writes for each fitting "
-        "question, told not to answer by the prompts of scripts/guard_prompts/",
-    )  # fmt: skip
-    parser.add_argument(
         "--written-tokens", type=int, default=96,
         help="new tokens of each written non-answer (generated once, kept under --indexes)",
     )  # fmt: skip
@@ -95,6 +98,10 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
         "fitted on the other folds of K (0: not)",
     )  # fmt: skip
     parser.add_argument("--l2", type=float, default=1.0)
+    parser.add_argument(
+        "--direction-l2", type=float, default=10.0,
+        help="the L2 penalty of answer_like's linear model on the text's embedding",
+    )  # fmt: skip
     parser.add_argument("--max-flagged", type=float, default=0.01)
     parser.add_argument(
         "--features", type=Path, help="a pickle of the feature table, kept between runs"
@@ -105,20 +112,20 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
 def feature_table(rows: pd.DataFrame, features, cache: Path | None) -> pd.DataFrame:
     """``features.frame`` of (query, text) rows; with ``cache``, rows computed before are read
     from it and the table is written back (refits with other settings cost no encoding)."""
-    from nrp.rankers.guard import fluency
+    from nrp.rankers.guard import FEATURES, WORD_FEATURES
 
     key = pd.MultiIndex.from_frame(rows[["query", "text"]])
     if cache is not None and cache.is_file():
-        found = pd.read_pickle(cache).reindex(key)
-        todo = found.isna().any(axis=1).to_numpy()
+        found = pd.read_pickle(cache).reindex(index=key, columns=list(FEATURES))
+        encoded = [f for f in FEATURES if f not in WORD_FEATURES]
+        todo = found[encoded].isna().any(axis=1).to_numpy()
         if todo.any():
             fresh = features.frame(rows["query"][todo].tolist(), rows["text"][todo].tolist())
-            found.iloc[np.flatnonzero(todo)] = fresh.to_numpy()
+            found.iloc[np.flatnonzero(todo)] = fresh[list(FEATURES)].to_numpy()
         table = found.reset_index(drop=True)
-        # fluency is cheap and its definition may have changed: always computed anew
-        frequent = frozenset(features.model.frequent_words)
-        attested = frozenset(features.model.attested_pairs)
-        table["fluency"] = [fluency(t, frequent, attested) for t in rows["text"]]
+        # the word features are cheap and their references may have changed: computed anew
+        words = features.word_features(rows["query"].tolist(), rows["text"].tolist())
+        table[list(WORD_FEATURES)] = words[list(WORD_FEATURES)].to_numpy()
     else:
         table = features.frame(rows["query"].tolist(), rows["text"].tolist())
     if cache is not None:
@@ -127,14 +134,30 @@ def feature_table(rows: pd.DataFrame, features, cache: Path | None) -> pd.DataFr
     return table
 
 
+def text_embeddings(rows: pd.DataFrame, features, cache: Path | None) -> np.ndarray:
+    """The encoder's embedding of each row's text (what ``answer_like`` reads); with ``cache``,
+    kept beside the feature table (``CACHE.embeddings.pkl``) and read from it."""
+    texts = rows["text"].astype(str)
+    path = cache.with_name(cache.name + ".embeddings.pkl") if cache is not None else None
+    kept = pd.read_pickle(path) if path is not None and path.is_file() else pd.DataFrame()
+    todo = sorted(set(texts) - set(kept.index))
+    if todo:
+        fresh = pd.DataFrame(features.text_embeddings(todo), index=todo)
+        kept = pd.concat([kept, fresh]) if len(kept) else fresh
+        if path is not None:
+            kept.to_pickle(path)
+    return kept.loc[texts.tolist()].to_numpy(dtype=float)
+
+
 def fitting_rows(args: argparse.Namespace):
     """The fitting questions' judged documents and degenerate texts (kind, family columns)."""
     import nrp
+    from nrp.errors import NrpError
     from nrp.validation.degenerate import degenerate_frame, query_materials
 
     try:
         collection = nrp.Collection.load("mediqa-2019-train", args.indexes)
-    except nrp.NrpError:
+    except NrpError:
         nrp.ingest(MANIFEST, indexes_dir=args.indexes)
         collection = nrp.Collection.load("mediqa-2019-train", args.indexes)
     everything = collection.candidates()
@@ -146,10 +169,11 @@ def fitting_rows(args: argparse.Namespace):
     texts = degenerate_frame(materials, None, args.per_kind, args.seed)
     boilerplate = boilerplate_texts(candidates, args.boilerplate_questions, args.per_kind,
                                     args.seed)  # fmt: skip
-    written = written_non_answers(candidates, args) if args.written else None
+    written = written_non_answers(candidates, args)
+    llm_answers = written_answers(candidates, args)
     rows = pd.concat(
         [candidates.assign(kind="judged", family="judged"), restated_answers(candidates, grades),
-         texts, boilerplate, written],
+         texts, boilerplate, written, llm_answers],
         ignore_index=True,
     )  # fmt: skip
     return collection, reference.drop_duplicates().tolist(), rows
@@ -187,30 +211,47 @@ def boilerplate_texts(
 
 
 def written_non_answers(candidates: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
-    """Non-answers in an LLM's own words (``--written``): the packaged SmolLM2-135M-Instruct
+    """Non-answers in an LLM's own words: the packaged SmolLM2-135M-Instruct
     (``--written-llm``), told by each prompt of ``scripts/guard_prompts/`` not to answer (turn
     the person away, warm words and no facts, the question said again at length, a disclaimer
-    that fits any question), writes one reply per fitting question (chat mode, greedy,
-    ``--written-tokens`` new tokens). Generated once and kept in
-    ``INDEXES/guard-written-non-answers.jsonl`` (resumable): a refit reads them. Reported, never
-    fitted on: no detector has them among its negatives. No prompt of nrp's outside checks
+    that fits any question), writes one reply per fitting question (``written_replies``; kept
+    in ``INDEXES/guard-written-non-answers.jsonl``). The negatives of ``answer_like``'s
+    direction and of the ``hollow`` detector. No prompt of nrp's outside checks
     (``docs/examples/evasive-reply.txt``) is among them, and a small model does not always obey:
     some replies ramble about the topic, so not every one is a clean non-answer."""
+    prompts = [f"{path}:chat" for path in written_prompts()]
+    return written_replies(candidates, args, prompts, "guard-written-non-answers.jsonl", "written")
+
+
+def written_answers(candidates: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
+    """The same LLM's answers to the same questions under nrp's own answer prompts
+    (``ANSWER_PROMPTS``; kept in ``INDEXES/guard-written-answers.jsonl``): positives of
+    ``answer_like``'s direction beside the judged answers, so that it learns what tells an
+    answer from a non-answer of the same writer, not the writer's style from the judged
+    documents'. Not real answers to the detectors (their thresholds are the judged answers'):
+    a small model's answers are often wrong, and some decline."""
+    return written_replies(candidates, args, ANSWER_PROMPTS, "guard-written-answers.jsonl",
+                           "llm_answer")  # fmt: skip
+
+
+def written_replies(
+    candidates: pd.DataFrame, args: argparse.Namespace, prompts: list[str], name: str, family: str
+) -> pd.DataFrame:
+    """One reply of ``--written-llm`` per fitting question and prompt (chat mode, greedy,
+    ``--written-tokens`` new tokens), generated once and kept in ``INDEXES/NAME`` (resumable):
+    a refit reads them. Kind ``FAMILY:PROMPT`` (the prompt's name or file stem)."""
     from nrp.generation.generate import GenerationOptions, generate_answers
 
     topics = candidates.drop_duplicates("qid")[["qid", "query"]]
-    prompts = [f"{path}:chat" for path in written_prompts()]
     options = GenerationOptions(
         max_new_tokens=args.written_tokens, temperature=0.0, top_k=50, top_p=0.95,
         repetition_penalty=1.2, seed=args.seed,
     )  # fmt: skip
-    out = args.indexes / "guard-written-non-answers.jsonl"
     answers = generate_answers(topics, args.written_llm, prompts, samples=1, options=options,
-                               out=out)  # fmt: skip
+                               out=args.indexes / name)  # fmt: skip
     rows = answers[["qid", "prompt", "text"]].merge(topics, on="qid")
-    # one kind per prompt ("written:stall"): the prompt's file stem, without ":chat"
-    kind = "written:" + rows["prompt"].str.removesuffix(":chat")
-    return rows.drop(columns="prompt").assign(docno="", kind=kind, family="written")
+    kind = f"{family}:" + rows["prompt"].str.removesuffix(":chat")
+    return rows.drop(columns="prompt").assign(docno="", kind=kind, family=family)
 
 
 def written_prompts() -> list[Path]:
@@ -245,19 +286,74 @@ DETECTORS = (
     ("elsewhere", "spliced", "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq,margin_rq"),
     ("off_topic", "other_best", "novel_share,log_novel,cos_tq,cos_rq,spec_rq,margin_rq,spec_rd"),
     ("disorder", "shuffled", "fluency"),
+    ("hollow", "written", "answer_like,first_person,idf_new,oov_new"),
 )  # fmt: skip
 
 
-#: negatives of the fitting script's own, beside nrp.validation.degenerate's kinds
-MINED_KINDS = ("boilerplate",)
+#: answer_like's direction: its negatives (the written non-answers: every prompt's; its
+#: positives are the real answers and the same LLM's answers, ``written_answers``), and the
+#: folds of the questions that give each fitting row a value of a direction fitted without it
+DIRECTION_NEGATIVES = "written"
+INNER_FOLDS = 5
+
+
+#: negatives of the fitting script's own, beside nrp.validation.degenerate's kinds: the mined
+#: boilerplate, and ``written`` (every prompt's written non-answers, ``written:<prompt>``)
+MINED_KINDS = ("boilerplate", "written")
 
 
 def negative_kinds(kinds: str) -> list[str]:
     from nrp.validation.degenerate import kind_names
 
     names = kinds.split(",")
+    written = [f"written:{p.stem}" for p in written_prompts()] if "written" in names else []
     return [*kind_names([k for k in names if k not in MINED_KINDS]),
-            *[k for k in names if k in MINED_KINDS]]  # fmt: skip
+            *[k for k in names if k in MINED_KINDS and k != "written"], *written]  # fmt: skip
+
+
+def fit_direction(
+    embeddings: np.ndarray, answers: np.ndarray, negative: np.ndarray, l2: float
+) -> tuple[np.ndarray, float]:
+    """``answer_like``'s linear model: an L2-penalised logistic regression (``l2``) of "real
+    answer" on the embeddings of the ``answers`` rows against the ``negative`` rows, the two
+    classes weighted to equal mass."""
+    from nrp.rankers.guard import fit_logistic
+
+    fit = answers | negative
+    y = answers[fit].astype(float)
+    n_pos, n_neg = max(1.0, y.sum()), max(1.0, len(y) - y.sum())
+    weight = np.where(y == 1, 0.5 / n_pos, 0.5 / n_neg) * len(y)
+    beta = fit_logistic(embeddings[fit], y, weight, l2)
+    return beta[:-1], float(beta[-1])
+
+
+def answer_like_column(
+    embeddings: np.ndarray,
+    rows: pd.DataFrame,
+    answers: np.ndarray,
+    within: np.ndarray,
+    args: argparse.Namespace,
+) -> tuple[np.ndarray, tuple[np.ndarray, float]]:
+    """``answer_like`` of every row and the direction fitted on the rows of ``within``. A row
+    of ``within`` gets the value of a direction fitted without its question (``INNER_FOLDS``
+    folds of the questions): the detector that reads it is fitted, and its threshold set, on
+    values like those of texts the direction never saw, not on its own training rows' (which
+    it separates too well). Every other row gets the direction of all ``within`` rows."""
+    negative = rows["kind"].isin(negative_kinds(DIRECTION_NEGATIVES)).to_numpy()
+    answers = answers | (rows["family"] == "llm_answer").to_numpy()
+    direction = fit_direction(embeddings[within], answers[within], negative[within],
+                              args.direction_l2)  # fmt: skip
+    column = embeddings @ direction[0] + direction[1]
+    questions = np.array(sorted(set(rows["qid"][within])))
+    np.random.default_rng(args.seed).shuffle(questions)
+    fold_of = {q: i % INNER_FOLDS for i, q in enumerate(questions)}
+    fold = rows["qid"].map(fold_of).fillna(-1).to_numpy()
+    for k in range(INNER_FOLDS):
+        train, held = within & (fold != k), within & (fold == k)
+        w, b = fit_direction(embeddings[train], answers[train], negative[train],
+                             args.direction_l2)  # fmt: skip
+        column[held] = embeddings[held] @ w + b
+    return column, direction
 
 
 def fit_detectors(
@@ -266,31 +362,42 @@ def fit_detectors(
     answers: np.ndarray,
     reference: tuple[tuple[str, ...], tuple[str, ...]],
     args: argparse.Namespace,
+    embeddings: np.ndarray,
     within: np.ndarray | None = None,
+    terms: tuple[int, dict[str, int]] = (0, {}),
 ):
     """The guard of ``DETECTORS`` fitted on the rows of ``within`` (default: all): the first
-    detector with the others in its ``also``."""
+    detector with the others in its ``also``, and ``answer_like``'s direction. Returns the
+    model and the table with the ``answer_like`` column it was fitted with."""
     from dataclasses import replace
 
     from nrp.rankers.guard import fit_guard_model
 
+    within = np.ones(len(rows), dtype=bool) if within is None else within
+    column, direction = answer_like_column(embeddings, rows, answers, within, args)
+    table = table.assign(answer_like=column)
     detectors = []
     for name, kinds, used in DETECTORS:
         used_features = used.split(",")
         fitting = answers | rows["kind"].isin(negative_kinds(kinds)).to_numpy()
         # a detector abstains where one of its features is unknown (spec_rd of a question with
         # no other judged document): such rows do not fit it either
-        fitting &= table[used_features].notna().all(axis=1).to_numpy()
-        if within is not None:
-            fitting &= within
+        fitting &= table[used_features].notna().all(axis=1).to_numpy() & within
         detector = fit_guard_model(
             table[fitting], answers[fitting], reference, features=tuple(used_features),
-            l2=args.l2, max_flagged=args.max_flagged,
+            l2=args.l2, max_flagged=args.max_flagged, terms=terms,
         )  # fmt: skip
         detectors.append(replace(detector, fitted_on={"name": name, "negative_kinds": kinds}))
-    # the fluency reference is the first detector's (features are computed once, with it)
-    detectors[1:] = [replace(d, frequent_words=(), attested_pairs=()) for d in detectors[1:]]
-    return replace(detectors[0], also=tuple(detectors[1:]))
+    # the references are the first detector's (features are computed once, with them)
+    detectors[1:] = [
+        replace(d, frequent_words=(), attested_pairs=(), reference_documents=0,
+                document_frequency={})
+        for d in detectors[1:]
+    ]  # fmt: skip
+    model = replace(detectors[0], also=tuple(detectors[1:]),
+                    answer_direction=tuple(float(w) for w in direction[0]),
+                    answer_offset=direction[1])  # fmt: skip
+    return model, table
 
 
 def print_cross_fit(
@@ -299,23 +406,34 @@ def print_cross_fit(
     answers: np.ndarray,
     reference: tuple[tuple[str, ...], tuple[str, ...]],
     args: argparse.Namespace,
-) -> None:
+    embeddings: np.ndarray,
+) -> pd.Series:
     """The share of each kind flagged when every question's texts are judged by a guard fitted
     without that question (``--cross-fit`` folds of the questions, drawn with ``--seed``): what
     the guard does with questions it never saw, where the in-sample shares flatter the kinds
-    it was fitted on."""
+    it was fitted on. A written non-answer is judged by a guard fitted without its question and
+    without every reply of its prompt: what the guard does with a wording it never saw."""
     questions = np.array(sorted(set(rows["qid"])))
     np.random.default_rng(args.seed).shuffle(questions)
     fold_of = {q: i % args.cross_fit for i, q in enumerate(questions)}
     fold = rows["qid"].map(fold_of).to_numpy()
+    kind = rows["kind"].to_numpy()
     share = np.empty(len(rows))
     for k in range(args.cross_fit):
-        model = fit_detectors(table, rows, answers, reference, args, within=fold != k)
-        share[fold == k] = model.answer_share(table[fold == k])
-    flagged = pd.Series(share < 1).groupby(rows["kind"].to_numpy()).mean()
-    print(f"flagged share per kind, cross-fitted ({args.cross_fit} folds of the questions):")
-    for kind, value in flagged.items():
-        print(f"  {kind:19s} {value:.3f}")
+        model, fitted = fit_detectors(table, rows, answers, reference, args, embeddings,
+                                      within=fold != k)  # fmt: skip
+        share[fold == k] = model.answer_share(fitted[fold == k])
+        for prompt in sorted({c for c in kind if str(c).startswith("written:")}):
+            judged = (fold == k) & (kind == prompt)
+            model, fitted = fit_detectors(table, rows, answers, reference, args, embeddings,
+                                          within=(fold != k) & (kind != prompt))  # fmt: skip
+            share[judged] = model.answer_share(fitted[judged])
+    flagged = pd.Series(share < 1).groupby(kind).mean()
+    print(f"flagged share per kind, cross-fitted ({args.cross_fit} folds of the questions; "
+          "written replies also without their prompt):")  # fmt: skip
+    for name, value in flagged.items():
+        print(f"  {name:19s} {value:.3f}")
+    return flagged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -326,6 +444,7 @@ def main(argv: list[str] | None = None) -> int:
         FEATURES,
         GuardFeatures,
         GuardModel,
+        document_frequencies,
         fluency_reference,
         judged_answers,
     )
@@ -342,9 +461,14 @@ def main(argv: list[str] | None = None) -> int:
         if value < least and not (option == "--cross-fit" and value == 0):
             print(f"fit_guard: {option} must be at least {least}, got {value}", file=sys.stderr)
             return 2
+    if not args.direction_l2 > 0:
+        print(f"fit_guard: --direction-l2 must be above 0, got {args.direction_l2}",
+              file=sys.stderr)  # fmt: skip
+        return 2
     collection, reference_texts, rows = fitting_rows(args)
     reference = fluency_reference(reference_texts, args.frequent, args.pair_docs)
-    provisional = GuardModel(FEATURES, (0.0,) * len(FEATURES), 0.0, 0.5, *reference)
+    terms = document_frequencies(reference_texts)
+    provisional = GuardModel(FEATURES, (0.0,) * len(FEATURES), 0.0, 0.5, *reference, *terms)
     others = collection.topics["query"].astype(str).tolist()
     # the fitting questions' own judged answers, as a bound guard reads them
     documents = judged_answers(collection, rows[rows["kind"] == "judged"])
@@ -354,8 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     answers = rows["kind"].eq("judged").to_numpy()
     if args.restated_grade > 0:
         answers = answers | (restated & (rows["grade"] >= args.restated_grade).to_numpy())
-    model = fit_detectors(table, rows, answers, reference, args)
-    flagged = pd.Series(model.answer_share(table) < 1).groupby(rows["kind"].to_numpy()).mean()
+    embeddings = text_embeddings(rows, features, args.features)
+    model, fitted = fit_detectors(table, rows, answers, reference, args, embeddings, terms=terms)
+    flagged = pd.Series(model.answer_share(fitted) < 1).groupby(rows["kind"].to_numpy()).mean()
     fitted_on = {
         "collection": "mediqa-2019-train (MEDIQA 2019 training set 2 and validation set)",
         "left_out": f"training set 1 ({LEFT_OUT_PREFIX}*: LiveQA-Med's questions), "
@@ -370,13 +495,18 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "l2": args.l2,
         "max_flagged_per_detector": args.max_flagged,
+        # answer_like of each fitting text from a direction fitted without its question
         "flagged_share_at_threshold": {k: round(float(v), 4) for k, v in flagged.items()},
         "script": "scripts/fit_guard.py",
         "name": model.fitted_on["name"],
         "negative_kinds": model.fitted_on["negative_kinds"],
     }
-    if args.written:
-        fitted_on["written_reported_not_fitted"] = sorted(p.stem for p in written_prompts())
+    fitted_on["written_prompts"] = sorted(p.stem for p in written_prompts())
+    fitted_on["written_llm"] = args.written_llm
+    fitted_on["direction_l2"] = args.direction_l2
+    fitted_on["term_reference"] = (
+        f"the {terms[0]} distinct documents of training set 1 (idf_new, oov_new)"
+    )
     model = replace(model, fitted_on=fitted_on)
     model.to_json(args.out)
     for detector in (model, *model.also):
@@ -390,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
     for kind, share in flagged.items():
         print(f"  {kind:19s} {family_of[kind]:10s} {share:.3f}")
     if args.cross_fit:
-        print_cross_fit(table, rows, answers, reference, args)
+        print_cross_fit(table, rows, answers, reference, args, embeddings)
     print(f"wrote {args.out}")
     return 0
 

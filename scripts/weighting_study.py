@@ -48,10 +48,11 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
 
 def load(name: str, indexes: Path):
     import nrp
+    from nrp.errors import NrpError
 
     try:
         return nrp.Collection.load(name, indexes)
-    except nrp.NrpError:
+    except NrpError:
         nrp.ingest(ROOT / "manifests" / f"{name}.yaml", indexes_dir=indexes)
         return nrp.Collection.load(name, indexes)
 

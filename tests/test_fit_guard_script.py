@@ -1,7 +1,7 @@
 """scripts/fit_guard.py: the boilerplate it mines from the fitting documents, worked out by hand
 (the negatives of the guard's ``generic`` detector, in no wording of nrp's own), and the
-non-answers an LLM writes for the fitting questions (``--written``), with a tiny random Llama
-built here."""
+non-answers and answers an LLM writes for the fitting questions, with a tiny random Llama built
+here, and the direction of ``answer_like`` fitted on toy embeddings."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -89,6 +90,36 @@ def test_written_non_answers_are_one_reply_per_question_and_prompt_kept_for_the_
     again = fit_guard.written_non_answers(candidates(), args)
     pd.testing.assert_frame_equal(again, written)
     assert store.read_text().count("\n") == lines
+    # the same LLM's answers under nrp's own answer prompts: positives of answer_like's direction
+    answers = fit_guard.written_answers(candidates(), args)
+    assert sorted(answers["kind"].value_counts().items()) == [
+        ("llm_answer:long-qa", 4), ("llm_answer:short-qa", 4)
+    ]  # fmt: skip
+    assert set(answers["family"]) == {"llm_answer"}
+    assert (args.indexes / "guard-written-answers.jsonl").is_file()
+
+
+def test_answer_like_of_a_fitting_row_comes_from_a_direction_fitted_without_its_question():
+    """Embeddings where the first coordinate tells answers (+1) from written non-answers (-1)
+    and the second is noise: the direction's weight is on the first. A row outside ``within``
+    gets the direction of all ``within`` rows; a row inside it the value of a direction fitted
+    without its question (another value, of the same sign)."""
+    rng = np.random.default_rng(0)
+    qids = [f"q{i}" for i in range(10) for _ in range(4)]
+    kind = ["judged", "judged", "written:stall", "llm_answer:short-qa"] * 10
+    rows = pd.DataFrame({"qid": qids, "kind": kind,
+                         "family": [k.split(":")[0] for k in kind]})  # fmt: skip
+    sign = np.where(rows["kind"].eq("written:stall"), -1.0, 1.0)
+    embeddings = np.column_stack([sign + rng.normal(0, 0.3, 40), rng.normal(0, 1, 40)])
+    answers = rows["kind"].eq("judged").to_numpy()
+    within = rows["qid"].ne("q9").to_numpy()
+    args = SimpleNamespace(direction_l2=1.0, seed=0)
+    column, (weights, offset) = fit_guard.answer_like_column(embeddings, rows, answers, within,
+                                                             args)  # fmt: skip
+    assert weights[0] > 0 and abs(weights[0]) > 5 * abs(weights[1])
+    assert column[~within] == pytest.approx(embeddings[~within] @ weights + offset)
+    assert not np.allclose(column[within], embeddings[within] @ weights + offset)
+    assert (np.sign(column) == sign).all()
 
 
 @pytest.mark.parametrize(
@@ -96,7 +127,8 @@ def test_written_non_answers_are_one_reply_per_question_and_prompt_kept_for_the_
     [
         (["--cross-fit", "1"], "--cross-fit must be at least 2, got 1"),
         (["--cross-fit", "-3"], "--cross-fit must be at least 2, got -3"),
-        (["--written", "--written-tokens", "0"], "--written-tokens must be at least 1, got 0"),
+        (["--written-tokens", "0"], "--written-tokens must be at least 1, got 0"),
+        (["--direction-l2", "0"], "--direction-l2 must be above 0, got 0.0"),
     ],
 )
 def test_a_bad_option_is_one_line_and_exit_2_before_anything_is_read_or_written(

@@ -36,6 +36,21 @@ the text contributes beyond the question, and does not read any wording:
   guard is bound to no collection). Boilerplate of any wording ("it depends on many
   factors", "ask your doctor") is as close to every question's answers as to this one's; a real
   answer's new words are closest to its own question's answers.
+- ``first_person``: the share of the text's words that are the first person singular ("I",
+  "my", "I'm", ...): an answer speaks of its subject; a reply that declines speaks of itself
+  ("I'm sorry, but as an AI I cannot ...").
+- ``idf_new``: the mean inverse document frequency, ``log((N + 1) / (df + 1))``, of the text's
+  new terms (content terms the question lacks) in the model's reference corpus of ``N``
+  documents (0 without new terms): what the text adds is specific information (drugs, organs,
+  doses: rare words) or words that every text has ("information", "provide", "consult").
+- ``oov_new``: the share of the text's new terms that the reference corpus lacks (0 without
+  new terms).
+- ``answer_like``: the logit of a linear model (the model's ``answer_direction`` and
+  ``answer_offset``) on the text's embedding: whether the text, taken whole, reads like an
+  answer or like a reply that gives none (declines, defers, stalls, talks around the question).
+  Fitted on the judged answers against non-answers a language model wrote in its own words
+  (``scripts/fit_guard.py``), so it learns what saying nothing means, not any sentence; 0
+  without a direction.
 
 A text is flagged when any detector's probability that it is a real answer is below its
 ``threshold``. Scores: the ranker's own score for an unflagged text (which must lie within
@@ -49,10 +64,15 @@ that is flagged too (usually none: NRP 0).
 The packaged model (``guard_model.json``) was fitted by ``scripts/fit_guard.py`` on the MEDIQA
 2019 training and validation sets only (questions that are not LiveQA-Med's or MEDIQA test's),
 with the judged answers as real and as not: the degenerate texts of the ``mirror``, ``damaged``
-and ``off_topic`` families (``nrp.validation.degenerate``) and boilerplate sentences that the
-fitting documents of many questions repeat, after the question; the ``evasion`` family (padding,
-evasion, refusal) was held out of fitting and of the threshold's choice, and validation reports
-it apart. ``model=FILE`` reads another fitted model.
+and ``off_topic`` families (``nrp.validation.degenerate``), boilerplate sentences that the
+fitting documents of many questions repeat, after the question, and non-answers the packaged
+language model wrote for the fitting questions in its own words (declining, deferring, stalling,
+paraphrasing: the ``hollow`` detector, which reads ``answer_like`` and the word features; the
+direction of ``answer_like`` has that model's own answers to the same questions among its
+positives, so that it tells an answer from a non-answer rather than one writer from another);
+the ``evasion`` family (padding, evasion, refusal) was held out of fitting and of the
+thresholds' choice, and validation reports it apart. ``model=FILE`` reads another fitted
+model.
 
 Content. ``content=W`` adds ``W * log(1 + new terms)`` (the ``log_novel`` feature) to the
 guarded ranker's score: a small reward for what a text says beyond the question. Judges grade
@@ -120,7 +140,13 @@ FLAG_OFFSET = 1.0e4
 PACKAGED_MODEL = Path(__file__).with_name("guard_model.json")
 FEATURES = (
     "novel_share", "log_novel", "cos_tq", "cos_rq", "fluency", "spec_rq", "margin_rq", "spec_rd",
+    "first_person", "idf_new", "oov_new", "answer_like",
 )  # fmt: skip
+#: the features read from the words alone and the model's references (no encoder): cheap, and
+#: computed anew by the fitting script whatever its cache holds
+WORD_FEATURES = ("fluency", "first_person", "idf_new", "oov_new")
+#: first_person: the words of the first person singular (lower case, as ``_WORD`` splits them)
+FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "i'm", "i've", "i'd", "i'll"})
 #: spec_rd: how many of a question's judged documents (the closest) the rest is compared with
 DOCUMENTS_CLOSEST = 3
 #: fluency: attested pairs counted in addition to a text's own (a prior of fluent text)
@@ -128,8 +154,9 @@ FLUENCY_PRIOR = 4
 #: the encoder of the cosine features (the packaged all-MiniLM-L6-v2)
 ENCODER = "dense:model=minilm"
 #: the features' definitions, in the fingerprint: scores cached under another (with a model
-#: file of one's own, ``model=FILE``) are not reused. 2: spec_rd reads judged answers only
-FEATURE_DEFINITIONS = 2
+#: file of one's own, ``model=FILE``) are not reused. 2: spec_rd reads judged answers only;
+#: 3: first_person, idf_new, oov_new, answer_like
+FEATURE_DEFINITIONS = 3
 
 _WORD = re.compile(r"[A-Za-z0-9']+")
 _MARKS = re.compile(r"[^\w\s]*")
@@ -144,7 +171,10 @@ QUOTED_WORDS = 4
 class GuardModel:
     """A fitted guard: feature names, logistic weights and intercept, the flag threshold on the
     probability of a real answer, the fluency reference (frequent words and the attested pairs
-    among them), where it was fitted (``fitted_on``: free text and figures), and ``also``:
+    among them), the term reference of ``idf_new`` and ``oov_new`` (``reference_documents``: N,
+    ``document_frequency``: each stemmed content term's number of documents), the linear model of
+    ``answer_like`` on a text's embedding (``answer_direction``, ``answer_offset``), where it was
+    fitted (``fitted_on``: free text and figures), and ``also``:
     further detectors (logistic models of their own, each with its threshold) that flag a text
     too: one model per way of saying nothing, rather than one line through all of them."""
 
@@ -154,6 +184,10 @@ class GuardModel:
     threshold: float
     frequent_words: tuple[str, ...] = ()
     attested_pairs: tuple[str, ...] = ()  # "first second"
+    reference_documents: int = 0
+    document_frequency: Mapping[str, int] = field(default_factory=dict)
+    answer_direction: tuple[float, ...] = ()
+    answer_offset: float = 0.0
     fitted_on: Mapping[str, Any] = field(default_factory=dict)
     also: tuple[GuardModel, ...] = ()
 
@@ -180,7 +214,9 @@ class GuardModel:
         Path(path).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> GuardModel:
+    def from_dict(cls, data: Mapping[str, Any], root: bool = True) -> GuardModel:
+        """The model of ``data`` (``to_json``'s); ``root``: the model whose references (fluency,
+        terms, answer direction) the features are computed with, not one of its ``also``."""
         model = cls(
             features=tuple(data["features"]),
             weights=tuple(float(w) for w in data["weights"]),
@@ -188,12 +224,24 @@ class GuardModel:
             threshold=float(data["threshold"]),
             frequent_words=tuple(data.get("frequent_words", ())),
             attested_pairs=tuple(data.get("attested_pairs", ())),
+            reference_documents=int(data.get("reference_documents", 0)),
+            document_frequency={
+                str(t): int(n) for t, n in data.get("document_frequency", {}).items()
+            },
+            answer_direction=tuple(float(w) for w in data.get("answer_direction", ())),
+            answer_offset=float(data.get("answer_offset", 0.0)),
             fitted_on=dict(data.get("fitted_on", {})),
-            also=tuple(cls.from_dict(d) for d in data.get("also", ())),
+            also=tuple(cls.from_dict(d, root=False) for d in data.get("also", ())),
         )
         unknown = [f for f in model.features if f not in FEATURES]
         if unknown or len(model.weights) != len(model.features):
             raise ValueError(f"unknown features {unknown} or weights of another length")
+        if root:
+            read = {f for detector in (model, *model.also) for f in detector.features}
+            if read & {"idf_new", "oov_new"} and not model.reference_documents:
+                raise ValueError("idf_new and oov_new need reference_documents")
+            if "answer_like" in read and not model.answer_direction:
+                raise ValueError("answer_like needs an answer_direction")
         return model
 
     @classmethod
@@ -295,6 +343,21 @@ def fluency(text: str, frequent: frozenset[str], attested: frozenset[str]) -> fl
     return (sum(p in attested for p in pairs) + FLUENCY_PRIOR) / (len(pairs) + FLUENCY_PRIOR)
 
 
+def information_features(
+    question: str, text: str, documents: int, frequency: Mapping[str, int]
+) -> tuple[float, float, float]:
+    """(first_person, idf_new, oov_new) of one pair, with a term reference of ``documents``
+    documents and each term's ``frequency`` (its number of documents)."""
+    words = [w.lower() for w in _WORD.findall(text)]
+    first = sum(w in FIRST_PERSON for w in words) / len(words) if words else 0.0
+    new = set(content_terms(text)) - set(content_terms(question))
+    if not new:
+        return first, 0.0, 0.0
+    counts = [frequency.get(term, 0) for term in sorted(new)]
+    idf = sum(math.log((documents + 1) / (n + 1)) for n in counts) / len(counts)
+    return first, idf, sum(n == 0 for n in counts) / len(counts)
+
+
 def lexical_features(question: str, text: str) -> tuple[float, float, str]:
     """(novel_share, log_novel, the rest of the text) of one pair."""
     q_terms = set(content_terms(question))
@@ -350,8 +413,13 @@ class GuardFeatures:
         self._attested = frozenset(model.attested_pairs)
         self._other_emb: np.ndarray | None = None
         self._doc_emb: np.ndarray | None = None
+        self._frequency = dict(model.document_frequency)
+        references = (
+            model.frequent_words, model.attested_pairs, model.reference_documents,
+            tuple(sorted(self._frequency.items())), model.answer_direction, model.answer_offset,
+        )  # fmt: skip
         self._key = (
-            hash((model.frequent_words, model.attested_pairs, encoder.fingerprint())),
+            hash((*references, encoder.fingerprint())),
             hash((tuple(self.others), tuple((q, tuple(d)) for q, d in self.documents.items()))),
         )
 
@@ -386,18 +454,48 @@ class GuardFeatures:
         spec_rd = np.where(
             has_rest, self._document_specificity(r_emb, list(queries), list(texts)), 0.0
         )
-        return pd.DataFrame(
-            {  # in the order of FEATURES
+        encoded = pd.DataFrame(
+            {
                 "novel_share": [s for s, _, _ in lexical],
                 "log_novel": [n for _, n, _ in lexical],
                 "cos_tq": np.einsum("ij,ij->i", q_emb, t_emb),
                 "cos_rq": cos_rq,
-                "fluency": [fluency(t, self._frequent, self._attested) for t in texts],
                 "spec_rq": spec,
                 "margin_rq": margin,
                 "spec_rd": spec_rd,
+                "answer_like": self.answer_like(t_emb),
             }
-        ).astype(float)
+        )
+        table = pd.concat([encoded, self.word_features(queries, texts)], axis=1)
+        return table[list(FEATURES)].astype(float)
+
+    def answer_like(self, embeddings: np.ndarray) -> np.ndarray:
+        """``answer_like`` of texts' embeddings (0 each without the model's direction)."""
+        direction = np.asarray(self.model.answer_direction, dtype=float)
+        if not len(direction):
+            return np.zeros(len(embeddings))
+        return np.asarray(embeddings, dtype=float) @ direction + self.model.answer_offset
+
+    def text_embeddings(self, texts: Sequence[str]) -> np.ndarray:
+        """The encoder's embeddings of ``texts`` (what ``answer_like`` reads)."""
+        return self._encode(list(texts))
+
+    def word_features(self, queries: Sequence[str], texts: Sequence[str]) -> pd.DataFrame:
+        """The ``WORD_FEATURES`` of each row: read from its words and the model's references."""
+        n = self.model.reference_documents
+        information = [
+            information_features(q, t, n, self._frequency)
+            for q, t in zip(queries, texts, strict=True)
+        ]
+        return pd.DataFrame(
+            {
+                "fluency": [fluency(t, self._frequent, self._attested) for t in texts],
+                "first_person": [f for f, _, _ in information],
+                "idf_new": [i for _, i, _ in information],
+                "oov_new": [o for _, _, o in information],
+            },
+            dtype=float,
+        )
 
     def _document_specificity(
         self, r_emb: np.ndarray, queries: list[str], texts: list[str]
@@ -531,6 +629,16 @@ def fluency_reference(
     return tuple(sorted(top)), tuple(sorted(pairs))
 
 
+def document_frequencies(texts: Sequence[str]) -> tuple[int, dict[str, int]]:
+    """The term reference of ``texts`` (``idf_new``, ``oov_new``): the number of distinct
+    texts and, per stemmed content term (``content_terms``), the number of them it occurs in."""
+    distinct = list(dict.fromkeys(texts))
+    counts: Counter[str] = Counter()
+    for text in distinct:
+        counts.update(set(content_terms(text)))
+    return len(distinct), dict(sorted(counts.items()))
+
+
 def fit_logistic(x: np.ndarray, y: np.ndarray, weight: np.ndarray, l2: float = 1.0) -> np.ndarray:
     """Weights, then the intercept, of an L2-penalised logistic regression of ``y`` (0/1) on the
     columns of ``x`` with row weights, by Newton's method on standardised columns (the
@@ -560,18 +668,20 @@ def fit_guard_model(
     features: Sequence[str] = FEATURES,
     l2: float = 1.0,
     max_flagged: float = 0.01,
+    terms: tuple[int, Mapping[str, int]] = (0, {}),
 ) -> GuardModel:
     """A guard fitted on ``table`` (``GuardFeatures.frame`` rows) where ``is_answer`` says which
     rows are real answers: the two classes weighted to equal mass, the threshold the largest
     probability that flags at most ``max_flagged`` of the real answers. ``reference``: the
-    fluency reference the table was computed with."""
+    fluency reference the table was computed with; ``terms``: its term reference
+    (``document_frequencies``)."""
     y = np.asarray(is_answer, dtype=float)
     n_pos, n_neg = max(1, int(y.sum())), max(1, int(len(y) - y.sum()))
     weight = np.where(y == 1, 0.5 / n_pos, 0.5 / n_neg) * len(y)
     x = table[list(features)].to_numpy(dtype=float)
     beta = fit_logistic(x, y, weight, l2)
     model = GuardModel(tuple(features), tuple(float(b) for b in beta[:-1]), float(beta[-1]), 0.5,
-                       reference[0], reference[1])  # fmt: skip
+                       reference[0], reference[1], terms[0], dict(terms[1]))  # fmt: skip
     answers = np.sort(model.probability(x)[y == 1])
     threshold = float(answers[int(np.floor(max_flagged * len(answers)))]) if len(answers) else 0.5
     return replace(model, threshold=threshold)

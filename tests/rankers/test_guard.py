@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -13,14 +14,17 @@ import pytest
 
 from nrp.errors import ConfigError, InputError
 from nrp.rankers.guard import (
+    FEATURES,
     FLAG_OFFSET,
     GuardFeatures,
     GuardModel,
     GuardRanker,
+    document_frequencies,
     fit_guard_model,
     fit_logistic,
     fluency,
     fluency_reference,
+    information_features,
     judged_documents,
     lexical_features,
     packaged_model,
@@ -58,6 +62,46 @@ def test_lexical_features_by_hand():
     assert rest == "in some adults"
     assert lexical_features(QUESTION, QUESTION) == (0.0, 0.0, "")
     assert rest_of("Blood pressure?", {"blood", "pressur"}) == ""  # nothing new left
+
+
+def test_information_features_by_hand():
+    text = "I am sorry, I cannot say. Ask my doctor about ibuprofen and aspirin."
+    # 13 words, 3 of them the first person singular (i, i, my); new content terms beyond the
+    # question's (can, ibuprofen, rais, blood, pressur): sorri, sai, ask, doctor, aspirin; in a
+    # reference of 9 documents doctor is in 4 and sorri in 1, the other three in none:
+    # idf log(10/5), log(10/2), log(10/1) x 3: their mean is 4 log(10) / 5; 3 of 5 unknown
+    first, idf, oov = information_features(QUESTION, text, 9, {"doctor": 4, "sorri": 1})
+    assert first == pytest.approx(3 / 13)
+    assert idf == pytest.approx(4 * math.log(10) / 5)
+    assert oov == pytest.approx(3 / 5)
+    assert information_features(QUESTION, QUESTION, 9, {}) == (0.0, 0.0, 0.0)  # nothing new
+    assert information_features(QUESTION, "", 9, {}) == (0.0, 0.0, 0.0)
+    # the reference: per stemmed content term, the number of distinct texts it occurs in
+    assert document_frequencies(["Sorry, sorry.", "a doctor", "a doctor", "Doctors agree"]) == (
+        3,
+        {"agre": 1, "doctor": 2, "sorri": 1},
+    )
+
+
+def test_answer_like_is_the_linear_model_on_the_text_embedding_and_needs_its_direction():
+    encoder = make_ranker("dense:model=minilm")
+    direction = tuple(np.linspace(-1.0, 1.0, 384))
+    features = list(FEATURES)
+    model = GuardModel(tuple(features), (0.0,) * len(features), 0.0, 0.5,
+                       reference_documents=9, answer_direction=direction,
+                       answer_offset=0.25)  # fmt: skip
+    table = GuardFeatures(model, encoder).frame([QUESTION, QUESTION], [ANSWERS[0], REFUSAL])
+    embeddings = encoder.encode([ANSWERS[0], REFUSAL])
+    assert table["answer_like"].to_numpy() == pytest.approx(
+        embeddings @ np.asarray(direction) + 0.25, abs=1e-9
+    )
+    data = {"features": ["answer_like"], "weights": [1.0], "intercept": 0.0, "threshold": 0.5}
+    with pytest.raises(ValueError, match="answer_like needs an answer_direction"):
+        GuardModel.from_dict(data)
+    with pytest.raises(ValueError, match="idf_new and oov_new need reference_documents"):
+        GuardModel.from_dict({**data, "features": ["idf_new"]})
+    read = GuardModel.from_dict({**data, "answer_direction": [0.5] * 384, "answer_offset": -1})
+    assert read.answer_direction == (0.5,) * 384 and read.answer_offset == -1.0
 
 
 def test_fluency_by_hand():
@@ -101,14 +145,19 @@ def test_packaged_model_file_is_complete():
     assert model.fitted_on["held_out_family"] == "evasion"
     assert "of the" in model.attested_pairs
     # the detectors of boilerplate after the question, of another question's text after it,
-    # of another question's answer, and of word salad
-    generic, elsewhere, off_topic, disorder = model.also
+    # of another question's answer, of word salad, and of replies that give no answer
+    generic, elsewhere, off_topic, disorder, hollow = model.also
     assert disorder.features == ("fluency",) and disorder.weights[0] > 0
     assert disorder.fitted_on["negative_kinds"] == "shuffled"
     assert "spec_rd" in generic.features and 0 < generic.threshold < 1
     assert generic.fitted_on["negative_kinds"] == "boilerplate"  # mined, in no wording of nrp's
     assert "margin_rq" in elsewhere.features and 0 < elsewhere.threshold < 1
     assert off_topic.fitted_on["negative_kinds"] == "other_best"
+    assert hollow.features == ("answer_like", "first_person", "idf_new", "oov_new")
+    assert hollow.fitted_on["negative_kinds"] == "written"  # the LLM's own non-answers
+    assert len(model.answer_direction) == 384  # all-MiniLM-L6-v2's embedding
+    # the term reference: training set 1's 785 distinct documents, never fitted on
+    assert model.reference_documents == 785 and model.document_frequency["diabet"] > 10
     # no detector was fitted on the held-out family
     kinds = ",".join(d.fitted_on["negative_kinds"] for d in (model, *model.also))
     assert not {"padded", "evasive", "refusal"} & set(kinds.split(","))
@@ -334,10 +383,39 @@ def test_the_disorder_detector_flags_word_salad_and_no_answer(encoder):
     assessed = make_ranker("guard").assess(frame)
     # 10 adjacent pairs of frequent words, 2 of them attested, with the prior's 4
     assert assessed["fluency"].iloc[3] == pytest.approx(6 / 14)
-    disorder = packaged_model().also[-1]
+    disorder = next(d for d in packaged_model().also if d.fitted_on["name"] == "disorder")
     p = disorder.probability(assessed[list(disorder.features)].to_numpy())
     assert (p[:3] >= disorder.threshold).all() and p[3] < disorder.threshold
     assert assessed["flagged"].tolist() == [False, False, False, True]
+
+
+def test_the_hollow_detector_flags_refusals_in_wordings_of_the_tests_own(encoder):
+    """Replies that decline in the manner of a language model, in words written for this test
+    (no fitting text has them): the packaged guard flags all four and none of the three real
+    answers. The first two pass every other detector: the ``hollow`` one flags them."""
+    declines = [
+        "As an AI assistant, I'm not in a position to offer guidance on medications. I would "
+        "recommend that you speak with your physician or pharmacist, who can look at your full "
+        "history.",
+        "I appreciate you reaching out with this. I'm unable to share medical advice here, but I "
+        "hope you find the support you need from a qualified professional soon.",
+        "Thanks so much for your message! I totally understand why you'd want to know more about "
+        "this, and I wish I could help, but my role doesn't allow me to comment on health "
+        "matters.",
+        REFUSAL,
+    ]
+    texts = [*ANSWERS, *declines]
+    docnos = [f"d{i}" for i in range(len(texts))]
+    frame = pd.DataFrame({"qid": "q1", "query": QUESTION, "docno": docnos, "text": texts})
+    assessed = make_ranker("guard").assess(frame)
+    assert assessed["flagged"].tolist() == [False] * 3 + [True] * 4
+    model = packaged_model()
+    hollow = next(d for d in model.also if d.fitted_on["name"] == "hollow")
+    others = [replace(model, also=()), *(d for d in model.also if d is not hollow)]
+    for row in (3, 4):
+        values = assessed.iloc[[row]]
+        assert hollow.answer_share(values)[0] < 1  # hollow flags it ...
+        assert all(d.answer_share(values)[0] >= 1 for d in others)  # ... and no other does
 
 
 def test_a_guard_fitted_in_the_test_flags_an_unseen_echo(encoder):
