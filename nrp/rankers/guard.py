@@ -209,6 +209,14 @@ class GuardModel:
             share = np.minimum(share, detector.answer_share(table))
         return share
 
+    @cached_property
+    def digest(self) -> str:
+        """A hash of the whole model (weights, thresholds, references, detectors): what a
+        guard's fingerprint reads, computed once (the references are tens of thousands of
+        values)."""
+        payload = json.dumps(asdict(self), sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()
+
     def to_json(self, path: str | Path) -> None:
         data = asdict(self)
         Path(path).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -769,7 +777,7 @@ class GuardRanker(Ranker):
         """Name and parameters, with the guarded ranker's fingerprint and the model's content."""
         identity = super().identity()
         identity["params"]["ranker"] = self.ranker.fingerprint()
-        identity["params"]["model"] = asdict(self.model)
+        identity["params"]["model"] = self.model.digest
         identity["params"]["features"] = FEATURE_DEFINITIONS
         return identity
 

@@ -453,6 +453,21 @@ def test_a_guard_fitted_in_the_test_flags_an_unseen_echo(encoder):
     assert p[0] < model.threshold <= p[1]
 
 
+def test_a_model_file_that_differs_in_one_reference_value_is_another_fingerprint(tmp_path):
+    """The fingerprint reads a hash of the whole model, not its path: a copy of the packaged model
+    is the same guard, one document frequency changed in it another (whose cached scores are not
+    reused)."""
+    model = packaged_model()
+    same, other = tmp_path / "same.json", tmp_path / "other.json"
+    model.to_json(same)
+    frequency = dict(model.document_frequency)
+    frequency["diabet"] += 1
+    replace(model, document_frequency=frequency).to_json(other)
+    packaged = make_ranker("guard").fingerprint()
+    assert make_ranker(f"guard:model={same}").fingerprint() == packaged  # the content, not the path
+    assert make_ranker(f"guard:model={other}").fingerprint() != packaged
+
+
 def test_spec_and_parameters():
     guard = make_ranker("guard:ranker=bm25;k1=0.9")
     assert guard.ranker.spec() == "bm25:k1=0.9"
