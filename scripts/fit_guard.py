@@ -311,6 +311,18 @@ def negative_kinds(kinds: str) -> list[str]:
             *[k for k in names if k in MINED_KINDS and k != "written"], *written]  # fmt: skip
 
 
+def question_folds(
+    qids: pd.Series, folds: int, seed: int, among: np.ndarray | None = None
+) -> np.ndarray:
+    """Each row's fold of the questions: the distinct questions (of the rows of ``among``;
+    default: all) sorted, shuffled with ``seed`` and dealt round ``folds`` folds; -1 for a row
+    whose question is not among them."""
+    questions = np.array(sorted(set(qids if among is None else qids[among])))
+    np.random.default_rng(seed).shuffle(questions)
+    fold_of = {q: i % folds for i, q in enumerate(questions)}
+    return qids.map(fold_of).fillna(-1).to_numpy()
+
+
 def fit_direction(
     embeddings: np.ndarray, answers: np.ndarray, negative: np.ndarray, l2: float
 ) -> tuple[np.ndarray, float]:
@@ -344,10 +356,7 @@ def answer_like_column(
     direction = fit_direction(embeddings[within], answers[within], negative[within],
                               args.direction_l2)  # fmt: skip
     column = embeddings @ direction[0] + direction[1]
-    questions = np.array(sorted(set(rows["qid"][within])))
-    np.random.default_rng(args.seed).shuffle(questions)
-    fold_of = {q: i % INNER_FOLDS for i, q in enumerate(questions)}
-    fold = rows["qid"].map(fold_of).fillna(-1).to_numpy()
+    fold = question_folds(rows["qid"], INNER_FOLDS, args.seed, among=within)
     for k in range(INNER_FOLDS):
         train, held = within & (fold != k), within & (fold == k)
         w, b = fit_direction(embeddings[train], answers[train], negative[train],
@@ -413,10 +422,7 @@ def print_cross_fit(
     the guard does with questions it never saw, where the in-sample shares flatter the kinds
     it was fitted on. A written non-answer is judged by a guard fitted without its question and
     without every reply of its prompt: what the guard does with a wording it never saw."""
-    questions = np.array(sorted(set(rows["qid"])))
-    np.random.default_rng(args.seed).shuffle(questions)
-    fold_of = {q: i % args.cross_fit for i, q in enumerate(questions)}
-    fold = rows["qid"].map(fold_of).to_numpy()
+    fold = question_folds(rows["qid"], args.cross_fit, args.seed)
     kind = rows["kind"].to_numpy()
     share = np.empty(len(rows))
     for k in range(args.cross_fit):
