@@ -74,6 +74,29 @@ def test_score_rejects_an_unknown_qid_in_one_line(tmp_path):
     assert pd.read_parquet(out / "results.parquet")["qid"].unique().tolist() == ["d1"]
 
 
+def test_a_ranker_spec_ending_in_json_is_a_ranker_and_a_missing_validation_file_is_named(
+    tmp_path,
+):
+    """``--ranker guard:...,model=M.json`` builds the guard (which reads M: scoring with it
+    needs the MiniLM encoder, minutes here, so M is missing and the guard's error names M, not
+    the whole spec as a file), and a missing validation JSON is a one-line error naming it."""
+    ix = str(tmp_path / "ix")
+    ingest(DEMO / "manifest.yaml", indexes_dir=ix)
+    answers, out = str(DEMO / "answers.jsonl"), str(tmp_path / "results")
+    model = tmp_path / "models" / "guard.json"
+    proc = nrp("score", "demo", answers, "--ranker", f"guard:ranker=tfidf,model={model}",
+               "--out", out, "--indexes", ix)  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"nrp: error: {model}: file not found"]
+    missing = tmp_path / "runs" / "validation.json"
+    for option in ("--ranker", "--validation"):
+        proc = nrp("score", "demo", answers, option, str(missing), "--out", out, "--indexes", ix)
+        assert proc.returncode == 2
+        lines = proc.stderr.strip().splitlines()  # --validation adds "(given as --validation)"
+        assert len(lines) == 1 and lines[0].startswith(f"nrp: error: {missing}: file not found")
+    assert not (tmp_path / "results").exists()
+
+
 @pytest.mark.parametrize(
     ("argv", "abbreviation"),
     [

@@ -40,7 +40,7 @@ from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, NrpError
 from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param, register
 from nrp.positioning.ties import DEFAULT_TIE_MODE, TIE_MODES
-from nrp.validation.result import VALIDATION_FILE
+from nrp.validation.result import VALIDATION_FILE, names_validation_file
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +73,18 @@ def _is_pair(part: str) -> bool:
     return "=" in part.split(":", 1)[0]
 
 
+def names_validation(choice: Any) -> bool:
+    """``rankers`` names a validation JSON: ``validation`` (the collection's) or a path
+    (``names_validation_file``), not a ranker spec such as ``guard:model=/m/guard.json``."""
+    return isinstance(choice, str) and (choice == VALIDATION or names_validation_file(choice))
+
+
 def parse_rankers(value: str) -> str | dict[str, str]:
     """The ``rankers`` parameter: ``validation``, a path, a single spec, or dimension -> spec."""
     value = value.strip()
     if not value:
         raise ConfigError("evaluator 'nrp': rankers is empty")
-    if value == VALIDATION or value.endswith(".json"):
+    if names_validation(value):
         return value
     parts = [p.strip() for p in value.split(";") if p.strip()]
     if len(parts) == 1 and not _is_pair(parts[0]):
@@ -161,7 +167,7 @@ class NrpEvaluator(Evaluator):
             return
         if isinstance(self.choice, dict):
             dimensions = list(self.choice)
-        elif self.choice == VALIDATION or str(self.choice).endswith(".json"):
+        elif names_validation(self.choice):
             from nrp.validation.result import chosen_rankers
 
             dimensions = list(chosen_rankers(self._validation_path(collection)))
@@ -185,7 +191,7 @@ class NrpEvaluator(Evaluator):
             from nrp.positioning.scoring import resolve_rankers
 
             choice: Any = self.choice
-            if choice == VALIDATION or (isinstance(choice, str) and choice.endswith(".json")):
+            if names_validation(choice):
                 choice = self._validation_path(self.collection)
             self._rankers, warnings = resolve_rankers(choice, self.collection)
             for warning in warnings:

@@ -158,14 +158,12 @@ def resolve_rankers(
 def validation_of(rankers: RankerChoice) -> Any:
     """The ``ValidationResult`` that ``rankers`` names (itself, or a validation JSON's path,
     read), or None when ``rankers`` are given otherwise."""
-    from nrp.validation.result import ValidationResult
+    from nrp.validation.result import ValidationResult, names_validation_file
 
     if isinstance(rankers, ValidationResult):
         return rankers
-    if isinstance(rankers, str | Path):
-        text = str(rankers)
-        if text.endswith(".json") or Path(text).is_file():
-            return ValidationResult.from_json(Path(text))
+    if isinstance(rankers, str | Path) and names_validation_file(rankers):
+        return ValidationResult.from_json(Path(rankers))
     return None
 
 

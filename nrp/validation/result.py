@@ -31,6 +31,23 @@ FORMAT_VERSION = 1
 VALIDATION_FILE = "validation.json"
 
 
+def names_validation_file(value: str | Path) -> bool:
+    """Whether a rankers value (``--ranker``, ``score_answers``' rankers, the ``nrp``
+    evaluator's ``rankers``) names a validation JSON rather than a ranker spec: a value whose
+    text before the first ``:`` is a ranker's name is a spec (``guard:model=/m/guard.json``,
+    ``bm25`` beside a file named so); any other names a validation JSON when it is a file or ends
+    in ``.json``, so a missing ``runs/validation.json`` is still read, and said to be missing."""
+    from nrp.rankers.registry import all_rankers
+
+    text = str(value)
+    if text.strip().partition(":")[0] in all_rankers():
+        return False
+    try:
+        return text.endswith(".json") or Path(text).is_file()
+    except (OSError, ValueError):  # no file can have this name (too long, a NUL byte)
+        return False
+
+
 @dataclass
 class SystemInfo:
     """A ranker (built from a spec) or an external run file, as validated."""

@@ -21,6 +21,7 @@ from nrp.evaluators.nrp_scores import NrpEvaluator, parse_rankers, parse_weights
 from nrp.evaluators.reference_based import Rouge
 from nrp.evaluators.run import evaluate, evaluate_answers
 from nrp.positioning.scoring import score_answers
+from nrp.rankers.guard import PACKAGED_MODEL, GuardRanker
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 
@@ -253,6 +254,10 @@ def test_nrp_evaluator_options_and_errors(tiny):
         "relevance": "tfidf",
         "readability": "dph",
     }
+    assert parse_rankers("runs/validation.json") == "runs/validation.json"  # a validation path
+    # a ranker whose last parameter ends in .json is a ranker spec, not a validation path
+    spec = "guard:ranker=tfidf+model=/tmp/guard.json"
+    assert parse_rankers(spec) == "guard:ranker=tfidf,model=/tmp/guard.json"
     assert parse_weights("") is None
     assert parse_weights("relevance=2;readability=1") == {"relevance": 2.0, "readability": 1.0}
     with pytest.raises(ConfigError, match="DIM=NUMBER"):
@@ -268,6 +273,20 @@ def test_nrp_evaluator_options_and_errors(tiny):
     with pytest.raises(ConfigError, match="no dimension"):
         evaluate_answers(tiny, ANSWERS, "nrp:rankers=clarity=tfidf", cache=False)
     assert make_evaluator("nrp").cacheable is False
+
+
+def test_nrp_evaluator_takes_a_ranker_spec_ending_in_json(tiny, tmp_path):
+    model = tmp_path / "guard.json"
+    model.write_bytes(PACKAGED_MODEL.read_bytes())
+    evaluator = NrpEvaluator({"rankers": f"guard:ranker=tfidf+model={model}"})
+    evaluator.bind_collection(tiny)
+    assert evaluator.dimensions() == list(tiny.dimensions)  # one spec for every dimension
+    built = evaluator._resolved_rankers()
+    assert {type(r) for r in built.values()} == {GuardRanker}
+    assert {r.params["model"] for r in built.values()} == {str(model)}
+    missing = tmp_path / "runs" / "validation.json"
+    with pytest.raises(ConfigError, match=f"no validation JSON at {missing}"):
+        NrpEvaluator({"rankers": str(missing)}).bind_collection(tiny)
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """score_answers: the per-answer frame, combined NRP, one ranker scored once, skipped queries,
-rankers from a validation JSON, input errors, and the PyTerrier wrapper NRPScorer.
+rankers from a validation JSON (told from a ranker spec ending in .json), input errors, and the
+PyTerrier wrapper NRPScorer.
 
 Uses the hand-built collection of test_injection (q1: documents scored 5, 4, 3, 3, 1 by
 ``FixedScores``; q2: no document with text; q3: two documents)."""
@@ -15,14 +16,18 @@ import pyterrier as pt
 import pytest
 from test_injection import FixedScores, build_tiny, fresh_copy, tiny_answers
 
-from nrp.errors import ConfigError, NrpError
+from nrp.errors import ConfigError, InputError, NrpError
 from nrp.positioning.scoring import (
     RESULT_COLUMNS,
     NRPScorer,
     normalised_weights,
+    resolve_rankers,
     score,
     score_answers,
+    validation_of,
 )
+from nrp.rankers.guard import PACKAGED_MODEL, GuardRanker, packaged_model
+from nrp.validation.result import names_validation_file
 from nrp.validation.validate import validate
 
 
@@ -147,6 +152,44 @@ def test_rankers_come_from_a_validation_json(tiny, tmp_path):
     path.write_text(json.dumps(data))
     other = score_answers(collection, tiny_answers(), path)
     assert "may not apply" in other.attrs["warnings"][0]
+
+
+def test_a_validation_file_is_told_from_a_ranker_spec_ending_in_json(tiny, tmp_path, monkeypatch):
+    collection = fresh_copy(tiny, tmp_path / "c")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bm25").write_text("a run file, say")
+    (tmp_path / "chosen").write_text("{}")
+    path = tmp_path / "chosen.json"
+    validate(collection, ["random", "tfidf"], cache=False, validity=False).to_json(path)
+    assert names_validation_file(str(path)) and names_validation_file(path)
+    # a missing file is still a validation path: reading it says the file is missing
+    assert names_validation_file("runs/validation.json")
+    assert names_validation_file("validation.json")
+    assert names_validation_file("C:\\runs\\v.json")  # "C" is no ranker
+    # a ranker whose last parameter is a path (or a model folder) ending in .json
+    assert not names_validation_file("guard:model=/tmp/x.json")
+    assert not names_validation_file("dense:model=some/dir.json")
+    assert not names_validation_file("bm25")  # a ranker's name, though a file is named so
+    assert names_validation_file("chosen")  # a file, no ranker's name
+    # the word "validation" names no file: the nrp evaluator resolves it to the collection's
+    assert not names_validation_file("validation")
+    assert validation_of(str(path)).chosen() == validation_of(path).chosen()
+    with pytest.raises(InputError, match=r"validation\.json: file not found"):
+        validation_of(str(tmp_path / "runs" / "validation.json"))
+
+
+def test_a_ranker_spec_ending_in_json_is_built_as_the_ranker(tiny, tmp_path):
+    collection = fresh_copy(tiny, tmp_path / "c")
+    model = tmp_path / "guard.json"
+    model.write_bytes(PACKAGED_MODEL.read_bytes())
+    spec = f"guard:ranker=tfidf,model={model}"
+    assert validation_of(spec) is None
+    built, warnings = resolve_rankers(spec, collection)
+    assert warnings == [] and set(built) == {"relevance", "readability"}
+    guard = built["relevance"]
+    assert isinstance(guard, GuardRanker) and built["readability"] is guard
+    assert guard.params["model"] == str(model)
+    assert guard.model.digest == packaged_model().digest  # the file given, read
 
 
 def test_nrp_scorer_is_a_pyterrier_transformer(tiny, tmp_path):
