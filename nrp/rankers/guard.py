@@ -74,6 +74,17 @@ the ``evasion`` family (padding, evasion, refusal) was held out of fitting and o
 thresholds' choice, and validation reports it apart. ``model=FILE`` reads another fitted
 model.
 
+Calibrated. Each detector's threshold was set to flag 1% of the fitting questions' judged
+answers; how the answers of another collection are written moves that share (answers from
+question-answering sites speak of their writer, scraped pages hold lists). So a guard bound to a
+collection sets each detector's threshold anew, the same way, on the collection's own judged
+answers (``calibrate``: the share, 0.01 by default; documents of a gain above 0 in the first
+dimension, each with its own question, as ``spec_rd`` reads them): what it promises, about 1%
+of real answers flagged per detector, holds on the collection it judges. The thresholds are kept
+beside the collection (``guard-thresholds-KEY.json``); unbound, with ``calibrate=0``, or with
+fewer judged answers than ``1 / calibrate``, the model's own. ``threshold=`` replaces the first
+detector's.
+
 Content. ``content=W`` adds ``W * log(1 + new terms)`` (the ``log_novel`` feature) to the
 guarded ranker's score: a small reward for what a text says beyond the question. Judges grade
 complete answers above partial ones; a ranker of similarity to the question cannot see it, and a
@@ -97,7 +108,7 @@ guarded ranker's scores of the judged answers stay as they were; a document judg
 (gain 0) that repeats the question is cut like any text. 0: the whole text.
 
 Spec: ``guard:ranker=dense`` (default), ``guard:ranker=bm25;k1=0.9``: the guarded ranker's own
-parameters separated by ``;`` as in ``fuse``. ``threshold=`` overrides the model's.
+parameters separated by ``;`` as in ``fuse``.
 """
 
 from __future__ import annotations
@@ -165,6 +176,9 @@ _MARKS = re.compile(r"[^\w\s]*")
 #: train+val: scripts/tune_guard.py) and at least ``QUOTED_WORDS`` words
 QUOTED_SHARE = 0.3
 QUOTED_WORDS = 4
+#: ``calibrate``: the share of a bound collection's judged answers each detector flags (the share
+#: of the fitting answers each was fitted to flag: ``scripts/fit_guard.py --max-flagged``)
+CALIBRATED_SHARE = 0.01
 
 
 @dataclass(frozen=True)
@@ -208,6 +222,19 @@ class GuardModel:
         for detector in self.also:
             share = np.minimum(share, detector.answer_share(table))
         return share
+
+    def calibrated(self, table: pd.DataFrame, share: float) -> GuardModel:
+        """This model with each detector's threshold set as it was fitted, on the rows of
+        ``table`` (``GuardFeatures.frame`` of real answers): the largest probability at which it
+        flags at most ``share`` of them (the rows where it abstains left out). A detector with
+        fewer than ``1 / share`` rows to go by keeps its threshold."""
+        values = table[list(self.features)].to_numpy(dtype=float)
+        known = np.sort(self.probability(values[~np.isnan(values).any(axis=1)]))
+        threshold = self.threshold
+        if share > 0 and len(known) >= math.ceil(1.0 / share):
+            threshold = float(known[int(np.floor(share * len(known)))])
+        also = tuple(detector.calibrated(table, share) for detector in self.also)
+        return replace(self, threshold=threshold, also=also)
 
     @cached_property
     def digest(self) -> str:
@@ -706,7 +733,17 @@ PARAMS: dict[str, Param] = {
     "threshold": Param(
         float,
         -1.0,
-        "flag a text whose probability of being a real answer is below this (-1: the model's)",
+        "the first detector flags a text whose probability of being a real answer is below "
+        "this (-1: the model's threshold, calibrated where bound)",
+    ),
+    "calibrate": Param(
+        float,
+        CALIBRATED_SHARE,
+        "bound to a collection, set each detector's threshold so that it flags this share of the "
+        "collection's judged answers (gain above 0), as it was fitted to flag of the fitting "
+        "answers; 0: the model's thresholds",
+        minimum=0,
+        maximum=0.5,
     ),
     "content": Param(
         float,
@@ -758,17 +795,13 @@ class GuardRanker(Ranker):
         self._dq_texts: dict[str, str] = {}  # bound: row key of D_q -> its text
         self._quoted_runs: dict[str, tuple[int, frozenset[tuple[str, ...]]]] = {}  # quoted_runs
         self._cached: CachedRanker | None = None  # bound: the guarded ranker's score cache
+        self._detectors: GuardModel | None = None  # bound: the model calibrated (``detectors``)
 
     @cached_property
     def model(self) -> GuardModel:
         """The fitted model, read once per ranker (it is read on every scoring call)."""
         path = str(self.params["model"])
         return GuardModel.from_json(path) if path else packaged_model()
-
-    @property
-    def threshold(self) -> float:
-        given = float(self.params["threshold"])
-        return self.model.threshold if given == -1.0 else given
 
     def parts(self) -> tuple[Ranker, ...]:
         return (self.ranker,)
@@ -804,6 +837,7 @@ class GuardRanker(Ranker):
         self._store = Path(collection.path)
         self._dq_texts = judged_texts(candidates)
         self._quoted_runs = {}  # read from this collection's judged answers
+        self._detectors = None  # calibrated on this collection's judged answers
         self._cached = CachedRanker(
             self.ranker,
             ScoreCache(collection.path / SCORE_CACHE_FILE),
@@ -847,8 +881,41 @@ class GuardRanker(Ranker):
         queries = frame["query"].fillna("").astype(str).tolist()
         texts = frame["text"].fillna("").astype(str).tolist()
         table = self.features().frame(queries, texts)
-        share = self.model.answer_share(table, self.threshold)
+        given = float(self.params["threshold"])
+        share = self.detectors().answer_share(table, None if given == -1.0 else given)
         return table.assign(answer_share=share, flagged=share < 1.0)
+
+    def detectors(self) -> GuardModel:
+        """The model whose thresholds flag texts: bound to a collection, each detector's
+        threshold calibrated on the collection's judged answers (``calibrate``; kept beside the
+        collection, ``guard-thresholds-KEY.json``), else the model's own."""
+        share = float(self.params["calibrate"])
+        answers = sum(len(docs) for docs in self._documents.values())
+        if not share or answers < math.ceil(1.0 / share):  # too few to go by: none calibrated
+            return self.model
+        if self._detectors is None:
+            self._detectors = self._calibrated(share)
+        return self._detectors
+
+    def _calibrated(self, share: float) -> GuardModel:
+        features = self.features()
+        rows = [(q, t) for q, docs in self._documents.items() for t in docs]
+        digest = hashlib.sha256(
+            json.dumps([self.model.digest, features.encoder.fingerprint(), FEATURE_DEFINITIONS,
+                        share, self._others, rows]).encode("utf-8", "surrogatepass")
+        )  # fmt: skip
+        name = f"guard-thresholds-{digest.hexdigest()[:24]}.json"
+        path = self._store / name if self._store is not None else None
+        if path is not None and path.is_file():
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                return _with_thresholds(self.model, json.loads(path.read_text(encoding="utf-8")))
+        table = features.frame([q for q, _ in rows], [t for _, t in rows])
+        calibrated = self.model.calibrated(table, share)
+        thresholds = [d.threshold for d in (calibrated, *calibrated.also)]
+        if path is not None:
+            with contextlib.suppress(OSError):  # a folder that cannot be written keeps nothing
+                write_aside(path, lambda part: part.write_text(json.dumps(thresholds) + "\n"))
+        return calibrated
 
     def flags(self, frame: pd.DataFrame) -> np.ndarray:
         """True for each row whose text the guard takes for no real answer."""
@@ -880,6 +947,15 @@ class GuardRanker(Ranker):
         share = assessed["answer_share"].to_numpy(dtype=float)
         below = -FLAG_OFFSET + (FLAG_OFFSET / 2) * np.minimum(share, 1.0)
         return np.where(flagged, below, scores)
+
+
+def _with_thresholds(model: GuardModel, thresholds: Sequence[float]) -> GuardModel:
+    """``model`` with the thresholds of its detectors (itself first, then ``also``)."""
+    if len(thresholds) != 1 + len(model.also):
+        raise ValueError(f"{len(thresholds)} thresholds for {1 + len(model.also)} detectors")
+    pairs = zip(model.also, thresholds[1:], strict=True)
+    also = tuple(replace(d, threshold=float(t)) for d, t in pairs)
+    return replace(model, threshold=float(thresholds[0]), also=also)
 
 
 def _available() -> tuple[bool, str]:

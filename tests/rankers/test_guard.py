@@ -302,6 +302,27 @@ def test_any_detector_flags_and_the_share_is_the_least(tmp_path):
     assert GuardModel.from_json(path) == both
 
 
+def test_calibrated_thresholds_by_hand():
+    """Each detector's threshold: the probability of the answer at ``floor(share * n)`` in order
+    (so it flags that many), over the rows where it does not abstain; with fewer than
+    ``1 / share`` rows the model's own."""
+    x = np.arange(12, dtype=float) / 10  # novel_share 0.0 .. 1.1
+    table = pd.DataFrame({"novel_share": x, "spec_rd": [np.nan, np.nan, *x[2:]]})
+    generic = GuardModel(("spec_rd",), (2.0,), -1.0, 0.5)
+    mirror = GuardModel(("novel_share",), (4.0,), -2.0, 0.9, also=(generic,))
+    calibrated = mirror.calibrated(table, 0.25)
+    sigmoid = lambda z: 1 / (1 + math.exp(-z))  # noqa: E731
+    assert calibrated.threshold == pytest.approx(sigmoid(4 * 0.3 - 2))  # 12 rows: the 4th
+    assert calibrated.also[0].threshold == pytest.approx(sigmoid(2 * 0.4 - 1))  # 10: the 3rd
+    flagged = calibrated.answer_share(table) < 1  # mirror: 0.0-0.2; generic: 0.2, 0.3
+    assert x[flagged] == pytest.approx([0.0, 0.1, 0.2, 0.3])
+    assert calibrated.weights == mirror.weights and calibrated.also[0].weights == generic.weights
+    assert mirror.calibrated(table, 0.05) == mirror  # 12 rows: fewer than 20
+    assert mirror.calibrated(table, 0.1).also[0].threshold == pytest.approx(sigmoid(2 * 0.3 - 1))
+    partly = mirror.calibrated(table, 0.09)  # twelve rows needed: the known ten are too few
+    assert partly.threshold == pytest.approx(sigmoid(4 * 0.1 - 2)) and partly.also[0] == generic
+
+
 def test_guard_keeps_dense_scores_of_answers_and_puts_mirrors_below(encoder):
     frame = pd.DataFrame(
         {

@@ -193,3 +193,42 @@ def test_with_the_chosen_guard_an_echo_gets_nrp_0_and_a_real_answer_does_not(ans
     # tfidf alone would have put every echo first
     plain = score_answers(answers, pd.DataFrame(rows), "tfidf", cache=False)
     assert (plain[plain["answer_id"].str.startswith("echo")]["nrp"] == 1.0).all()
+
+
+def test_the_bound_guard_calibrates_each_detector_on_the_collections_judged_answers(answers):
+    """``calibrate=S``: each detector's threshold is set so that it flags S of the collection's
+    judged answers (gain above 0: eight here), kept beside the collection and read from there by
+    the next guard; 0, or too few answers for S, keeps the model's thresholds."""
+    from nrp.rankers.guard import packaged_model
+    from nrp.rankers.registry import make_ranker
+
+    relevant = answers.candidates().merge(
+        answers.qrels("relevance").query("label > 0")[["qid", "docno"]]
+    )
+    assert len(relevant) == 8
+    guard = make_ranker("guard:calibrate=0.125")
+    guard.bind_collection(answers)
+    calibrated = guard.detectors()
+    table = guard.features().frame(relevant["query"].tolist(), relevant["text"].tolist())
+    for detector in (calibrated, *calibrated.also):
+        p = detector.probability(table[list(detector.features)].to_numpy(dtype=float))
+        assert np.sort(p)[1] == detector.threshold  # the second lowest: flags one of eight
+        assert (p < detector.threshold).sum() == 1
+    assert guard.assess(relevant)["flagged"].sum() <= 1 + len(calibrated.also)
+    (kept,) = answers.path.glob("guard-thresholds-*.json")
+    thresholds = [d.threshold for d in (calibrated, *calibrated.also)]
+    assert json.loads(kept.read_text()) == thresholds
+    # the next guard reads them (a value changed in the file is what it uses)
+    kept.write_text(json.dumps([0.5, *thresholds[1:]]))
+    again = make_ranker("guard:calibrate=0.125")
+    again.bind_collection(answers)
+    assert again.detectors().threshold == 0.5
+    kept.write_text(json.dumps(thresholds))
+    model = packaged_model()
+    for spec in ("guard:calibrate=0", "guard:calibrate=0.1"):  # 0.1: needs ten answers
+        other = make_ranker(spec)
+        other.bind_collection(answers)
+        assert other.detectors() is other.model == model
+    assert make_ranker("guard").detectors() is model  # unbound
+    assert make_ranker("guard").params["calibrate"] == 0.01
+    assert len({make_ranker(f"guard:calibrate={s}").fingerprint() for s in (0, 0.01, 0.1)}) == 3
