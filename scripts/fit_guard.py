@@ -11,7 +11,9 @@ asked again in the MEDIQA test set (v-24, v-38, t2-103; docs/training.md). What 
 
 1. the fluency reference: the ``--frequent`` words of highest document frequency in the
    documents of training set 1 (never fitted on: a fitted answer's own word pairs must not make
-   it look fluent), and the pairs of them adjacent in at least ``--pair-docs`` documents;
+   it look fluent) and of the ``--fluency-collections`` if any (their texts only; ingested from
+   ``manifests/`` when missing), and the pairs of them adjacent in at least ``--pair-docs``
+   documents;
 2. one logistic regression per detector (``DETECTORS``; L2, ``--l2``; classes weighted to
    equal mass) of "real answer" on its features (``FEATURES``): the judged documents of the
    fitting questions are real answers, and so is each judged document of grade
@@ -70,6 +72,11 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--frequent", type=int, default=150)
     parser.add_argument("--pair-docs", type=int, default=3)
+    parser.add_argument(
+        "--fluency-collections", default="",
+        help="comma-separated collections whose documents join training set 1's in the fluency "
+        "reference (their texts only; '' for none)",
+    )  # fmt: skip
     parser.add_argument(
         "--restated-grade",
         type=float,
@@ -177,6 +184,26 @@ def fitting_rows(args: argparse.Namespace):
         ignore_index=True,
     )  # fmt: skip
     return collection, reference.drop_duplicates().tolist(), rows
+
+
+def collection_names(names: str) -> list[str]:
+    return [name.strip() for name in names.split(",") if name.strip()]
+
+
+def fluency_documents(args: argparse.Namespace) -> list[str]:
+    """The distinct documents of the ``--fluency-collections`` (ingested when missing)."""
+    import nrp
+    from nrp.errors import NrpError
+
+    texts: list[str] = []
+    for name in collection_names(args.fluency_collections):
+        try:
+            collection = nrp.Collection.load(name, args.indexes)
+        except NrpError:
+            nrp.ingest(ROOT / "manifests" / f"{name}.yaml", indexes_dir=args.indexes)
+            collection = nrp.Collection.load(name, args.indexes)
+        texts += collection.candidates()["text"].astype(str).drop_duplicates().tolist()
+    return texts
 
 
 def boilerplate_texts(
@@ -467,12 +494,17 @@ def main(argv: list[str] | None = None) -> int:
         if value < least and not (option == "--cross-fit" and value == 0):
             print(f"fit_guard: {option} must be at least {least}, got {value}", file=sys.stderr)
             return 2
+    for name in collection_names(args.fluency_collections):
+        if not (ROOT / "manifests" / f"{name}.yaml").is_file():
+            print(f"fit_guard: --fluency-collections: no manifests/{name}.yaml", file=sys.stderr)
+            return 2
     if not args.direction_l2 > 0:
         print(f"fit_guard: --direction-l2 must be above 0, got {args.direction_l2}",
               file=sys.stderr)  # fmt: skip
         return 2
     collection, reference_texts, rows = fitting_rows(args)
-    reference = fluency_reference(reference_texts, args.frequent, args.pair_docs)
+    fluency_texts = reference_texts + fluency_documents(args)
+    reference = fluency_reference(fluency_texts, args.frequent, args.pair_docs)
     terms = document_frequencies(reference_texts)
     provisional = GuardModel(FEATURES, (0.0,) * len(FEATURES), 0.0, 0.5, *reference, *terms)
     others = collection.topics["query"].astype(str).tolist()
@@ -493,7 +525,8 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(LEFT_OUT),
         "queries": int(rows["qid"].nunique()),
         "fluency_reference": f"the {len(reference_texts)} distinct documents of training set 1 "
-        "(not fitted on: a fitted answer's own pairs must not make it fluent)",
+        "(not fitted on: a fitted answer's own pairs must not make it fluent)"
+        + "".join(f", {n}'s documents" for n in collection_names(args.fluency_collections)),
         "real_answers": int(answers.sum()),
         "restated_answers_of_grade": args.restated_grade,
         "held_out_family": args.held_out,

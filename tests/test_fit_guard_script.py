@@ -129,6 +129,10 @@ def test_answer_like_of_a_fitting_row_comes_from_a_direction_fitted_without_its_
         (["--cross-fit", "-3"], "--cross-fit must be at least 2, got -3"),
         (["--written-tokens", "0"], "--written-tokens must be at least 1, got 0"),
         (["--direction-l2", "0"], "--direction-l2 must be above 0, got 0.0"),
+        (
+            ["--fluency-collections", "argquality-20,nope"],
+            "--fluency-collections: no manifests/nope.yaml",
+        ),
     ],
 )
 def test_a_bad_option_is_one_line_and_exit_2_before_anything_is_read_or_written(
@@ -138,3 +142,17 @@ def test_a_bad_option_is_one_line_and_exit_2_before_anything_is_read_or_written(
     assert fit_guard.main([*option, "--indexes", str(indexes), "--out", str(out)]) == 2
     assert capsys.readouterr().err == f"fit_guard: {message}\n"
     assert not indexes.exists() and not out.exists()  # nothing ingested, generated or written
+
+
+def test_the_fluency_collections_documents_are_read_from_an_ingest_of_their_manifest(
+    tmp_path, shared_data
+):
+    """``--fluency-collections argquality-20``: the collection is ingested into an empty indexes
+    folder from its manifest and its 1,590 distinct texts are returned (1,610 judged arguments:
+    four judged under two topics, and some arguments share a text); none without the option."""
+    shared_data("argquality-20")
+    args = SimpleNamespace(fluency_collections="argquality-20", indexes=tmp_path / "indexes")
+    texts = fit_guard.fluency_documents(args)
+    assert len(texts) == len(set(texts)) == 1590
+    assert (tmp_path / "indexes" / "argquality-20").is_dir()
+    assert fit_guard.fluency_documents(SimpleNamespace(fluency_collections=" ", indexes=None)) == []
