@@ -223,7 +223,12 @@ def test_the_bound_guard_calibrates_each_detector_on_the_collections_judged_answ
     again = make_ranker("guard:calibrate=0.125")
     again.bind_collection(answers)
     assert again.detectors().threshold == 0.5
-    kept.write_text(json.dumps(thresholds))
+    for damaged in ("[1, 2]", "not json"):  # computed again and written whole
+        kept.write_text(damaged)
+        third = make_ranker("guard:calibrate=0.125")
+        third.bind_collection(answers)
+        assert [d.threshold for d in (third.detectors(), *third.detectors().also)] == thresholds
+        assert json.loads(kept.read_text()) == thresholds
     model = packaged_model()
     for spec in ("guard:calibrate=0", "guard:calibrate=0.1"):  # 0.1: needs ten answers
         other = make_ranker(spec)
