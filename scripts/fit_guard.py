@@ -53,7 +53,8 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-MANIFEST = ROOT / "manifests" / "mediqa-2019-train.yaml"
+#: the collection fitted on (ingested from ``manifests/mediqa-2019-train.yaml`` when missing)
+FITTING_COLLECTION = "mediqa-2019-train"
 #: training set 1 = LiveQA-Med's questions; these three are asked again in the MEDIQA test set
 LEFT_OUT_PREFIX = "t1-"
 LEFT_OUT = ("v-24", "v-38", "t2-103")
@@ -158,15 +159,9 @@ def text_embeddings(rows: pd.DataFrame, features, cache: Path | None) -> np.ndar
 
 def fitting_rows(args: argparse.Namespace):
     """The fitting questions' judged documents and degenerate texts (kind, family columns)."""
-    import nrp
-    from nrp.errors import NrpError
     from nrp.validation.degenerate import degenerate_frame, query_materials
 
-    try:
-        collection = nrp.Collection.load("mediqa-2019-train", args.indexes)
-    except NrpError:
-        nrp.ingest(MANIFEST, indexes_dir=args.indexes)
-        collection = nrp.Collection.load("mediqa-2019-train", args.indexes)
+    collection = load_or_ingest(FITTING_COLLECTION, args.indexes)
     everything = collection.candidates()
     reference = everything[everything["qid"].str.startswith(LEFT_OUT_PREFIX)]["text"]
     keep = ~everything["qid"].str.startswith(LEFT_OUT_PREFIX) & ~everything["qid"].isin(LEFT_OUT)
@@ -192,18 +187,24 @@ def collection_names(names: str) -> list[str]:
 
 def fluency_documents(args: argparse.Namespace) -> list[str]:
     """The distinct documents of the ``--fluency-collections`` (ingested when missing)."""
+    texts: list[str] = []
+    for name in collection_names(args.fluency_collections):
+        collection = load_or_ingest(name, args.indexes)
+        texts += collection.candidates()["text"].astype(str).drop_duplicates().tolist()
+    return texts
+
+
+def load_or_ingest(name: str, indexes: Path):
+    """The collection ``name`` in ``indexes``, ingested from ``manifests/NAME.yaml`` first when
+    it is not there."""
     import nrp
     from nrp.errors import NrpError
 
-    texts: list[str] = []
-    for name in collection_names(args.fluency_collections):
-        try:
-            collection = nrp.Collection.load(name, args.indexes)
-        except NrpError:
-            nrp.ingest(ROOT / "manifests" / f"{name}.yaml", indexes_dir=args.indexes)
-            collection = nrp.Collection.load(name, args.indexes)
-        texts += collection.candidates()["text"].astype(str).drop_duplicates().tolist()
-    return texts
+    try:
+        return nrp.Collection.load(name, indexes)
+    except NrpError:
+        nrp.ingest(ROOT / "manifests" / f"{name}.yaml", indexes_dir=indexes)
+        return nrp.Collection.load(name, indexes)
 
 
 def boilerplate_texts(
@@ -356,13 +357,11 @@ def fit_direction(
     """``answer_like``'s linear model: an L2-penalised logistic regression (``l2``) of "real
     answer" on the embeddings of the ``answers`` rows against the ``negative`` rows, the two
     classes weighted to equal mass."""
-    from nrp.rankers.guard import fit_logistic
+    from nrp.rankers.guard import balanced_weights, fit_logistic
 
     fit = answers | negative
     y = answers[fit].astype(float)
-    n_pos, n_neg = max(1.0, y.sum()), max(1.0, len(y) - y.sum())
-    weight = np.where(y == 1, 0.5 / n_pos, 0.5 / n_neg) * len(y)
-    beta = fit_logistic(embeddings[fit], y, weight, l2)
+    beta = fit_logistic(embeddings[fit], y, balanced_weights(y), l2)
     return beta[:-1], float(beta[-1])
 
 

@@ -229,10 +229,10 @@ class GuardModel:
         flags at most ``share`` of them (the rows where it abstains left out). A detector with
         fewer than ``1 / share`` rows to go by keeps its threshold."""
         values = table[list(self.features)].to_numpy(dtype=float)
-        known = np.sort(self.probability(values[~np.isnan(values).any(axis=1)]))
+        known = self.probability(values[~np.isnan(values).any(axis=1)])
         threshold = self.threshold
-        if share > 0 and len(known) >= math.ceil(1.0 / share):
-            threshold = float(known[int(np.floor(share * len(known)))])
+        if enough_to_calibrate(len(known), share):
+            threshold = flagging_threshold(known, share)
         also = tuple(detector.calibrated(table, share) for detector in self.also)
         return replace(self, threshold=threshold, also=also)
 
@@ -674,6 +674,25 @@ def document_frequencies(texts: Sequence[str]) -> tuple[int, dict[str, int]]:
     return len(distinct), dict(sorted(counts.items()))
 
 
+def balanced_weights(y: np.ndarray) -> np.ndarray:
+    """Row weights that give the two classes of ``y`` (0/1) equal mass, ``len(y)`` in all."""
+    n_pos, n_neg = max(1, int(y.sum())), max(1, int(len(y) - y.sum()))
+    return np.where(y == 1, 0.5 / n_pos, 0.5 / n_neg) * len(y)
+
+
+def flagging_threshold(probabilities: np.ndarray, share: float) -> float:
+    """The largest threshold at which at most ``share`` of ``probabilities`` (real answers')
+    lie below it: the one at ``floor(share * n)`` in order."""
+    ordered = np.sort(probabilities)
+    return float(ordered[int(np.floor(share * len(ordered)))])
+
+
+def enough_to_calibrate(rows: int, share: float) -> bool:
+    """Whether ``rows`` real answers are enough to set a threshold flagging ``share`` of them:
+    at least ``1 / share``."""
+    return share > 0 and rows >= math.ceil(1.0 / share)
+
+
 def fit_logistic(x: np.ndarray, y: np.ndarray, weight: np.ndarray, l2: float = 1.0) -> np.ndarray:
     """Weights, then the intercept, of an L2-penalised logistic regression of ``y`` (0/1) on the
     columns of ``x`` with row weights, by Newton's method on standardised columns (the
@@ -711,14 +730,12 @@ def fit_guard_model(
     fluency reference the table was computed with; ``terms``: its term reference
     (``document_frequencies``)."""
     y = np.asarray(is_answer, dtype=float)
-    n_pos, n_neg = max(1, int(y.sum())), max(1, int(len(y) - y.sum()))
-    weight = np.where(y == 1, 0.5 / n_pos, 0.5 / n_neg) * len(y)
     x = table[list(features)].to_numpy(dtype=float)
-    beta = fit_logistic(x, y, weight, l2)
+    beta = fit_logistic(x, y, balanced_weights(y), l2)
     model = GuardModel(tuple(features), tuple(float(b) for b in beta[:-1]), float(beta[-1]), 0.5,
                        reference[0], reference[1], terms[0], dict(terms[1]))  # fmt: skip
-    answers = np.sort(model.probability(x)[y == 1])
-    threshold = float(answers[int(np.floor(max_flagged * len(answers)))]) if len(answers) else 0.5
+    answers = model.probability(x)[y == 1]
+    threshold = flagging_threshold(answers, max_flagged) if len(answers) else 0.5
     return replace(model, threshold=threshold)
 
 
@@ -891,7 +908,7 @@ class GuardRanker(Ranker):
         collection, ``guard-thresholds-KEY.json``), else the model's own."""
         share = float(self.params["calibrate"])
         answers = sum(len(docs) for docs in self._documents.values())
-        if not share or answers < math.ceil(1.0 / share):  # too few to go by: none calibrated
+        if not enough_to_calibrate(answers, share):  # no detector has enough rows to go by
             return self.model
         if self._detectors is None:
             self._detectors = self._calibrated(share)
