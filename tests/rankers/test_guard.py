@@ -510,6 +510,9 @@ def test_spec_and_parameters():
     for bad in ("-1", "2"):
         with pytest.raises(ConfigError, match="quoted"):
             make_ranker(f"guard:quoted={bad}")
+    for bad in ("-0.01", "0.6", "x"):
+        with pytest.raises(ConfigError, match="calibrate"):
+            make_ranker(f"guard:calibrate={bad}")
 
 
 def test_a_bad_model_file_is_one_input_error(tmp_path):
