@@ -119,7 +119,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import cache, cached_property
 from itertools import pairwise
@@ -887,9 +887,31 @@ class GuardRanker(Ranker):
     def features(self) -> GuardFeatures:
         if self._features is None:
             self._features = GuardFeatures(
-                self.model, make_ranker(ENCODER), self._others, self._documents, self._store
+                self.model, self._encoder(), self._others, self._documents, self._store
             )
         return self._features
+
+    def _encoder(self) -> Ranker:
+        """The features' encoder (``ENCODER``): the guarded ranker itself when it is that
+        encoder (the same model and parameters: the default ``guard``), so that one embedding
+        stream serves both (``embedding_stream``)."""
+        encoder = make_ranker(ENCODER)
+        return self.ranker if self.ranker.fingerprint() == encoder.fingerprint() else encoder
+
+    @contextlib.contextmanager
+    def embedding_stream(self, texts: Sequence[str]) -> Iterator[None]:
+        """While open, the features' encoder serves the embeddings of ``texts`` (the positioner's
+        answers and their questions) from one length-sorted stream embedded now
+        (``DenseRanker.embedding_stream``); where the guarded ranker is that encoder, its scores
+        read the same vectors, so each text is embedded once, not once for the ranker and once
+        for the features. Vectors move by float rounding with the stream (about 1e-7); NRP
+        does not (docs/nrp.md)."""
+        stream = getattr(self.features().encoder, "embedding_stream", None)
+        if stream is None:
+            yield
+            return
+        with stream(texts):
+            yield
 
     def assess(self, frame: pd.DataFrame) -> pd.DataFrame:
         """The guard's features of each row (query, text), its ``answer_share`` (the least of

@@ -346,6 +346,50 @@ def test_guard_keeps_dense_scores_of_answers_and_puts_mirrors_below(encoder):
     assert (scores[3] < scores[4]) == (share[3] < share[4])
 
 
+def test_one_embedding_stream_serves_the_guarded_dense_ranker_and_the_features(encoder):
+    import nrp.rankers.guard as guard_module
+
+    frame = pd.DataFrame(
+        {"qid": "q1", "query": QUESTION, "docno": ["a1", "a2", "a3", "echo", "refusal"],
+         "text": [*ANSWERS, ECHO, REFUSAL]}
+    )  # fmt: skip
+    guard = make_ranker("guard")
+    assert guard.features().encoder is guard.ranker  # the default: dense with the encoder's model
+    lexical = make_ranker("guard:ranker=bm25")
+    assert lexical.features().encoder.fingerprint() == make_ranker("dense").fingerprint()
+    model = guard.ranker.model
+    embedded: list[str] = []
+    real_encode = model.encode
+
+    def counting(texts, *args, **kwargs):
+        embedded.extend(texts)
+        return real_encode(texts, *args, **kwargs)
+
+    model.encode = counting
+    try:
+        guard_module._MEMO.clear()
+        apart = guard.score_frame(frame)
+        embedded_apart, embedded[:] = list(embedded), []
+        guard_module._MEMO.clear()
+        with guard.embedding_stream([QUESTION, *frame["text"]]):
+            streamed = guard.score_frame(frame)
+    finally:
+        del model.encode
+    # apart: the ranker embeds the question and the five texts, the features the question, the
+    # five texts and four rests (the echo has none: "."); streamed: the question (given twice)
+    # and the texts once (the echo is the question), then the rests
+    # apart: the ranker embeds the question and the five texts as it scores them (the echo
+    # without the question it copies: ""), the features the question, the five texts and the
+    # five rests ("." for the echo's, which has none)
+    assert len(embedded_apart) == (1 + 5) + (1 + 5) + 5
+    # streamed: the question and the four other texts once, then what the stream lacks: the
+    # echo without the question (the ranker's) and the rests (the features')
+    assert sorted(embedded[:5]) == sorted([QUESTION, *ANSWERS, REFUSAL])
+    assert embedded[5:] == ["", *embedded_apart[-5:]] and embedded_apart[-1] == "."
+    assert streamed == pytest.approx(apart, abs=1e-6)
+    assert (streamed < -FLAG_OFFSET / 2).tolist() == [False, False, False, True, True]
+
+
 def test_unquoted_by_hand():
     question = "Can ibuprofen raise blood pressure in older adults?"  # eight words
     copied = "can ibuprofen raise blood pressure in older adults? Yes, it can."
