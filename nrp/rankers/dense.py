@@ -172,6 +172,11 @@ class DenseRanker(TrainedFolds, Ranker):
         finally:
             self._streamed = previous
 
+    @property
+    def streaming(self) -> bool:
+        """Whether an ``embedding_stream`` is open."""
+        return self._streamed is not None
+
     def encode(self, texts: Sequence[str], desc: str = "embedding") -> np.ndarray:
         """float32 embeddings of ``texts`` in order, L2-normalized for ``similarity=cosine``
         (from the open ``embedding_stream`` where it has them)."""

@@ -458,6 +458,13 @@ class GuardFeatures:
             hash((tuple(self.others), tuple((q, tuple(d)) for q, d in self.documents.items()))),
         )
 
+    def known(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+        """True for each (query, text) whose features this process has computed (``frame``
+        reads them without embedding anything)."""
+        return np.array(
+            [(*self._key, q, t) in _MEMO for q, t in zip(queries, texts, strict=True)], dtype=bool
+        )
+
     def frame(self, queries: Sequence[str], texts: Sequence[str]) -> pd.DataFrame:
         """One row per (query, text), one column per feature of ``FEATURES``."""
         keys = [(*self._key, q, t) for q, t in zip(queries, texts, strict=True)]
@@ -964,15 +971,40 @@ class GuardRanker(Ranker):
 
     def score_frame(self, frame: pd.DataFrame) -> np.ndarray:
         frame = frame.reset_index(drop=True)
-        scores = self.ranker_scores(frame)
-        if np.any(np.abs(scores) >= FLAG_OFFSET / 2):
-            raise NrpError(
-                f"{self.spec()}: the guarded ranker scores beyond +-{FLAG_OFFSET / 2:g}; "
-                "a flagged text could not be put below every other"
-            )
-        if frame.empty:
-            return scores
-        return self.guarded_scores(scores, self.assess(frame))
+        with self._shared_embeddings(frame):
+            scores = self.ranker_scores(frame)
+            if np.any(np.abs(scores) >= FLAG_OFFSET / 2):
+                raise NrpError(
+                    f"{self.spec()}: the guarded ranker scores beyond +-{FLAG_OFFSET / 2:g}; "
+                    "a flagged text could not be put below every other"
+                )
+            if frame.empty:
+                return scores
+            return self.guarded_scores(scores, self.assess(frame))
+
+    @contextlib.contextmanager
+    def _shared_embeddings(self, frame: pd.DataFrame) -> Iterator[None]:
+        """Where the guarded ranker is the features' encoder and no stream is open (a caller
+        other than the positioner: validation's degenerate texts, the service's requests), one
+        stream of the questions and texts of the rows that both would embed: rows whose
+        features are not known yet and whose ranker score is not read from the score cache.
+        Rows only one of them needs are embedded by that one, as before."""
+        features = self.features()
+        encoder = features.encoder
+        if encoder is not self.ranker or frame.empty or getattr(encoder, "streaming", True):
+            yield
+            return
+        queries = frame["query"].fillna("").astype(str).tolist()
+        texts = frame["text"].fillna("").astype(str).tolist()
+        both = ~features.known(queries, texts)
+        if self._cached is not None and not self.depends_on_candidate_set:
+            both &= ~judged_rows(frame, self._dq_texts)
+        if not both.any():
+            yield
+            return
+        rows = np.flatnonzero(both)
+        with encoder.embedding_stream([queries[i] for i in rows] + [texts[i] for i in rows]):
+            yield
 
     def guarded_scores(self, scores: np.ndarray, assessed: pd.DataFrame) -> np.ndarray:
         """The guard's scores from the guarded ranker's (``ranker_scores``) and the guard's

@@ -357,7 +357,9 @@ def test_one_embedding_stream_serves_the_guarded_dense_ranker_and_the_features(e
     assert guard.features().encoder is guard.ranker  # the default: dense with the encoder's model
     lexical = make_ranker("guard:ranker=bm25")
     assert lexical.features().encoder.fingerprint() == make_ranker("dense").fingerprint()
-    model = guard.ranker.model
+    apart = make_ranker("guard")  # as before: features with an encoder of their own
+    apart._features = GuardFeatures(apart.model, make_ranker("dense:model=minilm"))
+    model = guard.ranker.model  # one loaded model for all of them
     embedded: list[str] = []
     real_encode = model.encode
 
@@ -365,29 +367,41 @@ def test_one_embedding_stream_serves_the_guarded_dense_ranker_and_the_features(e
         embedded.extend(texts)
         return real_encode(texts, *args, **kwargs)
 
+    def scored(ranker, stream=None):
+        guard_module._MEMO.clear()
+        embedded.clear()
+        if stream is None:
+            return ranker.score_frame(frame), list(embedded)
+        with ranker.embedding_stream(stream):
+            return ranker.score_frame(frame), list(embedded)
+
     model.encode = counting
     try:
-        guard_module._MEMO.clear()
-        apart = guard.score_frame(frame)
-        embedded_apart, embedded[:] = list(embedded), []
-        guard_module._MEMO.clear()
-        with guard.embedding_stream([QUESTION, *frame["text"]]):
-            streamed = guard.score_frame(frame)
+        apart_scores, apart_texts = scored(apart)
+        shared_scores, shared_texts = scored(guard)
+        streamed_scores, streamed_texts = scored(guard, [QUESTION, *frame["text"]])
+        embedded.clear()
+        content = make_ranker("guard:content=0.06").score_frame(frame)  # features known now
+        content_texts = list(embedded)
     finally:
         del model.encode
-    # apart: the ranker embeds the question and the five texts, the features the question, the
-    # five texts and four rests (the echo has none: "."); streamed: the question (given twice)
-    # and the texts once (the echo is the question), then the rests
     # apart: the ranker embeds the question and the five texts as it scores them (the echo
     # without the question it copies: ""), the features the question, the five texts and the
     # five rests ("." for the echo's, which has none)
-    assert len(embedded_apart) == (1 + 5) + (1 + 5) + 5
-    # streamed: the question and the four other texts once, then what the stream lacks: the
-    # echo without the question (the ranker's) and the rests (the features')
-    assert sorted(embedded[:5]) == sorted([QUESTION, *ANSWERS, REFUSAL])
-    assert embedded[5:] == ["", *embedded_apart[-5:]] and embedded_apart[-1] == "."
-    assert streamed == pytest.approx(apart, abs=1e-6)
-    assert (streamed < -FLAG_OFFSET / 2).tolist() == [False, False, False, True, True]
+    assert len(apart_texts) == (1 + 5) + (1 + 5) + 5 and apart_texts[-1] == "."
+    # shared, within the call or in the positioner's stream: the question and the four other
+    # texts once (the echo is the question), then what the stream lacks: the echo without the
+    # question (the ranker's) and the rests (the features')
+    for texts in (shared_texts, streamed_texts):
+        assert sorted(texts[:5]) == sorted([QUESTION, *ANSWERS, REFUSAL])
+        assert texts[5:] == ["", *apart_texts[-5:]]
+    # features known (validation's second guard over the same texts): the ranker's alone
+    assert sorted(content_texts) == sorted(["", QUESTION, *ANSWERS, REFUSAL])
+    flagged = [False, False, False, True, True]
+    for scores in (shared_scores, streamed_scores):
+        assert scores == pytest.approx(apart_scores, rel=1e-6, abs=1e-6)
+        assert (scores < -FLAG_OFFSET / 2).tolist() == flagged
+    assert (content < -FLAG_OFFSET / 2).tolist() == flagged
 
 
 def test_unquoted_by_hand():
