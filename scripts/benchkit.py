@@ -14,7 +14,9 @@ peak RSS from ``os.wait4``), on this checkout's nrp (``checkout_env``). Syntheti
 from MEDIQA 2019's judged documents, deterministically: answer sets (``write_answers``) and
 collections written as TSV files with a manifest (``write_table_collection``), their texts drawn
 from the documents' sentences (``sentences_of``, ``sentence_text``). A scaling curve is read by
-its log-log slope (``loglog_slope``).
+its log-log slope (``loglog_slope``). A collection a benchmark or study script reads comes from
+its indexes folder, ingested from ``manifests/`` first when it is missing there
+(``load_or_ingest``: on a fresh clone every collection is).
 
 Importing this module imports nothing heavy (nrp, torch and pandas load inside the functions that
 need them), so a parent process that only starts children stays small.
@@ -253,6 +255,20 @@ def write_table_collection(
         "  - {format: table, path: qrels.tsv, holds: judgments, dimensions: [relevance]}\n"
     )
     return manifest
+
+
+# -- collections -----------------------------------------------------------------------------------
+def load_or_ingest(name: str, indexes: str | Path) -> Any:
+    """The collection ``name`` in ``indexes``, ingested from ``manifests/NAME.yaml`` first when
+    it is not there."""
+    import nrp
+    from nrp.errors import NrpError
+
+    try:
+        return nrp.Collection.load(name, indexes)
+    except NrpError:
+        nrp.ingest(ROOT / "manifests" / f"{name}.yaml", indexes_dir=indexes)
+        return nrp.Collection.load(name, indexes)
 
 
 # -- printing --------------------------------------------------------------------------------------

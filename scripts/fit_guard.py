@@ -52,7 +52,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchkit import ROOT, load_or_ingest
+
 #: the collection fitted on (ingested from ``manifests/mediqa-2019-train.yaml`` when missing)
 FITTING_COLLECTION = "mediqa-2019-train"
 #: training set 1 = LiveQA-Med's questions; these three are asked again in the MEDIQA test set
@@ -192,19 +194,6 @@ def fluency_documents(args: argparse.Namespace) -> list[str]:
         collection = load_or_ingest(name, args.indexes)
         texts += collection.candidates()["text"].astype(str).drop_duplicates().tolist()
     return texts
-
-
-def load_or_ingest(name: str, indexes: Path):
-    """The collection ``name`` in ``indexes``, ingested from ``manifests/NAME.yaml`` first when
-    it is not there."""
-    import nrp
-    from nrp.errors import NrpError
-
-    try:
-        return nrp.Collection.load(name, indexes)
-    except NrpError:
-        nrp.ingest(ROOT / "manifests" / f"{name}.yaml", indexes_dir=indexes)
-        return nrp.Collection.load(name, indexes)
 
 
 def boilerplate_texts(

@@ -37,7 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchkit import ROOT, load_or_ingest
+
 BEFORE = "tfidf,dph,bm25,dense,random"
 AFTER = BEFORE + ",guard,guard:content=0.06"
 
@@ -50,17 +52,6 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--before", default=BEFORE)
     parser.add_argument("--after", default=AFTER)
     return parser.parse_args(argv)
-
-
-def load(name: str, indexes: Path):
-    import nrp
-    from nrp.errors import NrpError
-
-    try:
-        return nrp.Collection.load(name, indexes)
-    except NrpError:
-        nrp.ingest(ROOT / "manifests" / f"{name}.yaml", indexes_dir=indexes)
-        return nrp.Collection.load(name, indexes)
 
 
 def ci(group) -> str:
@@ -189,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     kinds, agreement, choice, outside = [], [], [], []
     for name in args.collections:
-        parts = study(load(name, args.indexes), args, args.out)
+        parts = study(load_or_ingest(name, args.indexes), args, args.out)
         kinds += parts[0]
         agreement += parts[1]
         choice += parts[2]

@@ -33,7 +33,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchkit import ROOT, load_or_ingest
+
 COLLECTIONS = ["clef-ehealth-2021", "mediqa-2019", "liveqa-med-2017", "argquality-20", "cranfield"]
 TERRIER = {"bm25": "bm25:formula=terrier", "dph": "dph:formula=terrier"}
 
@@ -44,17 +46,6 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--indexes", type=Path, default=ROOT / "indexes")
     parser.add_argument("--collections", nargs="+", default=COLLECTIONS)
     return parser.parse_args(argv)
-
-
-def load(name: str, indexes: Path):
-    import nrp
-    from nrp.errors import NrpError
-
-    try:
-        return nrp.Collection.load(name, indexes)
-    except NrpError:
-        nrp.ingest(ROOT / "manifests" / f"{name}.yaml", indexes_dir=indexes)
-        return nrp.Collection.load(name, indexes)
 
 
 def validations(collection, out: Path):
@@ -199,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     parts = ["# The weighted NRP's default, before and after", ""]
     for name in args.collections:
-        collection = load(name, args.indexes)
+        collection = load_or_ingest(name, args.indexes)
         plain, before, after = validations(collection, args.out)
         parts += [f"## {name}", "", *choice_rows(plain, before, after), ""]
         parts += ["bm25 and dph, Terrier's formula and the default:", ""]

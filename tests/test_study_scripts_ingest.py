@@ -12,12 +12,12 @@ import pytest
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 
-@pytest.mark.parametrize("script", ["validity_study.py", "weighting_study.py"])
+@pytest.mark.parametrize("script", ["validity_study.py", "weighting_study.py", "fit_guard.py"])
 def test_a_collection_missing_from_the_indexes_is_ingested_from_its_manifest(
     script, tmp_path, shared_data
 ):
     shared_data("mediqa-2019")
-    load = runpy.run_path(str(SCRIPTS / script), run_name="study")["load"]
+    load = runpy.run_path(str(SCRIPTS / script), run_name="study")["load_or_ingest"]
     collection = load("mediqa-2019", tmp_path)
     assert collection.name == "mediqa-2019" and len(collection.topics) == 150
     assert (tmp_path / "mediqa-2019").is_dir()

@@ -875,8 +875,7 @@ class GuardRanker(Ranker):
         key (qid, docno) and the text scored are a judged document's: a text of its own under a
         judged document's docno, or a document cut, is scored and never stored under it."""
         share = float(self.params["quoted"])
-        texts = frame["text"].fillna("").astype(str).tolist()
-        queries = frame["query"].fillna("").astype(str).tolist()
+        queries, texts = _queries_and_texts(frame)
         runs = self._quoted_runs
         for q in dict.fromkeys(queries):  # once per question while bound, not once per batch
             if q not in runs:
@@ -885,11 +884,17 @@ class GuardRanker(Ranker):
         if scored != texts:
             frame = frame.assign(text=scored)
         rows = self.ranker.formulate(frame)
-        cached = self._cached
-        in_dq = judged_rows(frame, self._dq_texts)
-        if cached is None or self.depends_on_candidate_set or not in_dq.any():
+        in_dq = self._from_cache(frame)
+        if not in_dq.any():
             return np.asarray(self.ranker.score_frame(rows), dtype=float)
-        return scores_with_cache(cached, rows, in_dq)
+        return scores_with_cache(self._cached, rows, in_dq)
+
+    def _from_cache(self, frame: pd.DataFrame) -> np.ndarray:
+        """True for each row whose guarded-ranker score ``ranker_scores`` reads from the score
+        cache: D_q's rows (``judged_rows``) of a pointwise ranker, while bound."""
+        if self._cached is None or self.depends_on_candidate_set:
+            return np.zeros(len(frame), dtype=bool)
+        return judged_rows(frame, self._dq_texts)
 
     def features(self) -> GuardFeatures:
         if self._features is None:
@@ -913,20 +918,14 @@ class GuardRanker(Ranker):
         read the same vectors, so each text is embedded once, not once for the ranker and once
         for the features. Vectors move by float rounding with the stream (about 1e-7); NRP
         does not (docs/nrp.md)."""
-        stream = getattr(self.features().encoder, "embedding_stream", None)
-        if stream is None:
-            yield
-            return
-        with stream(texts):
+        with self.features().encoder.embedding_stream(texts):
             yield
 
     def assess(self, frame: pd.DataFrame) -> pd.DataFrame:
         """The guard's features of each row (query, text), its ``answer_share`` (the least of
         each detector's probability of a real answer over its threshold) and whether it is
         flagged (``flagged``: the share below 1)."""
-        queries = frame["query"].fillna("").astype(str).tolist()
-        texts = frame["text"].fillna("").astype(str).tolist()
-        table = self.features().frame(queries, texts)
+        table = self.features().frame(*_queries_and_texts(frame))
         given = float(self.params["threshold"])
         share = self.detectors().answer_share(table, None if given == -1.0 else given)
         return table.assign(answer_share=share, flagged=share < 1.0)
@@ -991,14 +990,11 @@ class GuardRanker(Ranker):
         Rows only one of them needs are embedded by that one, as before."""
         features = self.features()
         encoder = features.encoder
-        if encoder is not self.ranker or frame.empty or getattr(encoder, "streaming", True):
+        if encoder is not self.ranker or frame.empty or encoder.streaming:
             yield
             return
-        queries = frame["query"].fillna("").astype(str).tolist()
-        texts = frame["text"].fillna("").astype(str).tolist()
-        both = ~features.known(queries, texts)
-        if self._cached is not None and not self.depends_on_candidate_set:
-            both &= ~judged_rows(frame, self._dq_texts)
+        queries, texts = _queries_and_texts(frame)
+        both = ~features.known(queries, texts) & ~self._from_cache(frame)
         if not both.any():
             yield
             return
@@ -1018,6 +1014,12 @@ class GuardRanker(Ranker):
         share = assessed["answer_share"].to_numpy(dtype=float)
         below = -FLAG_OFFSET + (FLAG_OFFSET / 2) * np.minimum(share, 1.0)
         return np.where(flagged, below, scores)
+
+
+def _queries_and_texts(frame: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The questions and texts of a ranker frame's rows (missing ones "")."""
+    return (frame["query"].fillna("").astype(str).tolist(),
+            frame["text"].fillna("").astype(str).tolist())  # fmt: skip
 
 
 def _with_thresholds(model: GuardModel, thresholds: Sequence[float]) -> GuardModel:
