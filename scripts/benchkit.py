@@ -1,5 +1,5 @@
 """Measuring code shared by the benchmarks in scripts/ (bench_ingest, bench_rankers, bench_nrp,
-bench_ray, bench_score, bench_positioning, bench_scaling).
+bench_ray, bench_score, bench_guard, bench_positioning, bench_scaling).
 
 Why a module: each benchmark measures the same way, and the numbers of two benchmarks must mean
 the same thing. A measurement runs in a child process of its own (``run_child``), so its peak
@@ -196,10 +196,11 @@ def sentence_text(rng: Any, sentences: list[str]) -> str:
     return " ".join(parts)[:1800]
 
 
-def write_answers(collection: Any, path: str | Path, count: int) -> None:
+def write_answers(collection: Any, path: str | Path, count: int, seed: int = 28) -> None:
     """``count`` answers to ``collection``'s queries as JSON Lines (llm, prompt, qid, text),
     deterministic: answer i goes to query i mod |Q|; one in 50 is a judged document of its own
-    query, one in 50 the question, the rest ``sentence_text`` of the judged documents (seed 28)."""
+    query, one in 50 the question, the rest ``sentence_text`` of the judged documents (drawn
+    with ``seed``: another seed, other texts)."""
     import random
 
     candidates = collection.candidates()
@@ -211,7 +212,7 @@ def write_answers(collection: Any, path: str | Path, count: int) -> None:
     for qid, text in zip(candidates["qid"].astype(str), docs, strict=True):
         by_query.setdefault(qid, []).append(text)
     sentences = sentences_of(docs)
-    rng = random.Random(28)
+    rng = random.Random(seed)
     with open(path, "w", encoding="utf-8") as out:
         for i in range(count):
             qid = qids[i % len(qids)]

@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""The default guard as a user runs it: whole ``nrp score`` with the guard against the same
+command with the ranker it guards, and the service's one-answer calls, in one run.
+
+``nrp validate`` chooses ``guard:content=0.06`` on MEDIQA 2019 and the LiveQA-Med pool (issue
+25), so it is what ``nrp score NAME ANSWERS`` positions with next. Its cost is measured against
+``dense``, the ranker under it, which a user would otherwise get:
+
+- **whole processes**: ``nrp score NAME ANSWERS --ranker SPEC --out DIR``, start to exit, peak
+  RSS of the process (``os.wait4``), D_q's scores in the score cache and the guard's thresholds
+  calibrated, as ``nrp validate`` leaves them (a first, untimed run of each ranker does that
+  here). Each round's answers are new (``write_answers`` with a seed of its own) and every run
+  scores them in a fresh copy of that warm collection folder, so no answer's score comes from
+  the cache (the guard would read its ranker's). dense and the guard alternate within a round; with
+  ``--before DIR`` the guard from that source tree runs in each round too.
+- **in-process calls**: the calls ``POST /v1/score`` makes (``Positioner.position_rows``, one
+  answer per call), in a child of their own on a fresh copy of the folder, with the ranker, the
+  thresholds and the documents' embeddings loaded, then the file's other answers in one call;
+  both rankers on the same answers.
+
+The goal: the guard's whole process at most 1.5x dense's (beside the ranker's embeddings the
+guard embeds each text's rest and computes its features; most of the whole process is the start:
+imports and the model). Answers: ``--answers`` (default 500) generated from MEDIQA 2019's judged
+documents (``write_answers``: one in 50 a judged document, one in 50 the question).
+
+    .venv/bin/python scripts/bench_guard.py
+    git worktree add ../before REV && .venv/bin/python scripts/bench_guard.py --before ../before
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchkit import (
+    MEDIQA_DATA,
+    MEDIQA_MANIFEST,
+    checkout_env,
+    child_main,
+    emit,
+    machine,
+    measured,
+    run_child,
+    timed_process,
+    write_answers,
+)
+
+SCRIPT = Path(__file__).resolve()
+GUARD, DENSE = "guard:content=0.06", "dense"
+GOAL_RATIO = 2.0
+GOAL_BARE = 0.9
+
+
+# -- children -------------------------------------------------------------------------------------
+def _prepare(payload: dict) -> None:
+    """Ingest MEDIQA 2019; write the answer files (seeds 0, 1, ...)."""
+    from nrp.api import Collection, ingest
+
+    name = ingest(MEDIQA_MANIFEST, indexes_dir=payload["indexes"]).name
+    collection = Collection.load(name, payload["indexes"])
+    for seed, path in enumerate(payload["answer_files"]):
+        write_answers(collection, path, payload["count"], seed=seed)
+    emit({"collection": name})
+
+
+def _calls(payload: dict) -> None:
+    """ms per one-answer ``position_rows`` call and per answer in one call, of one ranker."""
+    import json
+
+    from nrp import api
+
+    collection = api.Collection.load(payload["collection"], payload["indexes"])
+    ranker = api.make_ranker(payload["spec"])
+    ranker.bind_collection(collection)
+    caches = api.PositionCaches.beside(collection)
+    job = api.PositionJob(collection, ranker, ranker.fingerprint(), api.PositionOptions(), caches,
+                          collection.candidates())  # fmt: skip
+    positioner = api.Positioner(job)
+    with open(payload["answers"], encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in lines]
+    ids = [f"call-{n}" for n in range(len(rows))]
+    qids, texts = [r["qid"] for r in rows], [r["text"] for r in rows]
+    positioner.position_rows(ids[:1], qids[:1], texts[:1])  # model, thresholds, documents
+    calls = payload["calls"]
+    started = time.perf_counter()
+    for n in range(1, calls + 1):
+        positioner.position_rows(ids[n : n + 1], qids[n : n + 1], texts[n : n + 1])
+    one = (time.perf_counter() - started) / calls
+    rest = slice(calls + 1, None)
+    # the least a forward pass must embed for these answers (a bare encode, no nrp around it):
+    # their texts and questions, and for the guard each text's rest too
+    questions = dict(zip(collection.topics["qid"].astype(str),
+                         collection.topics["query"].astype(str), strict=True))  # fmt: skip
+    needed = [*texts[rest], *(questions[q] for q in qids[rest])]
+    if payload["spec"] != DENSE:
+        from nrp.rankers.guard import lexical_features
+
+        pairs = zip(qids[rest], texts[rest], strict=True)
+        needed += [r for r in (lexical_features(questions[q], t)[2] for q, t in pairs) if r]
+    needed = list(dict.fromkeys(needed))
+    bare = api.make_ranker(DENSE)
+    bare.model.encode(needed[:8], batch_size=int(bare.params["batch"]))
+    started = time.perf_counter()
+    bare.model.encode(needed, batch_size=int(bare.params["batch"]), normalize_embeddings=True)
+    bare_s = time.perf_counter() - started
+    started = time.perf_counter()
+    positioner.position_rows(ids[rest], qids[rest], texts[rest])
+    nrp_s = time.perf_counter() - started
+    emit({"one_ms": one * 1000, "each_ms": nrp_s * 1000 / max(len(ids[rest]), 1),
+          "bare_share": bare_s / nrp_s, "embedded": len(needed)})  # fmt: skip
+
+
+# -- parent ---------------------------------------------------------------------------------------
+def main() -> int:
+    if child_main({"--_prepare": _prepare, "--_calls": _calls}):
+        return 0
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--answers", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--calls", type=int, default=30, help="one-answer calls per ranker")
+    parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="DIR",
+        help="also run the guard from this source tree (e.g. `git worktree add DIR main`), on "
+        "PYTHONPATH, in each round: before/after in the same run",
+    )
+    args = parser.parse_args()
+    if not MEDIQA_DATA.exists():
+        print(f"MEDIQA 2019 not found in {MEDIQA_DATA}: nothing to benchmark", file=sys.stderr)
+        return 1
+    work = Path(tempfile.mkdtemp(prefix="nrp-bench-guard-"))
+    try:
+        _run(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(measured("2 CPU cores shared with other work: the ratios are what count"))
+    return 0
+
+
+def _run(args: argparse.Namespace, work: Path) -> None:
+    indexes = work / "indexes"
+    trees = [("", checkout_env())]
+    if args.before:
+        trees.append((" (before)", {**trees[0][1], "PYTHONPATH": str(args.before.resolve())}))
+    runs = [(DENSE, "", trees[0][1]), *((GUARD, tree, tree_env) for tree, tree_env in trees)]
+    # the answers of each run's first run, of each round, of the in-process calls
+    files = [work / f"answers-{seed}.jsonl" for seed in range(len(runs) + args.rounds + 1)]
+    payload = {"indexes": str(indexes), "answer_files": [str(f) for f in files],
+               "count": args.answers}  # fmt: skip
+    name = run_child(SCRIPT, "--_prepare", payload, args.timeout)["collection"]
+
+    def fresh() -> Path:
+        """A copy of the warm collection folder: nothing cached but what validation leaves."""
+        shutil.rmtree(work / "run", ignore_errors=True)
+        return Path(shutil.copytree(indexes, work / "run"))
+
+    def score(spec: str, tree_env: dict, answers: Path, folder: Path) -> tuple[float, float, int]:
+        out = work / "out"
+        command = [sys.executable, "-m", "nrp", "score", name, str(answers), "--indexes",
+                   str(folder), "--ranker", spec, "--out", str(out)]  # fmt: skip
+        measured_run = timed_process(command, tree_env)
+        shutil.rmtree(out, ignore_errors=True)
+        return measured_run
+
+    print(f"machine: {machine()}; MEDIQA 2019, {args.answers:,} new answers a round; whole "
+          "processes\n")  # fmt: skip
+    for number, (spec, tree, tree_env) in enumerate(runs):  # what validation would leave
+        seconds, _, status = score(spec, tree_env, files[number], indexes)
+        print(f"first run of {spec + tree} (D_q scored, thresholds calibrated): "
+              + (f"{seconds:.1f} s" if not status else f"failed (exit {status})"))  # fmt: skip
+    header = (f"\n{'round':<6} {'nrp score --ranker':<30} {'s':>6} {'answers/s':>9} "
+              f"{'peak MB':>7} {'x dense':>7} {'goal':>5}")  # fmt: skip
+    print(header)
+    print("-" * (len(header) - 1))
+    for number in range(1, args.rounds + 1):
+        dense_seconds = 0.0
+        for spec, tree, tree_env in runs:
+            seconds, peak, status = score(spec, tree_env, files[len(runs) + number - 1], fresh())
+            if status:
+                print(f"{number:<6} {spec + tree:<30} failed (exit {status})")
+                continue
+            dense_seconds = seconds if spec == DENSE else dense_seconds
+            shown = f"{seconds / dense_seconds:7.2f} {GOAL_RATIO:5.1f}" if spec != DENSE else ""
+            print(f"{number:<6} {spec + tree:<30} {seconds:6.1f} {args.answers / seconds:9,.0f} "
+                  f"{peak:7.0f} {shown}", flush=True)  # fmt: skip
+    print(f"\nin-process: {args.calls} one-answer calls (as POST /v1/score makes them), then "
+          f"the file's other answers in one call")  # fmt: skip
+    print(f"{'ranker':<20} {'ms/call':>8} {'ms/answer in one call':>22} {'bare / nrp':>10} "
+          f"{'goal':>5}")  # fmt: skip
+    for spec in (DENSE, GUARD):
+        calls = {"collection": name, "indexes": str(fresh()), "spec": spec, "calls": args.calls,
+                 "answers": str(files[-1])}  # fmt: skip
+        found = run_child(SCRIPT, "--_calls", calls, args.timeout)
+        print(
+            f"{spec:<20} {found['one_ms']:8.1f} {found['each_ms']:22.2f} "
+            f"{found['bare_share']:10.2f} {GOAL_BARE:5.1f}"
+        )
+    print("\nwhole processes: start to exit, D_q's scores cached, no answer cached; x dense: "
+          "the guard's seconds over dense's in the same round")  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())
