@@ -52,9 +52,9 @@ bench: setup
 	@# whole `nrp score` processes on 100k MEDIQA answers, every lexical ranker and statistics
 	@# mode, beside a plain Python loop and the floor of the process (issue 28)
 	$(BIN)/python scripts/bench_score.py
-	@# whole `nrp score` with the default guard (what validation chooses on MEDIQA and LiveQA)
-	@# beside the same command with dense, the ranker under it, and the service's one-answer
-	@# calls (issues 25 and 28)
+	@# the default flow: whole `nrp validate`, then whole `nrp score` with the guard it chooses
+	@# on MEDIQA and LiveQA beside the same command with dense, the ranker under it, and the
+	@# service's one-answer calls (issues 25 and 28)
 	$(BIN)/python scripts/bench_guard.py
 	@# how a whole `nrp score` scales in answers and in |D_q| (10-10,000), log-log slopes, memory
 	@# (issue 28; above 131,072 answers a file is scored a block at a time, so 200k and 400k say

@@ -1,27 +1,31 @@
 #!/usr/bin/env python3
-"""The default guard as a user runs it: whole ``nrp score`` with the guard against the same
-command with the ranker it guards, and the service's one-answer calls, in one run.
+"""The default flow as a user runs it: whole ``nrp validate``, then whole ``nrp score`` with the
+guard it chooses against the same command with the ranker the guard guards, and the service's
+one-answer calls, in one run.
 
 ``nrp validate`` chooses ``guard:content=0.06`` on MEDIQA 2019 and the LiveQA-Med pool (issue
-25), so it is what ``nrp score NAME ANSWERS`` positions with next. Its cost is measured against
-``dense``, the ranker under it, which a user would otherwise get:
+25), so it is what ``nrp score NAME ANSWERS`` positions with next. Measured:
 
-- **whole processes**: ``nrp score NAME ANSWERS --ranker SPEC --out DIR``, start to exit, peak
-  RSS of the process (``os.wait4``), D_q's scores in the score cache and the guard's thresholds
-  calibrated, as ``nrp validate`` leaves them (a first, untimed run of each ranker does that
-  here). Each round's answers are new (``write_answers`` with a seed of its own) and every run
-  scores them in a fresh copy of that warm collection folder, so no answer's score comes from
-  the cache (the guard would read its ranker's). dense and the guard alternate within a round; with
-  ``--before DIR`` the guard from that source tree runs in each round too.
+- **validation**: ``nrp validate NAME`` (the default candidates) on the collection as ingested,
+  start to exit, peak RSS; with ``--before DIR`` the same from that tree, on a copy of its own.
+- **scoring, whole processes**: ``nrp score NAME ANSWERS --ranker SPEC --out DIR``, start to
+  exit, peak RSS of the process (``os.wait4``), D_q's scores in the score cache and the guard's
+  thresholds calibrated as the validation above left them, against ``dense``, the ranker under
+  the guard, which a user would otherwise get. Each round's answers are new (``write_answers``
+  with a seed of its own) and every run scores them in a fresh copy of the validated folder, so
+  no answer's score comes from the cache (the guard would read its ranker's). dense and the
+  guard alternate within a round; with ``--before DIR`` the guard from that tree runs too.
 - **in-process calls**: the calls ``POST /v1/score`` makes (``Positioner.position_rows``, one
   answer per call), in a child of their own on a fresh copy of the folder, with the ranker, the
   thresholds and the documents' embeddings loaded, then the file's other answers in one call;
   both rankers on the same answers.
 
-The goal: the guard's whole process at most 1.5x dense's (beside the ranker's embeddings the
-guard embeds each text's rest and computes its features; most of the whole process is the start:
-imports and the model). Answers: ``--answers`` (default 500) generated from MEDIQA 2019's judged
-documents (``write_answers``: one in 50 a judged document, one in 50 the question).
+The goals: the guard's whole ``nrp score`` at most 2x dense's (beside the question and the text
+the guard embeds each text's rest, the text without the question's words and nearly as long:
+about twice dense's embedding; the start, about 5 s of imports and the model, is the same); in
+a call, 0.9 of a bare encode of what the answers need embedded (texts, questions, rests).
+Answers: ``--answers`` (default 500) generated from MEDIQA 2019's judged documents
+(``write_answers``: one in 50 a judged document, one in 50 the question).
 
     .venv/bin/python scripts/bench_guard.py
     git worktree add ../before REV && .venv/bin/python scripts/bench_guard.py --before ../before
@@ -152,8 +156,8 @@ def _run(args: argparse.Namespace, work: Path) -> None:
     if args.before:
         trees.append((" (before)", {**trees[0][1], "PYTHONPATH": str(args.before.resolve())}))
     runs = [(DENSE, "", trees[0][1]), *((GUARD, tree, tree_env) for tree, tree_env in trees)]
-    # the answers of each run's first run, of each round, of the in-process calls
-    files = [work / f"answers-{seed}.jsonl" for seed in range(len(runs) + args.rounds + 1)]
+    # the answers of each round, of the in-process calls
+    files = [work / f"answers-{seed}.jsonl" for seed in range(args.rounds + 1)]
     payload = {"indexes": str(indexes), "answer_files": [str(f) for f in files],
                "count": args.answers}  # fmt: skip
     name = run_child(SCRIPT, "--_prepare", payload, args.timeout)["collection"]
@@ -173,10 +177,13 @@ def _run(args: argparse.Namespace, work: Path) -> None:
 
     print(f"machine: {machine()}; MEDIQA 2019, {args.answers:,} new answers a round; whole "
           "processes\n")  # fmt: skip
-    for number, (spec, tree, tree_env) in enumerate(runs):  # what validation would leave
-        seconds, _, status = score(spec, tree_env, files[number], indexes)
-        print(f"first run of {spec + tree} (D_q scored, thresholds calibrated): "
-              + (f"{seconds:.1f} s" if not status else f"failed (exit {status})"))  # fmt: skip
+    bare = Path(shutil.copytree(indexes, work / "bare"))  # the collection as ingested
+    for tree, tree_env in trees:  # the checkout's leaves D_q scored, thresholds calibrated
+        folder = indexes if not tree else Path(shutil.copytree(bare, work / "validated"))
+        command = [sys.executable, "-m", "nrp", "validate", name, "--indexes", str(folder)]
+        seconds, peak, status = timed_process(command, tree_env)
+        shown = f"{seconds:.1f} s, peak {peak:,.0f} MB" if not status else f"failed ({status})"
+        print(f"nrp validate {name}{tree}: {shown}")
     header = (f"\n{'round':<6} {'nrp score --ranker':<30} {'s':>6} {'answers/s':>9} "
               f"{'peak MB':>7} {'x dense':>7} {'goal':>5}")  # fmt: skip
     print(header)
@@ -184,7 +191,7 @@ def _run(args: argparse.Namespace, work: Path) -> None:
     for number in range(1, args.rounds + 1):
         dense_seconds = 0.0
         for spec, tree, tree_env in runs:
-            seconds, peak, status = score(spec, tree_env, files[len(runs) + number - 1], fresh())
+            seconds, peak, status = score(spec, tree_env, files[number - 1], fresh())
             if status:
                 print(f"{number:<6} {spec + tree:<30} failed (exit {status})")
                 continue

@@ -70,6 +70,7 @@ from nrp.positioning.ties import (
 from nrp.progress import Progress
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
+from nrp.rankers.dense import embedding_memo
 from nrp.rankers.registry import make_ranker, split_specs
 from nrp.statistics import correct, correlations, mean_with_interval, paired_test
 from nrp.tables import (
@@ -334,7 +335,8 @@ def agreement(
     candidates["qid"] = candidates["qid"].astype(str)
     candidates["docno"] = candidates["docno"].astype(str)
     bar = progress_bar(built.items(), len(built), "scoring rankers", verbose=progress is None)
-    scored = {name: _score(collection, ranker, candidates, cache, progress) for name, ranker in bar}
+    with embedding_memo():  # rankers of one model (dense, the guard over it) embed a text once
+        scored = {n: _score(collection, ranker, candidates, cache, progress) for n, ranker in bar}
     loo = {
         name: _leave_one_out_all(frame, ties, built[name].score_tolerance)
         for name, frame in scored.items()

@@ -25,11 +25,17 @@ Rankers whose specs differ only in parameters that leave the loaded model alone 
 stride, aggregate, similarity, query, batch) share one model object: a process that builds
 many of them (the service's worker) holds the weights once. The map is weak, so the model goes
 with the last ranker that uses it.
+
+Within an ``embedding_memo`` (``validate`` and ``agreement`` open one) each loaded model embeds
+each distinct text once, whichever ranker asks: validation's candidates (dense, the guard's
+ranker and its features) read the same D_q and degenerate texts, and without it embedded half
+of them twice.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import importlib.util
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
@@ -60,6 +66,37 @@ SIMILARITIES = ("cosine", "dot")
 _LOADED: weakref.WeakValueDictionary[tuple[str, str, str, int], SentenceTransformer] = (
     weakref.WeakValueDictionary()
 )
+#: the most an ``embedding_memo`` keeps (bytes of vectors): past it, texts are embedded as usual
+MEMO_BYTES = 256 * 2**20
+
+
+class _Memo:
+    """An open ``embedding_memo``'s vectors: (model key, normalized) -> {text: vector}."""
+
+    def __init__(self) -> None:
+        self.vectors: dict[tuple, dict[str, np.ndarray]] = {}
+        self.bytes = 0
+
+
+_MEMO: contextvars.ContextVar[_Memo | None] = contextvars.ContextVar("nrp_dense_memo", default=None)
+
+
+@contextlib.contextmanager
+def embedding_memo() -> Iterator[None]:
+    """While open (in this thread's context), every ``DenseRanker`` keeps the vectors it embeds
+    and serves a text embedded before by the same loaded model (the same folder, device, dtype
+    and max_length; normalized or not) from them, up to ``MEMO_BYTES``. A vector depends on the
+    batch its text was embedded in by float rounding (about 1e-7): a text is scored with the
+    vector of its first embedding, which the tie rule's tolerance absorbs (docs/nrp.md). Nested,
+    the outer memo serves."""
+    if _MEMO.get() is not None:
+        yield
+        return
+    token = _MEMO.set(_Memo())
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
 
 
 # -- ranker -------------------------------------------------------------------------------------
@@ -98,6 +135,7 @@ class DenseRanker(TrainedFolds, Ranker):
         self._model: SentenceTransformer | None = None
         self._fold_models: dict[str, DenseRanker] = {}
         self._streamed: dict[str, np.ndarray] | None = None  # ``embedding_stream``'s vectors
+        self._model_key: tuple[str, str, str, int] | None = None  # the key in ``_LOADED``
 
     @cached_property
     def model_path(self) -> str:
@@ -136,7 +174,7 @@ class DenseRanker(TrainedFolds, Ranker):
             model = _LOADED.get(key)
             if model is None:
                 model = _LOADED[key] = self._load(device, dtype)
-            self._model = model
+            self._model, self._model_key = model, key
         return self._model
 
     def _load(self, device: Any, dtype: Any) -> SentenceTransformer:
@@ -188,6 +226,24 @@ class DenseRanker(TrainedFolds, Ranker):
         return self._encode(texts, desc)
 
     def _encode(self, texts: Sequence[str], desc: str) -> np.ndarray:
+        """``_embed``, served from the open ``embedding_memo`` where it has the texts."""
+        memo = _MEMO.get()
+        if memo is None or len(texts) == 0:
+            return self._embed(texts, desc)
+        _ = self.model  # its key
+        key = (self._model_key, self.params["similarity"] == "cosine")
+        kept = memo.vectors.setdefault(key, {})
+        missing = [t for t in dict.fromkeys(texts) if t not in kept]
+        found = dict(zip(missing, self._embed(missing, desc), strict=True)) if missing else {}
+        for text, vector in found.items():
+            if memo.bytes + vector.nbytes > MEMO_BYTES:
+                break
+            kept[text] = vector
+            memo.bytes += vector.nbytes
+        return np.stack([kept[t] if t in kept else found[t] for t in texts])
+
+    def _embed(self, texts: Sequence[str], desc: str) -> np.ndarray:
+        """float32 embeddings of ``texts`` by the model, in length-sorted batches."""
         model = self.model
         normalize = self.params["similarity"] == "cosine"
 

@@ -147,6 +147,11 @@ from nrp.tables import write_aside
 #: a flagged text's score is the ranker's minus this: below any unflagged text of a ranker whose
 #: scores span less than it (cosines, logits, BM25 over a few hundred terms)
 FLAG_OFFSET = 1.0e4
+#: a text whose probability is within this share of a detector's threshold is at it, not
+#: below: a calibrated threshold is a real answer's own probability, and whether that answer is
+#: flagged must not hang on float rounding (its features move by about 1e-7 with the batch its
+#: texts were embedded in; the fp32 tie tolerance, docs/nrp.md)
+THRESHOLD_TOLERANCE = 1.0e-5
 #: the packaged model, beside this module
 PACKAGED_MODEL = Path(__file__).with_name("guard_model.json")
 FEATURES = (
@@ -924,11 +929,11 @@ class GuardRanker(Ranker):
     def assess(self, frame: pd.DataFrame) -> pd.DataFrame:
         """The guard's features of each row (query, text), its ``answer_share`` (the least of
         each detector's probability of a real answer over its threshold) and whether it is
-        flagged (``flagged``: the share below 1)."""
+        flagged (``flagged``: the share below 1 by more than ``THRESHOLD_TOLERANCE``)."""
         table = self.features().frame(*_queries_and_texts(frame))
         given = float(self.params["threshold"])
         share = self.detectors().answer_share(table, None if given == -1.0 else given)
-        return table.assign(answer_share=share, flagged=share < 1.0)
+        return table.assign(answer_share=share, flagged=share < 1.0 - THRESHOLD_TOLERANCE)
 
     def detectors(self) -> GuardModel:
         """The model whose thresholds flag texts: bound to a collection, each detector's

@@ -34,6 +34,7 @@ from nrp.progress import Progress
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
 from nrp.rankers.coerce import as_rankers
+from nrp.rankers.dense import embedding_memo
 from nrp.rankers.registry import default_rankers
 from nrp.settings import settings_with
 from nrp.validation.degenerate import degenerate_frame, query_materials
@@ -119,18 +120,20 @@ def validate(
     # without a progress callback (a notebook, a script) a bar over the rankers shows the
     # time left; with one (the CLI) its counted lines say the same (``nrp.progress``)
     bar = progress_bar(rankers, len(rankers), "validating rankers", verbose=progress is None)
-    systems = []
-    for name, ranker in zip(names, bar, strict=True):
-        systems.append(
-            _ranker_system(collection, (name, ranker), candidates, score_cache, executor, progress)
-        )
-        if progress:
-            progress(f"rankers: {len(systems)}/{len(rankers)} validated")
-    scored = (
-        _degenerate_scores(collection, checked, rankers, systems, candidates, score_cache, progress)
-        if checked.validity
-        else None
-    )
+    systems, scored = [], None
+    with embedding_memo():  # the candidates read the same texts: each embedded once
+        for name, ranker in zip(names, bar, strict=True):
+            systems.append(
+                _ranker_system(
+                    collection, (name, ranker), candidates, score_cache, executor, progress
+                )
+            )
+            if progress:
+                progress(f"rankers: {len(systems)}/{len(rankers)} validated")
+        if checked.validity:
+            scored = _degenerate_scores(
+                collection, checked, rankers, systems, candidates, score_cache, progress
+            )
     result = _evaluate(collection, checked, systems, candidates, warnings=[], scored=scored)
     if save_runs is not None:
         _save_runs(save_runs, systems)

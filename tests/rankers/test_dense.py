@@ -372,3 +372,114 @@ def test_one_embedding_stream_keeps_nrp_and_scores_within_1e_6(
     assert streamed["rank"].equals(batched["rank"]) and streamed["ties"].equals(batched["ties"])
     scores = streamed["score"].to_numpy(dtype=float)
     np.testing.assert_allclose(scores, batched["score"].to_numpy(dtype=float), rtol=0, atol=1e-6)
+
+
+def test_embedding_memo_embeds_each_text_once_per_loaded_model(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within an ``embedding_memo`` two rankers of one loaded model (specs that differ in
+    ``batch``) embed a text once between them, the second reads the first's vectors exactly,
+    and they are within 1e-6 of the vectors embedded apart; normalized and raw vectors are
+    kept apart; nothing is kept once the memo closes, nor past its bound."""
+    from nrp.rankers import dense
+
+    first, second, raw = (ranker(tiny_model, batch=4), ranker(tiny_model, batch=2),
+                          ranker(tiny_model, similarity="dot"))  # fmt: skip
+    assert first.model is second.model is raw.model
+    embedded: list[str] = []
+    for one in (first, second, raw):
+        own = one._embed
+        monkeypatch.setattr(one, "_embed", lambda t, d, own=own: embedded.extend(t) or own(t, d))
+    old, new = TEXTS[:4], TEXTS[4:]
+    apart = first.encode(old)
+    assert len(second.encode(new + old)) == 7 and len(embedded) == 4 + 7  # no memo: all again
+    embedded.clear()
+    with dense.embedding_memo():
+        kept = first.encode(old)
+        assert embedded == old
+        both = second.encode(new + old + old[:1])  # the repeated text served too
+        assert embedded == old + new  # only the new texts
+        np.testing.assert_array_equal(both[len(new) : len(new) + 4], kept)
+        np.testing.assert_array_equal(both[-1], kept[0])
+        np.testing.assert_allclose(kept, apart, rtol=0, atol=1e-6)
+        raw.encode(old)  # not normalized: other vectors
+        assert embedded == old + new + old
+        with dense.embedding_memo():  # nested: the outer one serves
+            second.encode(old)
+        assert len(embedded) == 11
+    first.encode(old)
+    assert len(embedded) == 15  # closed: embedded again
+    embedded.clear()
+    monkeypatch.setattr(dense, "MEMO_BYTES", 2 * apart[0].nbytes)  # room for two vectors
+    with dense.embedding_memo():
+        first.encode(old)
+        second.encode(old)
+    assert embedded == old + old[2:]
+
+
+def memo_collection(tmp_path: Path):
+    """Three questions, 21 distinct judged texts (STREAM_MANIFEST), grades 0 and 1."""
+    from nrp import ingest
+    from nrp.collection.collection import Collection
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "manifest.yaml").write_text(STREAM_MANIFEST)
+    qids = ["q1", "q2", "q3"]
+    (data / "topics.tsv").write_text(
+        "qid\tquery\nq1\theart disease symptoms\nq2\tflu fever cough\nq3\tdiet sugar\n"
+    )
+    docs = {f"d{i}": f"{t} {i}" for i, t in enumerate(TEXTS * 3)}
+    (data / "documents.tsv").write_text(
+        "docno\ttext\n" + "".join(f"{d}\t{t}\n" for d, t in docs.items())
+    )
+    (data / "qrels.tsv").write_text(
+        "qid\tdocno\trelevance\n"
+        + "".join(f"{qids[i % 3]}\td{i}\t{i % 2}\n" for i in range(len(docs)))
+    )
+    ingest(data / "manifest.yaml", indexes_dir=tmp_path / "indexes")
+    return Collection.load("streamed", tmp_path / "indexes")
+
+
+def counted_embeddings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts every ``DenseRanker`` hands its model from now on, in order."""
+    embedded: list[str] = []
+    own = DenseRanker._embed
+    monkeypatch.setattr(
+        DenseRanker, "_embed", lambda self, t, d: embedded.extend(t) or own(self, t, d)
+    )
+    return embedded
+
+
+def test_validation_embeds_each_text_once_across_candidates(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``validate`` opens an ``embedding_memo``: two dense candidates of one model (whole texts,
+    and passages of up to 100 words) embed D_q's 21 distinct texts and 3 questions once between
+    them, and score them alike."""
+    from nrp import validate
+
+    collection = memo_collection(tmp_path)
+    embedded = counted_embeddings(monkeypatch)
+    # every text is shorter than 100 words: its one passage is itself
+    specs = [f"dense:model={tiny_model}", f"dense:model={tiny_model},passages=100"]
+    result = validate(collection, specs, cache=False, validity=False, random_control=False)
+    assert len(embedded) == len(set(embedded)) == 21 + 3
+    summary = result.dimensions["relevance"].summary
+    assert summary[specs[0]][result.primary].mean == summary[specs[1]][result.primary].mean
+
+
+def test_agreement_embeds_each_text_once_across_rankers(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``agreement`` opens an ``embedding_memo`` too: the same two rankers embed the 24 texts
+    once between them, and agree with the grades alike."""
+    from nrp import agreement
+
+    collection = memo_collection(tmp_path)
+    embedded = counted_embeddings(monkeypatch)
+    specs = [f"dense:model={tiny_model}", f"dense:model={tiny_model},passages=100"]
+    result = agreement(collection, specs, cache=False)
+    assert len(embedded) == len(set(embedded)) == 21 + 3
+    taus = result.summary.set_index("ranker")["tau_mean"]
+    assert taus[specs[0]] == taus[specs[1]]

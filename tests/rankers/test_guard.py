@@ -346,6 +346,26 @@ def test_guard_keeps_dense_scores_of_answers_and_puts_mirrors_below(encoder):
     assert (scores[3] < scores[4]) == (share[3] < share[4])
 
 
+def test_a_text_within_the_tolerance_of_a_threshold_is_at_it_not_flagged(encoder):
+    """A calibrated threshold is a real answer's own probability: a text whose probability is
+    below a threshold by less than ``THRESHOLD_TOLERANCE`` of it (float rounding) is not
+    flagged, one below it by more is. ``threshold=`` sets the first detector's."""
+    from nrp.rankers.guard import THRESHOLD_TOLERANCE
+
+    frame = pd.DataFrame({"qid": "q1", "query": QUESTION, "docno": ["a1"], "text": ANSWERS[:1]})
+    guard = make_ranker("guard")
+    table = guard.assess(frame)
+    first = guard.detectors()
+    p = first.probability(table[list(first.features)].to_numpy(dtype=float))[0]
+    assert table["answer_share"][0] > 1  # no detector of the packaged model flags it
+    for above, flagged in ((0.4, False), (4.0, True)):  # threshold above p by 0.4, 4 tolerances
+        threshold = float(p * (1 + above * THRESHOLD_TOLERANCE))
+        assessed = make_ranker(f"guard:threshold={threshold!r}").assess(frame)
+        assert assessed["answer_share"][0] == pytest.approx(p / threshold, rel=1e-12)
+        assert assessed["answer_share"][0] < 1
+        assert assessed["flagged"].tolist() == [flagged]
+
+
 def test_one_embedding_stream_serves_the_guarded_dense_ranker_and_the_features(encoder):
     import nrp.rankers.guard as guard_module
 
