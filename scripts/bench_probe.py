@@ -22,18 +22,16 @@ from __future__ import annotations
 
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import (
-    MEDIQA_DATA,
     MEDIQA_MANIFEST,
     checkout_env,
     child_main,
     emit,
     machine,
-    measured,
+    on_mediqa,
     run_child,
     timed_process,
     write_answers,
@@ -62,16 +60,7 @@ def _prepare(payload: dict) -> None:
 def main() -> int:
     if child_main({"--_prepare": _prepare}):
         return 0
-    if not MEDIQA_DATA.exists():
-        print(f"MEDIQA 2019 not found in {MEDIQA_DATA}: nothing to benchmark", file=sys.stderr)
-        return 1
-    work = Path(tempfile.mkdtemp(prefix="nrp-bench-probe-"))
-    try:
-        _run(work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    print(measured("2 CPU cores; a whole process each"))
-    return 0
+    return on_mediqa("nrp-bench-probe-", _run, "2 CPU cores; a whole process each")
 
 
 def _run(work: Path) -> None:

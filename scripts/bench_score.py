@@ -36,19 +36,18 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import (
-    MEDIQA_DATA,
     MEDIQA_MANIFEST,
+    before_option,
     checkout_env,
     child_main,
     emit,
     machine,
-    measured,
+    on_mediqa,
     run_child,
     timed_process,
     write_answers,
@@ -181,24 +180,10 @@ def main() -> int:
     parser.add_argument("--answers", type=int, default=100_000)
     parser.add_argument("--runs", default=",".join(RUNS), help=f"of: {', '.join(RUNS)}")
     parser.add_argument("--timeout", type=float, default=1800)
-    parser.add_argument(
-        "--before",
-        type=Path,
-        metavar="DIR",
-        help="also run nrp from this source tree (e.g. `git worktree add DIR main`), on "
-        "PYTHONPATH, after each run of this one: before/after in the same run",
-    )
+    before_option(parser, "nrp from this source tree after each run of this one")
     args = parser.parse_args()
-    if not MEDIQA_DATA.exists():
-        print(f"MEDIQA 2019 not found in {MEDIQA_DATA}: nothing to benchmark", file=sys.stderr)
-        return 1
-    work = Path(tempfile.mkdtemp(prefix="nrp-bench-score-"))
-    try:
-        _run(args, work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    print(measured("2 CPU cores shared with other work: the ratios are what count"))
-    return 0
+    return on_mediqa("nrp-bench-score-", lambda work: _run(args, work),
+                     "2 CPU cores shared with other work: the ratios are what count")  # fmt: skip
 
 
 def _run(args: argparse.Namespace, work: Path) -> None:

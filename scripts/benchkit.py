@@ -14,9 +14,11 @@ peak RSS from ``os.wait4``), on this checkout's nrp (``checkout_env``). Syntheti
 from MEDIQA 2019's judged documents, deterministically: answer sets (``write_answers``) and
 collections written as TSV files with a manifest (``write_table_collection``), their texts drawn
 from the documents' sentences (``sentences_of``, ``sentence_text``). A scaling curve is read by
-its log-log slope (``loglog_slope``). A collection a benchmark or study script reads comes from
-its indexes folder, ingested from ``manifests/`` first when it is missing there
-(``load_or_ingest``: on a fresh clone every collection is).
+its log-log slope (``loglog_slope``). A benchmark on MEDIQA runs in a temporary folder of its
+own (``on_mediqa``), and may run another source tree's nrp beside this one
+(``before_option``). A collection a benchmark or study script reads comes from its indexes
+folder, ingested from ``manifests/`` first when it is missing there (``load_or_ingest``: on a
+fresh clone every collection is).
 
 Importing this module imports nothing heavy (nrp, torch and pandas load inside the functions that
 need them), so a parent process that only starts children stays small.
@@ -178,6 +180,35 @@ def timed_process(command: list[str], env: dict) -> tuple[float, float, int]:
     if process.returncode:
         print(tail.decode(errors="replace"), file=sys.stderr)
     return seconds, usage.ru_maxrss / 1024, process.returncode
+
+
+def before_option(parser: Any, runs: str) -> None:
+    """``--before DIR``: a source tree whose nrp also runs (on ``PYTHONPATH``), ``runs`` saying
+    when, so that before and after are measured in the same run."""
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="DIR",
+        help=f"also run {runs} (e.g. `git worktree add DIR main`), on PYTHONPATH, "
+        "before/after in the same run",
+    )
+
+
+def on_mediqa(prefix: str, run: Callable[[Path], None], note: str) -> int:
+    """``run`` in a new temporary folder (``prefix``; removed after), then the ``measured``
+    line with ``note``: 0; 1 (and why, on stderr) when MEDIQA 2019's data is not there."""
+    if not MEDIQA_DATA.exists():
+        print(f"MEDIQA 2019 not found in {MEDIQA_DATA}: nothing to benchmark", file=sys.stderr)
+        return 1
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        run(work)
+    finally:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+    print(measured(note))
+    return 0
 
 
 # -- synthetic inputs from MEDIQA ------------------------------------------------------------------
