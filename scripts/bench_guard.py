@@ -181,7 +181,9 @@ def _run(args: argparse.Namespace, work: Path) -> None:
                 print(f"{number:<6} {spec + tree:<30} failed (exit {status})")
                 continue
             dense_seconds = seconds if spec == DENSE else dense_seconds
-            shown = f"{seconds / dense_seconds:7.2f} {GOAL_RATIO:5.1f}" if spec != DENSE else ""
+            shown = ""  # the ratio, where dense ran in this round
+            if spec != DENSE and dense_seconds:
+                shown = f"{seconds / dense_seconds:7.2f} {GOAL_RATIO:5.1f}"
             print(f"{number:<6} {spec + tree:<30} {seconds:6.1f} {args.answers / seconds:9,.0f} "
                   f"{peak:7.0f} {shown}", flush=True)  # fmt: skip
     print(f"\nin-process: {args.calls} one-answer calls (as POST /v1/score makes them), then "

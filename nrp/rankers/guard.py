@@ -217,7 +217,9 @@ class GuardModel:
 
     def answer_share(self, table: pd.DataFrame, threshold: float | None = None) -> np.ndarray:
         """Per row of a feature table, the least of each detector's probability divided by its
-        threshold (``threshold`` replaces this model's own): below 1, some detector flags it."""
+        threshold (``threshold`` replaces this model's own): below 1, some detector's probability
+        is under its threshold (``GuardRanker.assess`` flags the row when it is under by more
+        than ``THRESHOLD_TOLERANCE``)."""
         own = threshold if threshold is not None else self.threshold
         values = table[list(self.features)].to_numpy(dtype=float)
         share = self.probability(values) / max(own, 1e-12)
