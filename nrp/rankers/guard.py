@@ -80,7 +80,11 @@ question-answering sites speak of their writer, scraped pages hold lists). So a 
 collection sets each detector's threshold anew, the same way, on the collection's own judged
 answers (``calibrate``: the share, 0.01 by default; documents of a gain above 0 in the first
 dimension, each with its own question, as ``spec_rd`` reads them): what it promises, about 1%
-of real answers flagged per detector, holds on the collection it judges. The thresholds are kept
+of real answers flagged per detector, holds on the collection it judges. Calibration loosens a
+threshold and never tightens it (``CALIBRATION``): a collection whose judged answers all read as
+answers by far (CLEF eHealth's web passages) says nothing of how the answers to be scored read,
+and a threshold set at the edge of such answers flagged 11% of a capable LLM's plain answers
+there (docs/validity.md). The thresholds are kept
 beside the collection (``guard-thresholds-KEY.json``); unbound, with ``calibrate=0``, or with
 fewer judged answers than ``1 / calibrate``, the model's own. ``threshold=`` replaces the first
 detector's.
@@ -184,6 +188,10 @@ QUOTED_WORDS = 4
 #: ``calibrate``: the share of a bound collection's judged answers each detector flags (the share
 #: of the fitting answers each was fitted to flag: ``scripts/fit_guard.py --max-flagged``)
 CALIBRATED_SHARE = 0.01
+#: how calibration sets a threshold, in the fingerprint and the thresholds file's key: 2, the
+#: lesser of the fitted threshold and the one that flags ``calibrate`` of the collection's judged
+#: answers (1: the latter, also where it was stricter than the fitted one)
+CALIBRATION = 2
 
 
 @dataclass(frozen=True)
@@ -233,13 +241,15 @@ class GuardModel:
     def calibrated(self, table: pd.DataFrame, share: float) -> GuardModel:
         """This model with each detector's threshold set as it was fitted, on the rows of
         ``table`` (``GuardFeatures.frame`` of real answers): the largest probability at which it
-        flags at most ``share`` of them (the rows where it abstains left out). A detector with
-        fewer than ``1 / share`` rows to go by keeps its threshold."""
+        flags at most ``share`` of them (the rows where it abstains left out), where that is
+        below the fitted threshold; calibration loosens a detector, never tightens it
+        (``CALIBRATION``). A detector with fewer than ``1 / share`` rows to go by keeps its
+        threshold."""
         values = table[list(self.features)].to_numpy(dtype=float)
         known = self.probability(values[~np.isnan(values).any(axis=1)])
         threshold = self.threshold
         if enough_to_calibrate(len(known), share):
-            threshold = flagging_threshold(known, share)
+            threshold = min(threshold, flagging_threshold(known, share))
         also = tuple(detector.calibrated(table, share) for detector in self.also)
         return replace(self, threshold=threshold, also=also)
 
@@ -772,7 +782,7 @@ PARAMS: dict[str, Param] = {
         CALIBRATED_SHARE,
         "bound to a collection, set each detector's threshold so that it flags this share of the "
         "collection's judged answers (gain above 0), as it was fitted to flag of the fitting "
-        "answers; 0: the model's thresholds",
+        "answers, where that loosens it (never stricter than fitted); 0: the model's thresholds",
         minimum=0,
         maximum=0.5,
     ),
@@ -843,6 +853,7 @@ class GuardRanker(Ranker):
         identity["params"]["ranker"] = self.ranker.fingerprint()
         identity["params"]["model"] = self.model.digest
         identity["params"]["features"] = FEATURE_DEFINITIONS
+        identity["params"]["calibration"] = CALIBRATION
         return identity
 
     def spec(self, complete: bool = False) -> str:
@@ -954,7 +965,7 @@ class GuardRanker(Ranker):
         rows = [(q, t) for q, docs in self._documents.items() for t in docs]
         digest = hashlib.sha256(
             json.dumps([self.model.digest, features.encoder.fingerprint(), FEATURE_DEFINITIONS,
-                        share, self._others, rows]).encode("utf-8", "surrogatepass")
+                        CALIBRATION, share, self._others, rows]).encode("utf-8", "surrogatepass")
         )  # fmt: skip
         name = f"guard-thresholds-{digest.hexdigest()[:24]}.json"
         path = self._store / name if self._store is not None else None

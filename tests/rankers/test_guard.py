@@ -321,6 +321,11 @@ def test_calibrated_thresholds_by_hand():
     assert mirror.calibrated(table, 0.1).also[0].threshold == pytest.approx(sigmoid(2 * 0.3 - 1))
     partly = mirror.calibrated(table, 0.09)  # twelve rows needed: the known ten are too few
     assert partly.threshold == pytest.approx(sigmoid(4 * 0.1 - 2)) and partly.also[0] == generic
+    # calibration loosens a detector, never tightens it: one whose fitted threshold is below the
+    # 4th row's probability (0.2 < 0.31) keeps it, and flags two rows (0.12, 0.17), not four
+    loose = GuardModel(("novel_share",), (4.0,), -2.0, 0.2)
+    assert loose.calibrated(table, 0.25) == loose
+    assert x[loose.answer_share(table) < 1] == pytest.approx([0.0, 0.1])
 
 
 def test_guard_keeps_dense_scores_of_answers_and_puts_mirrors_below(encoder):

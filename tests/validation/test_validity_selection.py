@@ -197,8 +197,9 @@ def test_with_the_chosen_guard_an_echo_gets_nrp_0_and_a_real_answer_does_not(ans
 
 def test_the_bound_guard_calibrates_each_detector_on_the_collections_judged_answers(answers):
     """``calibrate=S``: each detector's threshold is set so that it flags S of the collection's
-    judged answers (gain above 0: eight here), kept beside the collection and read from there by
-    the next guard; 0, or too few answers for S, keeps the model's thresholds."""
+    judged answers (gain above 0: eight here) where that loosens it (the fitted threshold where it
+    is lower), kept beside the collection and read from there by the next guard; 0, or too few
+    answers for S, keeps the model's thresholds."""
     from nrp.rankers.guard import packaged_model
     from nrp.rankers.registry import make_ranker
 
@@ -210,10 +211,15 @@ def test_the_bound_guard_calibrates_each_detector_on_the_collections_judged_answ
     guard.bind_collection(answers)
     calibrated = guard.detectors()
     table = guard.features().frame(relevant["query"].tolist(), relevant["text"].tolist())
-    for detector in (calibrated, *calibrated.also):
+    fitted = [packaged_model(), *packaged_model().also]
+    for detector, before in zip((calibrated, *calibrated.also), fitted, strict=True):
         p = detector.probability(table[list(detector.features)].to_numpy(dtype=float))
-        assert np.sort(p)[1] == detector.threshold  # the second lowest: flags one of eight
-        assert (p < detector.threshold).sum() == 1
+        # the second lowest (flags one of eight), unless the fitted threshold is lower
+        assert detector.threshold == min(np.sort(p)[1], before.threshold)
+        assert (p < detector.threshold).sum() <= 1  # never more than one of the eight
+    # here every detector was fitted stricter than these answers need: none is tightened to them
+    # (the second lowest of mirror's is 0.87 against its fitted 0.16); generic flags its lowest
+    assert calibrated == packaged_model()
     assert guard.assess(relevant)["flagged"].sum() <= 1 + len(calibrated.also)
     (kept,) = answers.path.glob("guard-thresholds-*.json")
     thresholds = [d.threshold for d in (calibrated, *calibrated.also)]
