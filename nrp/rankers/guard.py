@@ -83,8 +83,8 @@ dimension, each with its own question, as ``spec_rd`` reads them): what it promi
 of real answers flagged per detector, holds on the collection it judges. Calibration loosens a
 threshold and never tightens it (``CALIBRATION``): a collection whose judged answers all read as
 answers by far (CLEF eHealth's web passages) says nothing of how the answers to be scored read,
-and a threshold set at the edge of such answers flagged 11% of a capable LLM's plain answers
-there (docs/validity.md). The thresholds are kept
+and thresholds set at the edge of such answers flagged 15.8% of ChatGPT's answers there, nearly
+all of them plain answers (docs/validity.md). The thresholds are kept
 beside the collection (``guard-thresholds-KEY.json``); unbound, with ``calibrate=0``, or with
 fewer judged answers than ``1 / calibrate``, the model's own. ``threshold=`` replaces the first
 detector's.
