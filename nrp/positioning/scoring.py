@@ -34,6 +34,7 @@ the same rows with ``score``, ``rank`` (r), ``ties``, ``n_docs`` and ``nrp`` out
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -57,6 +58,7 @@ from nrp.positioning.ties import DEFAULT_TIE_MODE, check_tie_mode
 from nrp.progress import Progress
 from nrp.rankers.base import Ranker
 from nrp.rankers.coerce import as_ranker
+from nrp.rankers.dense import embedding_memo
 from nrp.settings import settings_with
 from nrp.tables import require_columns
 
@@ -352,7 +354,15 @@ class ScoringRun:
 
     def _position(self, answers: pd.DataFrame) -> dict[str, pd.DataFrame]:
         """Every distinct ranker positions the answers once, shared by its dimensions: the
-        positions by ranker fingerprint; what it took added to the run's counts."""
+        positions by ranker fingerprint; what it took added to the run's counts. Where several
+        distinct rankers do, an ``embedding_memo`` is open around them, so that rankers of one
+        model (validation's ``guard`` and ``guard:content=0.06`` over one MiniLM, chosen for
+        different dimensions) embed each text once between them."""
+        several = len({job.fingerprint for job in self.jobs.values()}) > 1
+        with embedding_memo() if several else contextlib.nullcontext():
+            return self._position_each(answers)
+
+    def _position_each(self, answers: pd.DataFrame) -> dict[str, pd.DataFrame]:
         run, found_by = self.run, {}
         for dimension, job in self.jobs.items():
             run.fingerprints[dimension] = job.fingerprint

@@ -483,3 +483,52 @@ def test_agreement_embeds_each_text_once_across_rankers(
     assert len(embedded) == len(set(embedded)) == 21 + 3
     taus = result.summary.set_index("ranker")["tau_mean"]
     assert taus[specs[0]] == taus[specs[1]]
+
+
+def test_scoring_embeds_each_text_once_across_the_dimensions_rankers(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``score_answers`` opens an ``embedding_memo`` where several distinct rankers position the
+    answers (one per dimension here): two rankers of one model embed D_q's 21 texts, the 3
+    questions and the 3 answers once between them, and give the same NRP; nothing is kept after
+    the call (each alone embeds them all again)."""
+    from nrp import ingest, score_answers
+    from nrp.collection.collection import Collection
+
+    memo_collection(tmp_path)  # its data folder, with a second dimension below
+    manifest = STREAM_MANIFEST.replace("name: streamed", "name: two").replace(
+        "dimensions: [relevance]", "dimensions: [relevance, readability]"
+    ).replace(
+        "dimensions:\n  relevance:\n    description: relevant or not\n",
+        "dimensions:\n  relevance:\n    description: relevant or not\n"
+        '    grades: {0: "no", 1: "yes"}\n  readability:\n    description: readable or not\n',
+    )
+    data = tmp_path / "data"
+    (data / "two.yaml").write_text(manifest)
+    lines = (data / "qrels.tsv").read_text().splitlines()
+    (data / "qrels.tsv").write_text(
+        "\n".join([lines[0] + "\treadability"] + [f"{x}\t{x[-1]}" for x in lines[1:]]) + "\n"
+    )
+    ingest(data / "two.yaml", indexes_dir=tmp_path / "indexes")
+    collection = Collection.load("two", tmp_path / "indexes")
+    answers = pd.DataFrame(
+        {
+            "answer_id": ["a1", "a2", "a3"],
+            "qid": ["q1", "q2", "q3"],
+            "text": ["chest pain and heart disease", "a fever with a cough", "less sugar"],
+        }
+    )
+    embedded = counted_embeddings(monkeypatch)
+    specs = {
+        "relevance": f"dense:model={tiny_model}",
+        "readability": f"dense:model={tiny_model},passages=100",
+    }
+    found = score_answers(collection, answers, specs, cache=False)
+    assert len(embedded) == len(set(embedded)) == 21 + 3 + 3
+    by = found.pivot(index="answer_id", columns="dimension", values="nrp")
+    assert by["relevance"].tolist() == by["readability"].tolist()
+    texts = set(embedded)
+    for spec in specs.values():  # each alone embeds them all again
+        embedded.clear()
+        score_answers(collection, answers, spec, cache=False)
+        assert set(embedded) == texts
