@@ -496,12 +496,14 @@ def test_scoring_embeds_each_text_once_across_the_dimensions_rankers(
     from nrp.collection.collection import Collection
 
     memo_collection(tmp_path)  # its data folder, with a second dimension below
-    manifest = STREAM_MANIFEST.replace("name: streamed", "name: two").replace(
-        "dimensions: [relevance]", "dimensions: [relevance, readability]"
-    ).replace(
-        "dimensions:\n  relevance:\n    description: relevant or not\n",
-        "dimensions:\n  relevance:\n    description: relevant or not\n"
-        '    grades: {0: "no", 1: "yes"}\n  readability:\n    description: readable or not\n',
+    manifest = (
+        STREAM_MANIFEST.replace("name: streamed", "name: two")
+        .replace("dimensions: [relevance]", "dimensions: [relevance, readability]")
+        .replace(
+            "dimensions:\n  relevance:\n    description: relevant or not\n",
+            "dimensions:\n  relevance:\n    description: relevant or not\n"
+            '    grades: {0: "no", 1: "yes"}\n  readability:\n    description: readable or not\n',
+        )
     )
     data = tmp_path / "data"
     (data / "two.yaml").write_text(manifest)
