@@ -31,6 +31,7 @@ import math
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -204,8 +205,6 @@ def on_mediqa(prefix: str, run: Callable[[Path], None], note: str) -> int:
     try:
         run(work)
     finally:
-        import shutil
-
         shutil.rmtree(work, ignore_errors=True)
     print(measured(note))
     return 0

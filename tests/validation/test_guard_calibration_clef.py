@@ -66,11 +66,11 @@ def test_thresholds_calibrated_on_clef_are_never_stricter_than_fitted(clef):
     # Two are flagged: a refusal ("I'm sorry, but as an AI language model, I don't have access to
     # personal data ...") and one plain answer; the thresholds at the passages' edge (the rule
     # before) flagged 14, nearly all of them plain answers
-    flagged = guard.assess(answers)["flagged"].to_numpy()
+    assessed = guard.assess(answers)  # the features of each answer, and its verdict
+    flagged = assessed["flagged"].to_numpy()
     assert [t[:39] for t in answers.loc[flagged, "text"]] == [
         "I'm sorry, but as an AI language model,",
         "The reaction of colleagues to disclosin",
     ]
-    assessed = guard.features().frame(answers["query"].tolist(), answers["text"].tolist())
     at_the_edge = _with_thresholds(fitted, edges)
     assert int((at_the_edge.answer_share(assessed) < 1.0 - THRESHOLD_TOLERANCE).sum()) == 14
