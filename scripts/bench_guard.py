@@ -15,6 +15,13 @@ one-answer calls, in one run.
   with a seed of its own) and every run scores them in a fresh copy of the validated folder, so
   no answer's score comes from the cache (the guard would read its ranker's). dense and the
   guard alternate within a round; with ``--before DIR`` the guard from that tree runs too.
+- **several rankers of one model, one process**: on CLEF eHealth 2021 (skipped with a reason
+  where ../shared lacks it), whose validation chooses ``guard`` for relevance and
+  ``guard:content=0.06`` for readability and credibility, whole ``nrp score`` of ChatGPT's 500
+  answers to the ``question`` prompt (``answers/chatgpt/question.csv``) with both, by dimension,
+  against each alone, on fresh copies of a folder ``nrp validate --rankers`` of the two left. The
+  run embeds each text once between the two rankers (``embedding_memo``), so it should take about
+  as long as the slower alone; without the memo it took 1.51x of it (docs/performance.md).
 - **in-process calls**: the calls ``POST /v1/score`` makes (``Positioner.position_rows``, one
   answer per call), in a child of their own on a fresh copy of the folder, with the ranker, the
   thresholds and the documents' embeddings loaded, then the file's other answers in one call;
@@ -23,7 +30,8 @@ one-answer calls, in one run.
 The goals: the guard's whole ``nrp score`` at most 2x dense's (beside the question and the text
 the guard embeds each text's rest, the text without the question's words and nearly as long:
 about twice dense's embedding; the start, about 5 s of imports and the model, is the same); in
-a call, 0.9 of a bare encode of what the answers need embedded (texts, questions, rests).
+a call, 0.9 of a bare encode of what the answers need embedded (texts, questions, rests); the two
+rankers in one process at most 1.15x the slower alone.
 Answers: ``--answers`` (default 500) generated from MEDIQA 2019's judged documents
 (``write_answers``: one in 50 a judged document, one in 50 the question).
 
@@ -41,6 +49,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import (
+    MEDIQA_DATA,
     MEDIQA_MANIFEST,
     before_option,
     checkout_env,
@@ -57,6 +66,12 @@ SCRIPT = Path(__file__).resolve()
 GUARD, DENSE = "guard:content=0.06", "dense"
 GOAL_RATIO = 2.0
 GOAL_BARE = 0.9
+GOAL_SEVERAL = 1.15
+CLEF = "clef-ehealth-2021"
+CLEF_MANIFEST = MEDIQA_MANIFEST.with_name(f"{CLEF}.yaml")
+CLEF_ANSWERS = MEDIQA_DATA.parent / CLEF / "answers" / "chatgpt" / "question.csv"
+#: CLEF's validated choice per dimension: two rankers over one MiniLM
+BY_DIMENSION = {"relevance": "guard", "readability": GUARD, "credibility": GUARD}
 
 
 # -- children -------------------------------------------------------------------------------------
@@ -200,6 +215,71 @@ def _run(args: argparse.Namespace, work: Path) -> None:
         )
     print("\nwhole processes: start to exit, D_q's scores cached, no answer cached; x dense: "
           "the guard's seconds over dense's in the same round")  # fmt: skip
+    _several_rankers(args, work, trees)
+
+
+def _several_rankers(args: argparse.Namespace, work: Path, trees: list) -> None:
+    """CLEF eHealth: the two rankers its validation chooses, in one ``nrp score`` and each
+    alone, whole processes on fresh copies of a folder validated with the two."""
+    print(f"\nseveral rankers of one model in one nrp score: {CLEF}, ChatGPT's "
+          f"{CLEF_ANSWERS.stem} prompt; by dimension: "
+          + ", ".join(f"{d}={s}" for d, s in BY_DIMENSION.items()))  # fmt: skip
+    if not CLEF_ANSWERS.exists():
+        print(f"  skipped: {CLEF_ANSWERS} not found")
+        return
+    bare = work / "clef"
+    command = [sys.executable, "-m", "nrp", "ingest", str(CLEF_MANIFEST), "--indexes", str(bare)]
+    if timed_process(command, trees[0][1])[2]:
+        print("  skipped: the ingest failed")
+        return
+    answers = work / "clef-answers"
+    (answers / "chatgpt").mkdir(parents=True)
+    shutil.copy(CLEF_ANSWERS, answers / "chatgpt" / CLEF_ANSWERS.name)
+    header = (f"{'round':<6} {'nrp score --ranker':<50} {'s':>6} {'peak MB':>7} "
+              f"{'x slower alone':>14} {'goal':>5}")  # fmt: skip
+    print(header)
+    print("-" * len(header))
+    for tree, tree_env in trees:
+        validated = work / "clef-validated"
+        shutil.copytree(bare, validated)
+        singles = list(dict.fromkeys(BY_DIMENSION.values()))
+        command = [sys.executable, "-m", "nrp", "validate", CLEF, "--indexes", str(validated),
+                   "--rankers", ",".join(singles)]  # fmt: skip
+        if timed_process(command, tree_env)[2]:
+            print(f"  nrp validate{tree} failed")
+        else:
+            for number in range(1, args.rounds + 1):
+                _several_round(number, tree, tree_env, work, validated, answers)
+        shutil.rmtree(validated)
+    print("x slower alone: the rankers in one process over the slower of them alone, same "
+          "round; without the memo it was 1.51 (docs/performance.md)")  # fmt: skip
+
+
+def _several_round(
+    number: int, tree: str, tree_env: dict, work: Path, validated: Path, answers: Path
+) -> None:
+    """One round: each ranker alone, then all by dimension, on fresh copies of ``validated``."""
+    singles = [["--ranker", spec] for spec in dict.fromkeys(BY_DIMENSION.values())]
+    together = [a for d, s in BY_DIMENSION.items() for a in ("--ranker", f"{d}={s}")]
+    alone = 0.0
+    for run in [*singles, together]:
+        folder, out = work / "clef-run", work / "clef-out"
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.copytree(validated, folder)
+        command = [sys.executable, "-m", "nrp", "score", CLEF, str(answers), "--indexes",
+                   str(folder), "--out", str(out), *run]  # fmt: skip
+        seconds, peak, status = timed_process(command, tree_env)
+        shutil.rmtree(out, ignore_errors=True)
+        label = (run[1] if run is not together else "each dimension's (both)") + tree
+        if status:
+            print(f"{number:<6} {label:<50} failed (exit {status})")
+            continue
+        shown = ""
+        if run is together and alone:
+            shown = f"{seconds / alone:14.2f} {GOAL_SEVERAL:5.2f}"
+        elif run is not together:
+            alone = max(alone, seconds)
+        print(f"{number:<6} {label:<50} {seconds:6.1f} {peak:7.0f} {shown}", flush=True)
 
 
 if __name__ == "__main__":
