@@ -125,6 +125,13 @@ class Ranker(Component, pt.Transformer):
 
         return SCORE_TOLERANCE.get(str(dtype).lower(), SCORE_TOLERANCE["fp32"])
 
+    def floors(self, scores: np.ndarray) -> np.ndarray:
+        """Which of ``scores`` (this ranker's) put their text on its floor, below every text it
+        lets through whatever the text says: a guard's flag (``nrp.rankers.guard``). A ranker
+        that only orders texts floors none. Validation counts the judged answers a ranker
+        floors: what its gate costs real answers."""
+        return np.zeros(np.shape(scores), dtype=bool)
+
     # -- the query field -----------------------------------------------------------------------
     @property
     def query_field(self) -> str:

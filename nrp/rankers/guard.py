@@ -866,6 +866,10 @@ class GuardRanker(Ranker):
     def score_tolerance(self) -> float:
         return self.ranker.score_tolerance
 
+    def floors(self, scores: np.ndarray) -> np.ndarray:
+        """The flagged texts' scores: those below ``-FLAG_OFFSET / 2``."""
+        return np.asarray(scores, dtype=float) < -FLAG_OFFSET / 2
+
     def bind_collection(self, collection: Any) -> None:
         """Bind the guarded ranker; the collection's questions are those ``spec_rq`` compares
         with; D_q's scores by the guarded ranker come from the score cache beside it (what

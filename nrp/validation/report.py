@@ -138,18 +138,20 @@ def _ci(interval: Any) -> str:
 def validity_lines(dim: Any, ranked: list[str]) -> list[str]:
     """The validity table of one dimension: per ranker, the share of pairs judged documents win
     over all degenerate texts and over the held-out family, the worst kind, the highest mean
-    NRP of a kind, and the verdict."""
+    NRP of a kind, the graded-relevant judged documents it floors (all, and the short ones),
+    and the verdict."""
     measured = [name for name in ranked if name in dim.validity]
     if not measured:
         return []
     first = dim.validity[measured[0]]
     held = first.held_out_family
     header = ["ranker", "wins [95% CI]", f"wins {held} (held out)", "worst kind", "max NRP"]
-    rows = [[*header, "first_sentence (reported)", ""]]
+    short = next((v.answers.short_words for v in dim.validity.values() if v.answers), None)
+    rows = [[*header, "first_sentence (reported)", f"answers floored (<= {short} words)", ""]]
     for name in measured:
         v = dim.validity[name]
         if v.overall is None:
-            rows.append([name, "-", "-", "-", "-", "no texts"])
+            rows.append([name, "-", "-", "-", "-", "-", _floored(v.answers), "no texts"])
             continue
         gating = [g for k, g in v.kinds.items() if k not in REPORTED_ONLY] or list(v.kinds.values())
         worst = min(gating, key=lambda g: (g.wins, g.group))
@@ -164,6 +166,7 @@ def validity_lines(dim: Any, ranked: list[str]) -> list[str]:
                 f"{worst.group} {worst.wins:.3f}",
                 f"{highest.group} {highest.nrp:.3f}",
                 "-" if truncated is None else f"{truncated.wins:.3f} wins, NRP {truncated.nrp:.3f}",
+                _floored(v.answers),
                 "pass" if v.passed else "FAIL",
             ]
         )
@@ -171,10 +174,19 @@ def validity_lines(dim: Any, ranked: list[str]) -> list[str]:
     lines = [
         f"  validity: relevant judged documents above degenerate texts (pairs, ties half) and "
         f"the texts' NRP; pass: every kind but first_sentence >= {rule.get('min_wins')} wins "
-        f"and <= {rule.get('max_nrp')} NRP"
+        f"and <= {rule.get('max_nrp')} NRP; answers floored: relevant judged documents the "
+        "ranker puts below every text it lets through (a guard's flag), reported only"
     ]
     lines.extend(text_table(rows[0], rows[1:], indent="    ").splitlines())
     return lines
+
+
+def _floored(answers: Any) -> str:
+    """``FLOORED/RELEVANT (SHORT_FLOORED/SHORT)``, or - where it was not counted (a validation
+    file written before it was)."""
+    if answers is None:
+        return "-"
+    return f"{answers.floored}/{answers.relevant} ({answers.short_floored}/{answers.short})"
 
 
 def format_result(result: ResultView) -> str:

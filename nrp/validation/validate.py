@@ -60,7 +60,13 @@ from nrp.validation.runs import (
 )
 from nrp.validation.selection import SELECTION_RULE, choose, default_weights
 from nrp.validation.settings import ValidationSettings
-from nrp.validation.validity import ScoredText, Validity, measure_validity, score_texts
+from nrp.validation.validity import (
+    RankedForValidity,
+    Validity,
+    floored_answers,
+    measure_validity,
+    score_texts,
+)
 
 #: the ranker a warning suggests when no ranker passes validity
 GUARD_HINT = "dense,guard:ranker=dense"
@@ -150,21 +156,30 @@ def _degenerate_scores(
     candidates: pd.DataFrame,
     score_cache: ScoreCache | None,
     progress: Progress | None,
-) -> dict[str, tuple[list[ScoredText], float]]:
-    """system name -> (its degenerate texts ranked among D_q, its score tolerance). The texts
-    are built once from the collection (``degenerate_frame``; "best document": highest mean gain
-    over the validated dimensions)."""
+) -> dict[str, RankedForValidity]:
+    """system name -> its degenerate texts ranked among D_q, its score tolerance and the judged
+    documents its run floors (``Ranker.floors``). The texts are built once from the collection
+    (``degenerate_frame``; "best document": highest mean gain over the validated
+    dimensions)."""
     texts = validity_texts(collection, candidates, settings)
     if progress:
         progress(f"validity: ranking {len(texts)} degenerate texts with each ranker")
     fingerprint = str(collection.meta.get("fingerprint", ""))
     return {
-        info.name: (
+        info.name: RankedForValidity(
             score_texts(ranker, candidates, texts, run, score_cache, fingerprint),
             ranker.score_tolerance,
+            _floored(ranker, run),
         )
         for ranker, (info, run) in zip(rankers, systems, strict=True)
     }
+
+
+def _floored(ranker: Ranker, run: Mapping[str, Mapping[str, float]]) -> frozenset[tuple[str, str]]:
+    """The (qid, docno) of ``run`` whose scores ``ranker`` floors."""
+    keys = [(q, d) for q, docs in run.items() for d in docs]
+    scores = np.array([run[q][d] for q, d in keys], dtype=float)
+    return frozenset(key for key, low in zip(keys, ranker.floors(scores), strict=True) if low)
 
 
 def validity_texts(
@@ -365,9 +380,14 @@ def _evaluate(
     systems: list[System],
     candidates: pd.DataFrame | None,
     warnings: list[str],
-    scored: dict[str, tuple[list[ScoredText], float]] | None = None,
+    scored: dict[str, RankedForValidity] | None = None,
 ) -> ValidationResult:
     measures = parse_measures(settings.measures)
+    words = {}  # (qid, docno) -> words of the text, for the floored answers of validity
+    if scored and candidates is not None:
+        keys = zip(candidates["qid"].astype(str), candidates["docno"].astype(str), strict=True)
+        counts = candidates["text"].astype(str).str.split().str.len()
+        words = dict(zip(keys, counts.astype(int), strict=True))
     dimensions = {}
     control = next(
         (i.name for i, _ in systems if i.kind == "ranker" and i.spec.partition(":")[0] == RANDOM),
@@ -389,7 +409,7 @@ def _evaluate(
                     f"{dimension!r} (scored 0): {', '.join(absent[:10])}"
                     + (" ..." if len(absent) > 10 else "")
                 )
-        validity = _validity(qrels, settings, scored)
+        validity = _validity(qrels, settings, scored, words)
         dimensions[dimension] = _dimension_result(qrels, per_query, settings, validity, control)
         if not qrels.evaluated_qids:
             warnings.append(f"{dimension!r}: no query to average over; nothing chosen")
@@ -421,10 +441,12 @@ def _evaluate(
 def _validity(
     qrels: DimensionQrels,
     settings: ValidationSettings,
-    scored: dict[str, tuple[list[ScoredText], float]] | None,
+    scored: dict[str, RankedForValidity] | None,
+    words: Mapping[tuple[str, str], int],
 ) -> dict[str, Validity]:
     """system -> its validity in the dimension of ``qrels`` (empty when validity is not
-    measured); relevant: the judgments the measures use with label >= 1."""
+    measured); relevant: the judgments the measures use with label >= 1. ``words``: (qid,
+    docno) -> the number of words of D_q's texts."""
     if not scored:
         return {}
     relevant: dict[str, set[str]] = {q: set() for q in qrels.evaluated_qids}
@@ -434,14 +456,15 @@ def _validity(
             relevant[str(row.qid)].add(str(row.docno))
     return {
         name: measure_validity(
-            texts,
+            ranked.texts,
             relevant,
-            tolerance=tolerance,
+            tolerance=ranked.tolerance,
             min_wins=settings.validity_min_wins,
             max_nrp=settings.validity_max_nrp,
             confidence=settings.confidence,
+            answers=floored_answers(ranked.floored, relevant, words),
         )
-        for name, (texts, tolerance) in scored.items()
+        for name, ranked in scored.items()
     }
 
 

@@ -47,6 +47,10 @@ from nrp.rankers.base import REQUIRED_COLUMNS, Ranker
 from nrp.rankers.cache import CachedRanker, ScoreCache
 from nrp.validation.degenerate import FAMILY_OF, HELD_OUT_FAMILY, KINDS
 
+#: judged answers of at most this many words are counted apart among those a ranker floors
+#: (``FlooredAnswers``): about a short paragraph, the length of a terse LLM's answer; the guard
+#: floors them several times as often as longer ones (docs/validity.md)
+SHORT_ANSWER_WORDS = 60
 DEFAULT_MIN_WINS = 0.90
 DEFAULT_MAX_NRP = 0.30
 #: kinds measured and reported but not part of the rule: a document cut to its first sentence
@@ -87,6 +91,30 @@ class GroupValidity:
     nrp_ci: tuple[float, float] | None
 
 
+@dataclass(frozen=True)
+class FlooredAnswers:
+    """The graded-relevant judged documents (grade >= 1) of a dimension's evaluated queries
+    that a ranker puts on its floor (``Ranker.floors``: a guard's flag), all of them and those
+    of at most ``short_words`` words apart: what its gate costs real answers, and short ones
+    above all (a short text adds few words to its question, which is what the guard reads)."""
+
+    relevant: int
+    floored: int
+    short: int
+    short_floored: int
+    short_words: int = SHORT_ANSWER_WORDS
+
+
+@dataclass(frozen=True)
+class RankedForValidity:
+    """What validity reads of one ranker: its degenerate texts ranked among D_q, its score
+    tolerance, and the judged documents (qid, docno) its validated run puts on its floor."""
+
+    texts: list[ScoredText]
+    tolerance: float
+    floored: frozenset[tuple[str, str]] = frozenset()
+
+
 @dataclass
 class Validity:
     """A ranker's validity in one dimension: per kind, per family, over all texts; the verdict
@@ -99,6 +127,7 @@ class Validity:
     reason: str = ""
     held_out_family: str = HELD_OUT_FAMILY
     rule: dict[str, float] = field(default_factory=dict)
+    answers: FlooredAnswers | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -121,6 +150,7 @@ class Validity:
             reason=str(data.get("reason", "")),
             held_out_family=str(data.get("held_out_family", HELD_OUT_FAMILY)),
             rule=dict(data.get("rule", {})),
+            answers=FlooredAnswers(**data["answers"]) if data.get("answers") else None,
         )
 
 
@@ -218,10 +248,12 @@ def measure_validity(
     min_wins: float = DEFAULT_MIN_WINS,
     max_nrp: float = DEFAULT_MAX_NRP,
     confidence: float = 0.95,
+    answers: FlooredAnswers | None = None,
 ) -> Validity:
     """Validity in one dimension from the ranked texts. ``relevant``: qid -> the docnos of its
     graded-relevant judged documents (grade >= 1) in the dimension; only the queries it names
-    (the dimension's evaluated queries) count."""
+    (the dimension's evaluated queries) count. ``answers``: the judged answers the ranker
+    floors (``floored_answers``), reported beside."""
     rows = []
     for text in scored:
         if text.qid not in relevant:
@@ -232,7 +264,8 @@ def measure_validity(
     frame["wins"] = frame["wins"].astype(float)
     rule = {"min_wins": min_wins, "max_nrp": max_nrp}
     if frame.empty:
-        return Validity({}, {}, None, True, "no degenerate text could be built", rule=rule)
+        reason = "no degenerate text could be built"
+        return Validity({}, {}, None, True, reason, rule=rule, answers=answers)
     order = [k for k in KINDS if k in set(frame["kind"])] + sorted(set(frame["kind"]) - set(KINDS))
     kinds = {k: _group(k, frame[frame["kind"] == k], confidence) for k in order}
     families = {
@@ -252,4 +285,21 @@ def measure_validity(
         if reason:
             break
     overall = _group("all", frame, confidence)
-    return Validity(kinds, families, overall, not reason, reason, rule=rule)
+    return Validity(kinds, families, overall, not reason, reason, rule=rule, answers=answers)
+
+
+def floored_answers(
+    floored: frozenset[tuple[str, str]],
+    relevant: Mapping[str, set[str]],
+    words: Mapping[tuple[str, str], int],
+) -> FlooredAnswers:
+    """Of the ``relevant`` judged documents (qid -> docnos) that have a text (``words``:
+    (qid, docno) -> its number of words), how many are ``floored``, all and the short ones."""
+    judged = [(q, d) for q, docnos in relevant.items() for d in docnos if (q, d) in words]
+    short = [key for key in judged if words[key] <= SHORT_ANSWER_WORDS]
+    return FlooredAnswers(
+        relevant=len(judged),
+        floored=sum(key in floored for key in judged),
+        short=len(short),
+        short_floored=sum(key in floored for key in short),
+    )

@@ -21,7 +21,13 @@ from nrp.validation.degenerate import (
     kind_names,
     query_materials,
 )
-from nrp.validation.validity import ScoredText, measure_validity
+from nrp.validation.validity import (
+    FlooredAnswers,
+    ScoredText,
+    Validity,
+    floored_answers,
+    measure_validity,
+)
 
 QUERY = "Can ibuprofen raise blood pressure in older adults?"
 BEST = "Ibuprofen can raise blood pressure. It holds salt and water. Ask before long use."
@@ -129,6 +135,25 @@ def test_measure_validity_by_hand():
     # a query the dimension does not evaluate is left out
     only_q2 = measure_validity(scored, {"q2": {"d4"}}, min_wins=0.9, max_nrp=0.3)
     assert only_q2.passed and only_q2.kinds["echo"].wins == 1.0
+
+
+def test_floored_answers_by_hand():
+    """The relevant judged documents with a text, how many of them the ranker floors, and the
+    same among those of at most 60 words."""
+    relevant = {"q1": {"d1", "d2", "d3"}, "q2": {"d4"}}
+    words = {("q1", "d1"): 10, ("q1", "d2"): 61, ("q1", "d3"): 60, ("q2", "d5"): 5}
+    floored = frozenset({("q1", "d1"), ("q1", "d2"), ("q2", "d5")})  # d5: not relevant
+    # d4 has no text (not in words): not counted; short: d1 (10 words) and d3 (60)
+    answers = floored_answers(floored, relevant, words)
+    assert answers == FlooredAnswers(relevant=3, floored=2, short=2, short_floored=1)
+    assert answers.short_words == 60
+    assert floored_answers(frozenset(), relevant, words).floored == 0
+    scored = [ScoredText("q1", "echo", 0.0, {"d1": 0.9})]
+    validity = measure_validity(scored, {"q1": {"d1"}}, answers=answers)
+    again = Validity.from_dict(validity.to_dict())
+    assert again.answers == answers and again == validity
+    older = {k: v for k, v in validity.to_dict().items() if k != "answers"}  # a file before it
+    assert Validity.from_dict(older).answers is None
 
 
 def test_measure_validity_tolerance_makes_close_scores_ties():

@@ -160,6 +160,37 @@ def test_the_cli_prints_who_was_passed_over_and_why(answers):
     assert "validity_min_wins and validity_max_nrp must lie between 0 and 1" in bad.stderr
 
 
+def test_validation_counts_the_judged_answers_a_ranker_floors(answers):
+    """Beside validity: the graded-relevant judged documents each ranker puts on its floor (the
+    guard's flags; a ranker that only orders floors none), all and those of at most 60 words
+    (here every one). The guard flags d1 (grade 2) alone of the eight, as its own ``assess``
+    says."""
+    from nrp.rankers.registry import make_ranker
+    from nrp.validation.validity import FlooredAnswers
+
+    result = validate(answers, ["tfidf", "guard"], cache=False, validity_kinds=KINDS)
+    validity = result.dimensions["relevance"].validity
+    guard = make_ranker("guard")
+    guard.bind_collection(answers)
+    candidates = answers.candidates()
+    flagged = candidates[guard.assess(candidates)["flagged"].to_numpy()]
+    assert flagged["docno"].tolist() == ["d1"]
+    assert validity["guard"].answers == FlooredAnswers(8, 1, 8, 1)
+    assert validity["tfidf"].answers == validity["random"].answers == FlooredAnswers(8, 0, 8, 0)
+    table = result.tables()["relevance"]
+    assert "answers floored (<= 60 words)" in table
+    rows = [line.split() for line in table.split("(<= 60 words)")[1].splitlines()[1:]]
+    assert {row[0]: row[-3:-1] for row in rows} == {
+        "tfidf": ["0/8", "(0/8)"], "guard": ["1/8", "(1/8)"], "random": ["0/8", "(0/8)"],
+    }  # fmt: skip
+    again = ValidationResult.from_dict(json.loads(result.to_json()))
+    assert again.dimensions["relevance"].validity["guard"].answers == FlooredAnswers(8, 1, 8, 1)
+    assert not make_ranker("tfidf").floors(np.array([-7000.0, 0.5])).any()
+    assert guard.floors(np.array([-7000.0, -5000.0, -4999.0, 0.5])).tolist() == [
+        True, False, False, False,
+    ]  # fmt: skip
+
+
 def test_choose_skips_failed_rankers_and_names_those_above():
     means = {"a": {"m": 0.9}, "b": {"m": 0.8}, "c": {"m": 0.7}}
     p = {frozenset(("a", "b")): 0.01, frozenset(("a", "c")): 0.01, frozenset(("b", "c")): 0.2}
