@@ -147,7 +147,8 @@ def validity_lines(dim: Any, ranked: list[str]) -> list[str]:
     held = first.held_out_family
     header = ["ranker", "wins [95% CI]", f"wins {held} (held out)", "worst kind", "max NRP"]
     short = next((v.answers.short_words for v in dim.validity.values() if v.answers), None)
-    rows = [[*header, "first_sentence (reported)", f"answers floored (<= {short} words)", ""]]
+    floored = "answers floored" + (f" (<= {short} words)" if short is not None else "")
+    rows = [[*header, "first_sentence (reported)", floored, ""]]
     for name in measured:
         v = dim.validity[name]
         if v.overall is None:

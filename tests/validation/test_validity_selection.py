@@ -185,6 +185,13 @@ def test_validation_counts_the_judged_answers_a_ranker_floors(answers):
     }  # fmt: skip
     again = ValidationResult.from_dict(json.loads(result.to_json()))
     assert again.dimensions["relevance"].validity["guard"].answers == FlooredAnswers(8, 1, 8, 1)
+    # a file written before the count: read back without it, shown as -
+    data = json.loads(result.to_json())
+    for validity_of in data["dimensions"]["relevance"]["validity"].values():
+        del validity_of["answers"]
+    older = ValidationResult.from_dict(data).tables()["relevance"]
+    rows = [line.split() for line in older.split("answers floored")[-1].splitlines()[1:]]
+    assert "words)" not in older and [row[-2] for row in rows] == ["-", "-", "-"]
     assert not make_ranker("tfidf").floors(np.array([-7000.0, 0.5])).any()
     assert guard.floors(np.array([-7000.0, -5000.0, -4999.0, 0.5])).tolist() == [
         True, False, False, False,
