@@ -72,6 +72,8 @@ CLEF_MANIFEST = MEDIQA_MANIFEST.with_name(f"{CLEF}.yaml")
 CLEF_ANSWERS = MEDIQA_DATA.parent / CLEF / "answers" / "chatgpt" / "question.csv"
 #: CLEF's validated choice per dimension: two rankers over one MiniLM
 BY_DIMENSION = {"relevance": "guard", "readability": GUARD, "credibility": GUARD}
+#: the distinct rankers among them, in order: each runs alone beside the run of all
+SINGLES = tuple(dict.fromkeys(BY_DIMENSION.values()))
 
 
 # -- children -------------------------------------------------------------------------------------
@@ -242,9 +244,8 @@ def _several_rankers(args: argparse.Namespace, work: Path, trees: list) -> None:
     for tree, tree_env in trees:
         validated = work / "clef-validated"
         shutil.copytree(bare, validated)
-        singles = list(dict.fromkeys(BY_DIMENSION.values()))
         command = [sys.executable, "-m", "nrp", "validate", CLEF, "--indexes", str(validated),
-                   "--rankers", ",".join(singles)]  # fmt: skip
+                   "--rankers", ",".join(SINGLES)]  # fmt: skip
         if timed_process(command, tree_env)[2]:
             print(f"  nrp validate{tree} failed")
         else:
@@ -259,7 +260,7 @@ def _several_round(
     number: int, tree: str, tree_env: dict, work: Path, validated: Path, answers: Path
 ) -> None:
     """One round: each ranker alone, then all by dimension, on fresh copies of ``validated``."""
-    singles = [["--ranker", spec] for spec in dict.fromkeys(BY_DIMENSION.values())]
+    singles = [["--ranker", spec] for spec in SINGLES]
     together = [a for d, s in BY_DIMENSION.items() for a in ("--ranker", f"{d}={s}")]
     alone = 0.0
     for run in [*singles, together]:

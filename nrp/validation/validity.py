@@ -112,7 +112,7 @@ class RankedForValidity:
 
     texts: list[ScoredText]
     tolerance: float
-    floored: frozenset[tuple[str, str]] = frozenset()
+    floored: frozenset[tuple[str, str]]
 
 
 @dataclass
