@@ -97,6 +97,50 @@ def test_a_ranker_spec_ending_in_json_is_a_ranker_and_a_missing_validation_file_
     assert not (tmp_path / "results").exists()
 
 
+def test_a_damaged_validation_json_is_a_one_line_error_naming_it(tmp_path):
+    """A validation JSON that parses but is not a result nrp wrote (a field of the wrong kind,
+    a key nrp does not know, not an object at all) stops ``nrp score --validation`` with one line
+    naming the file, exit 2, and nothing written."""
+    ix = str(tmp_path / "ix")
+    ingest(DEMO / "manifest.yaml", indexes_dir=ix)
+    good = tmp_path / "validation.json"
+    proc = nrp("validate", "demo", "--rankers", "tfidf", "--indexes", ix, "--out", str(good),
+               "--validity-kinds", "echo")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(good.read_text())
+    validity = data["dimensions"]["relevance"]["validity"]["tfidf"]
+    assert set(validity["answers"]) == {
+        "relevant", "floored", "short", "short_floored", "short_words",
+    }  # fmt: skip
+    assert validity["answers"]["floored"] == 0  # tfidf floors nothing
+    damaged = {
+        "answers": lambda d: d["dimensions"]["relevance"]["validity"]["tfidf"].update(
+            answers={"bogus": 1}
+        ),
+        "kinds": lambda d: d["dimensions"]["relevance"]["validity"]["tfidf"].update(kinds="x"),
+        "no dimensions": lambda d: d.pop("dimensions"),
+    }
+    out = tmp_path / "results"
+    for name, damage in damaged.items():
+        copy = json.loads(good.read_text())
+        damage(copy)
+        bad = tmp_path / f"{name}.json"
+        bad.write_text(json.dumps(copy))
+        proc = nrp("score", "demo", str(DEMO / "answers.jsonl"), "--validation", str(bad),
+                   "--out", str(out), "--indexes", ix)  # fmt: skip
+        assert proc.returncode == 2, (name, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1, (name, lines)
+        assert lines[0].startswith(f"nrp: error: {bad}: not a validation result nrp can read (")
+        assert "validate again" in lines[0]
+        assert not out.exists()
+    (tmp_path / "list.json").write_text("[]")
+    proc = nrp("score", "demo", str(DEMO / "answers.jsonl"), "--validation",
+               str(tmp_path / "list.json"), "--out", str(out), "--indexes", ix)  # fmt: skip
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(
     ("argv", "abbreviation"),
     [

@@ -227,7 +227,18 @@ class ValidationResult(FrameView):
 
     @classmethod
     def from_json(cls, path: str | Path) -> ValidationResult:
-        return cls.from_dict(_load(path))
+        """The result in the file at ``path``; a file that is JSON but not a result nrp wrote
+        (a key missing, a value of the wrong kind) is an ``InputError`` naming it."""
+        data = _load(path)
+        try:
+            return cls.from_dict(data)
+        except NrpError:
+            raise
+        except (KeyError, TypeError, AttributeError, ValueError) as err:
+            problem = f"{type(err).__name__}: {err}"
+            raise InputError(
+                path, None, f"not a validation result nrp can read ({problem}); validate again"
+            ) from None
 
     # -- tables -------------------------------------------------------------------------------
     def to_frame(self, perquery: bool = False) -> pd.DataFrame:
