@@ -18,20 +18,22 @@ asked again in the MEDIQA test set (v-24, v-38, t2-103; docs/training.md). What 
    equal mass) of "real answer" on its features (``FEATURES``): the judged documents of the
    fitting questions are real answers, and so is each judged document of grade
    ``--restated-grade`` (3, Excellent) or above after its question (language models often
-   restate the question first: their best answers must not look like evasions); the
+   restate the question first: their best answers must not look like evasions), and so is
+   ``--terse-answers`` (all) of the questions' best judged documents cut to their first
+   sentence (terse but real answers: a short answer must not look like a non-answer); the
    detector's negatives are not: degenerate kinds of ``nrp.validation.degenerate``
    (``--per-kind`` texts per composed kind and query, seed ``--seed``) and ``boilerplate``,
    the question followed by sentences the fitting documents of at least
    ``--boilerplate-questions`` other questions repeat, and ``written``, non-answers the
    packaged LLM writes for each fitting question in its own words under four prompts of this
-   script's (``written_non_answers``). A first sentence is a real if incomplete answer, and
-   the evasion family is held out to measure what the guard does with forms it never saw;
+   script's (``written_non_answers``). The evasion family is held out to measure what the
+   guard does with forms it never saw;
 3. ``answer_like``'s direction (``--direction-l2``): a logistic regression of "real answer" on
    the text's embedding, the real answers against the written non-answers; the ``hollow``
    detector reads it, and is fitted on values of a direction fitted without the row's question
    (``INNER_FOLDS``), so that its threshold is set as for texts the direction never saw;
 4. the threshold: the largest probability at which at most ``--max-flagged`` of the fitting
-   judged documents would be flagged.
+   real answers would be flagged.
 
 It prints the weights, the threshold, and the share of each kind flagged at it (held-out family
 included, on the fitting questions: the figures on other collections come from ``nrp
@@ -113,6 +115,12 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
         help="the L2 penalty of answer_like's linear model on the text's embedding",
     )  # fmt: skip
     parser.add_argument("--max-flagged", type=float, default=0.01)
+    parser.add_argument(
+        "--terse-answers", type=float, default=1.0, metavar="SHARE",
+        help="this share of the fitting questions' first_sentence texts (the best judged "
+        "document cut to its first sentence: a terse but real answer), drawn with --seed, join "
+        "the real answers (0: none)",
+    )  # fmt: skip
     parser.add_argument(
         "--features", type=Path, help="a pickle of the feature table, kept between runs"
     )
@@ -328,6 +336,15 @@ def negative_kinds(kinds: str) -> list[str]:
             *[k for k in names if k in MINED_KINDS and k != "written"], *written]  # fmt: skip
 
 
+def terse_answers(rows: pd.DataFrame, share: float, seed: int) -> np.ndarray:
+    """The rows that join the real answers as terse ones: ``share`` of the ``first_sentence``
+    rows (a judged document cut to its first sentence), each kept when a uniform draw of its row
+    (seed ``seed``, one draw per row of ``rows``) is below ``share``: all of them at 1, none
+    at 0."""
+    first = (rows["kind"] == "first_sentence").to_numpy()
+    return first & (np.random.default_rng(seed).random(len(rows)) < share)
+
+
 def question_folds(
     qids: pd.Series, folds: int, seed: int, among: np.ndarray | None = None
 ) -> np.ndarray:
@@ -437,6 +454,8 @@ def print_cross_fit(
     the guard does with questions it never saw, where the in-sample shares flatter the kinds
     it was fitted on. A written non-answer is judged by a guard fitted without its question and
     without every reply of its prompt: what the guard does with a wording it never saw."""
+    from nrp.validation.validity import SHORT_ANSWER_WORDS
+
     fold = question_folds(rows["qid"], args.cross_fit, args.seed)
     kind = rows["kind"].to_numpy()
     share = np.empty(len(rows))
@@ -450,6 +469,10 @@ def print_cross_fit(
                                           within=(fold != k) & (kind != prompt))  # fmt: skip
             share[judged] = model.answer_share(fitted[judged])
     flagged = pd.Series(share < 1).groupby(kind).mean()
+    short = (kind == "judged") & (
+        rows["text"].astype(str).str.split().str.len() <= SHORT_ANSWER_WORDS
+    ).to_numpy()
+    flagged[f"judged <= {SHORT_ANSWER_WORDS} words"] = float((share[short] < 1).mean())
     print(f"flagged share per kind, cross-fitted ({args.cross_fit} folds of the questions; "
           "written replies also without their prompt):")  # fmt: skip
     for name, value in flagged.items():
@@ -486,6 +509,10 @@ def main(argv: list[str] | None = None) -> int:
         if not (ROOT / "manifests" / f"{name}.yaml").is_file():
             print(f"fit_guard: --fluency-collections: no manifests/{name}.yaml", file=sys.stderr)
             return 2
+    if not 0 <= args.terse_answers <= 1:
+        print(f"fit_guard: --terse-answers must be a share from 0 to 1, got {args.terse_answers}",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if not args.direction_l2 > 0:
         print(f"fit_guard: --direction-l2 must be above 0, got {args.direction_l2}",
               file=sys.stderr)  # fmt: skip
@@ -504,6 +531,7 @@ def main(argv: list[str] | None = None) -> int:
     answers = rows["kind"].eq("judged").to_numpy()
     if args.restated_grade > 0:
         answers = answers | (restated & (rows["grade"] >= args.restated_grade).to_numpy())
+    answers = answers | terse_answers(rows, args.terse_answers, args.seed)
     embeddings = text_embeddings(rows, features, args.features)
     model, fitted = fit_detectors(table, rows, answers, reference, args, embeddings, terms=terms)
     flagged = pd.Series(model.answer_share(fitted) < 1).groupby(rows["kind"].to_numpy()).mean()
@@ -517,6 +545,7 @@ def main(argv: list[str] | None = None) -> int:
         + "".join(f", {n}'s documents" for n in collection_names(args.fluency_collections)),
         "real_answers": int(answers.sum()),
         "restated_answers_of_grade": args.restated_grade,
+        "terse_answers": args.terse_answers,
         "held_out_family": args.held_out,
         "per_kind": args.per_kind,
         "seed": args.seed,

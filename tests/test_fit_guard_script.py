@@ -122,6 +122,22 @@ def test_answer_like_of_a_fitting_row_comes_from_a_direction_fitted_without_its_
     assert (np.sign(column) == sign).all()
 
 
+def test_terse_answers_are_the_share_of_first_sentences_drawn_with_the_seed():
+    """``--terse-answers``: of 2,000 rows, the 1,000 first sentences all join the real answers at
+    1 and none at 0; at 0.25 the rows whose draw (numpy's generator, seed 0, one per row) is
+    under 0.25, counted here from the same draws: a first sentence only, never another kind."""
+    kinds = np.array(["first_sentence", "echo"] * 1000)
+    rows = pd.DataFrame({"kind": kinds})
+    first = kinds == "first_sentence"
+    assert (fit_guard.terse_answers(rows, 1.0, 0) == first).all()
+    assert not fit_guard.terse_answers(rows, 0.0, 0).any()
+    quarter = fit_guard.terse_answers(rows, 0.25, 0)
+    draws = np.random.default_rng(0).random(2000)
+    assert quarter.sum() == (first & (draws < 0.25)).sum()
+    assert 200 < quarter.sum() < 300 and not quarter[~first].any()
+    assert (fit_guard.terse_answers(rows, 0.25, 1) != quarter).any()  # another seed, another draw
+
+
 @pytest.mark.parametrize(
     ("option", "message"),
     [
@@ -129,6 +145,8 @@ def test_answer_like_of_a_fitting_row_comes_from_a_direction_fitted_without_its_
         (["--cross-fit", "-3"], "--cross-fit must be at least 2, got -3"),
         (["--written-tokens", "0"], "--written-tokens must be at least 1, got 0"),
         (["--direction-l2", "0"], "--direction-l2 must be above 0, got 0.0"),
+        (["--terse-answers", "1.5"], "--terse-answers must be a share from 0 to 1, got 1.5"),
+        (["--terse-answers", "-0.1"], "--terse-answers must be a share from 0 to 1, got -0.1"),
         (
             ["--fluency-collections", "argquality-20,nope"],
             "--fluency-collections: no manifests/nope.yaml",

@@ -143,6 +143,9 @@ def test_packaged_model_file_is_complete():
     assert model.features and len(model.weights) == len(model.features)
     assert 0 < model.threshold < 1
     assert model.fitted_on["held_out_family"] == "evasion"
+    # real answers: the 1,069 judged documents, 305 Excellent ones after their question, and the
+    # 125 first sentences of the best judged documents (terse answers, all of them)
+    assert model.fitted_on["terse_answers"] == 1.0 and model.fitted_on["real_answers"] == 1499
     assert "of the" in model.attested_pairs
     # the detectors of boilerplate after the question, of another question's text after it,
     # of another question's answer, of word salad, and of replies that give no answer

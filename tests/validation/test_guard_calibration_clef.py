@@ -1,6 +1,6 @@
 """Calibration loosens a detector and never tightens it, on real data: CLEF eHealth 2021's judged
-passages are web pages that read as answers by far, and thresholds set at their edge flagged
-14 of 50 of ChatGPT's answers to the same topics (skipped with a reason when ../shared is
+passages are web pages that read as answers by far, and thresholds set at their edge flag
+9 of 50 of ChatGPT's answers to the same topics (skipped with a reason when ../shared is
 absent)."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_thresholds_calibrated_on_clef_are_never_stricter_than_fitted(clef):
         looser.append(edge < before.threshold)
         edges.append(edge)
     # mirror, generic and elsewhere would have been tightened by CLEF's passages (generic from
-    # 0.039 to 0.977): they keep their fitted thresholds; the other three are loosened
+    # 0.029 to 0.912): they keep their fitted thresholds; the other three are loosened
     assert dict(zip(names, looser, strict=True)) == {
         "mirror": False, "generic": False, "elsewhere": False,
         "off_topic": True, "disorder": True, "hollow": True,
@@ -65,7 +65,8 @@ def test_thresholds_calibrated_on_clef_are_never_stricter_than_fitted(clef):
     # ChatGPT's first answer to each of the 50 topics under the "Question: ... Answer:" prompt.
     # Two are flagged: a refusal ("I'm sorry, but as an AI language model, I don't have access to
     # personal data ...") and one plain answer; the thresholds at the passages' edge (the rule
-    # before) flagged 14, nearly all of them plain answers
+    # before) flag 9 (14, nearly all of them plain answers, with the guard fitted without terse
+    # answers)
     assessed = guard.assess(answers)  # the features of each answer, and its verdict
     flagged = assessed["flagged"].to_numpy()
     assert [t[:39] for t in answers.loc[flagged, "text"]] == [
@@ -73,4 +74,4 @@ def test_thresholds_calibrated_on_clef_are_never_stricter_than_fitted(clef):
         "The reaction of colleagues to disclosin",
     ]
     at_the_edge = _with_thresholds(fitted, edges)
-    assert int((at_the_edge.answer_share(assessed) < 1.0 - THRESHOLD_TOLERANCE).sum()) == 14
+    assert int((at_the_edge.answer_share(assessed) < 1.0 - THRESHOLD_TOLERANCE).sum()) == 9
