@@ -454,7 +454,7 @@ def print_cross_fit(
     the guard does with questions it never saw, where the in-sample shares flatter the kinds
     it was fitted on. A written non-answer is judged by a guard fitted without its question and
     without every reply of its prompt: what the guard does with a wording it never saw."""
-    from nrp.validation.validity import SHORT_ANSWER_WORDS
+    from nrp.validation.validity import SHORT_ANSWER_WORDS, answer_words
 
     fold = question_folds(rows["qid"], args.cross_fit, args.seed)
     kind = rows["kind"].to_numpy()
@@ -469,9 +469,7 @@ def print_cross_fit(
                                           within=(fold != k) & (kind != prompt))  # fmt: skip
             share[judged] = model.answer_share(fitted[judged])
     flagged = pd.Series(share < 1).groupby(kind).mean()
-    short = (kind == "judged") & (
-        rows["text"].astype(str).str.split().str.len() <= SHORT_ANSWER_WORDS
-    ).to_numpy()
+    short = (kind == "judged") & (answer_words(rows["text"]) <= SHORT_ANSWER_WORDS).to_numpy()
     flagged[f"judged <= {SHORT_ANSWER_WORDS} words"] = float((share[short] < 1).mean())
     print(f"flagged share per kind, cross-fitted ({args.cross_fit} folds of the questions; "
           "written replies also without their prompt):")  # fmt: skip

@@ -63,6 +63,7 @@ from nrp.validation.settings import ValidationSettings
 from nrp.validation.validity import (
     RankedForValidity,
     Validity,
+    answer_words,
     floored_answers,
     measure_validity,
     score_texts,
@@ -386,8 +387,7 @@ def _evaluate(
     words = {}  # (qid, docno) -> words of the text, for the floored answers of validity
     if scored and candidates is not None:
         keys = zip(candidates["qid"].astype(str), candidates["docno"].astype(str), strict=True)
-        counts = candidates["text"].astype(str).str.split().str.len()
-        words = dict(zip(keys, counts.astype(int), strict=True))
+        words = dict(zip(keys, answer_words(candidates["text"]), strict=True))
     dimensions = {}
     control = next(
         (i.name for i, _ in systems if i.kind == "ranker" and i.spec.partition(":")[0] == RANDOM),

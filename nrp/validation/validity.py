@@ -51,6 +51,14 @@ from nrp.validation.degenerate import FAMILY_OF, HELD_OUT_FAMILY, KINDS
 #: (``FlooredAnswers``): about a short paragraph, the length of a terse LLM's answer; the guard
 #: floors them several times as often as longer ones (docs/validity.md)
 SHORT_ANSWER_WORDS = 60
+
+
+def answer_words(texts: pd.Series) -> pd.Series:
+    """Each text's number of words (runs of non-space), the length ``SHORT_ANSWER_WORDS`` is
+    measured in."""
+    return texts.astype(str).str.split().str.len().astype(int)
+
+
 DEFAULT_MIN_WINS = 0.90
 DEFAULT_MAX_NRP = 0.30
 #: kinds measured and reported but not part of the rule: a document cut to its first sentence
