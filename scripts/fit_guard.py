@@ -303,7 +303,10 @@ def restated_answers(candidates: pd.DataFrame, grades: dict) -> pd.DataFrame:
 #: text about another question, which a line through all kinds separates worst, and one for
 #: word salad on fluency alone: in the mirror detector's line, fluency is one of six features
 #: and a shuffled document with many new terms passes (fluency 0.34-0.80 among those that do,
-#: against 0.67 for the least fluent fitting judged document)
+#: against 0.67 for the least fluent fitting judged document); and one for a text that only asks
+#: (``asks_only``: every sentence a question): the echoed questions that end with a question
+#: mark are its negatives, and what it learns is the form, not any wording (a question back, a
+#: list of questions; docs/validity.md)
 DETECTORS = (
     ("mirror", "echo,restated,keywords,spliced,shuffled",
      "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq"),
@@ -312,6 +315,7 @@ DETECTORS = (
     ("off_topic", "other_best", "novel_share,log_novel,cos_tq,cos_rq,spec_rq,margin_rq,spec_rd"),
     ("disorder", "shuffled", "fluency"),
     ("hollow", "written", "answer_like,first_person,idf_new,oov_new"),
+    ("asking", "echo", "asks_only"),
 )  # fmt: skip
 
 

@@ -38,14 +38,15 @@ the claims and damages the answer, ``other`` replaces or pads it):
 - ``copy_best`` (other): the query's best-graded judged document verbatim (the copy-paste upper
   bound of reference-free evaluators that read D_q).
 - ``keyword_stuffing`` (other): the answer followed by the question's content words, three times.
-- ``restated``, ``padded``, ``evasive``, ``refusal``, ``keyword_list`` (other): the answer
-  replaced by a degenerate text of validity's kinds (``nrp.validation.degenerate``; one copy of
-  each generator): the question framed as a restatement ("So you want to know ..."), the
-  question in polite boilerplate, the question with sentences that defer ("it depends, ask a
-  professional"), the question with a refusal, the question's content words as a list
-  (validity's ``keywords``). Each is drawn with ``degenerate_text(kind, material, seed)``, the
-  answer id standing in for the qid in the generator's seed, so the same answer and seed give
-  the same text and two answers of one query get their own draws.
+- ``restated``, ``padded``, ``evasive``, ``refusal``, ``keyword_list``, ``asked`` (other): the
+  answer replaced by a degenerate text of validity's kinds (``nrp.validation.degenerate``; one
+  copy of each generator): the question framed as a restatement ("So you want to know ..."),
+  the question in polite boilerplate, the question with sentences that defer ("it depends, ask
+  a professional"), the question with a refusal, the question's content words as a list
+  (validity's ``keywords``), questions back to the asker about the question's words. Each is
+  drawn with ``degenerate_text(kind, material, seed)``, the answer id standing in for the qid
+  in the generator's seed, so the same answer and seed give the same text and two answers of
+  one query get their own draws.
 """
 
 from __future__ import annotations
@@ -406,6 +407,7 @@ DEGENERATE_PERTURBATIONS = {
     "evasive": ("evasive", "the question and sentences that defer (it depends, ask an expert)"),
     "refusal": ("refusal", "the question and a refusal to answer it"),
     "keyword_list": ("keywords", "the question's content words as a list"),
+    "asked": ("asked", "questions back to the asker about the question's words, no answer"),
 }
 
 

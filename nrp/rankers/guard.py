@@ -51,6 +51,10 @@ the text contributes beyond the question, and does not read any wording:
   Fitted on the judged answers against non-answers a language model wrote in its own words
   (``scripts/fit_guard.py``), so it learns what saying nothing means, not any sentence; 0
   without a direction.
+- ``asks_only``: 1 when every sentence of the text that holds a word ends with a question mark
+  (a text that asks and states nothing: the question itself, a question back, a list of
+  questions), else 0. An answer states something; a reply made only of questions gives no
+  answer, in whatever wording (docs/validity.md, "Questions in place of an answer").
 
 A text is flagged when any detector's probability that it is a real answer is below its
 ``threshold``. Scores: the ranker's own score for an unflagged text (which must lie within
@@ -69,10 +73,12 @@ fitting documents of many questions repeat, after the question, and non-answers 
 language model wrote for the fitting questions in its own words (declining, deferring, stalling,
 paraphrasing: the ``hollow`` detector, which reads ``answer_like`` and the word features; the
 direction of ``answer_like`` has that model's own answers to the same questions among its
-positives, so that it tells an answer from a non-answer rather than one writer from another);
-the ``evasion`` family (padding, evasion, refusal) was held out of fitting and of the
-thresholds' choice, and validation reports it apart. ``model=FILE`` reads another fitted
-model.
+positives, so that it tells an answer from a non-answer rather than one writer from another),
+and, for the ``asking`` detector (``asks_only`` alone), the echoed questions: a text that only
+asks is flagged, in whatever wording, unless more than 1% of a collection's judged answers only
+ask too (calibration then loosens it to flag none); the ``evasion`` family (padding, evasion,
+refusal, questions asked back) was held out of fitting and of the thresholds' choice, and
+validation reports it apart. ``model=FILE`` reads another fitted model.
 
 Calibrated. Each detector's threshold was set to flag 1% of the fitting questions' judged
 answers; how the answers of another collection are written moves that share (answers from
@@ -160,11 +166,11 @@ THRESHOLD_TOLERANCE = 1.0e-5
 PACKAGED_MODEL = Path(__file__).with_name("guard_model.json")
 FEATURES = (
     "novel_share", "log_novel", "cos_tq", "cos_rq", "fluency", "spec_rq", "margin_rq", "spec_rd",
-    "first_person", "idf_new", "oov_new", "answer_like",
+    "first_person", "idf_new", "oov_new", "answer_like", "asks_only",
 )  # fmt: skip
 #: the features read from the words alone and the model's references (no encoder): cheap, and
 #: computed anew by the fitting script whatever its cache holds
-WORD_FEATURES = ("fluency", "first_person", "idf_new", "oov_new")
+WORD_FEATURES = ("fluency", "first_person", "idf_new", "oov_new", "asks_only")
 #: first_person: the words of the first person singular (lower case, as ``_WORD`` splits them)
 FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "i'm", "i've", "i'd", "i'll"})
 #: spec_rd: how many of a question's judged documents (the closest) the rest is compared with
@@ -175,11 +181,16 @@ FLUENCY_PRIOR = 4
 ENCODER = "dense:model=minilm"
 #: the features' definitions, in the fingerprint: scores cached under another (with a model
 #: file of one's own, ``model=FILE``) are not reused. 2: spec_rd reads judged answers only;
-#: 3: first_person, idf_new, oov_new, answer_like
-FEATURE_DEFINITIONS = 3
+#: 3: first_person, idf_new, oov_new, answer_like; 4: asks_only
+FEATURE_DEFINITIONS = 4
 
 _WORD = re.compile(r"[A-Za-z0-9']+")
+_ANY_WORD = re.compile(r"\w")
 _MARKS = re.compile(r"[^\w\s]*")
+#: asks_only: a sentence ends at . ! or ? (closing quotes and brackets after it kept out) before
+#: white space, or at a line break; it asks when it ends with a question mark
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|\n")
+_ASKS = re.compile(r"\?[\"'\u201d\u2019)\]]*$")
 #: ``quoted``: a run of consecutive question words copied into a text is the question's, not the
 #: text's, when it holds at least this share of the question's words (chosen on MEDIQA
 #: train+val: scripts/tune_guard.py) and at least ``QUOTED_WORDS`` words
@@ -395,6 +406,14 @@ def fluency(text: str, frequent: frozenset[str], attested: frozenset[str]) -> fl
     return (sum(p in attested for p in pairs) + FLUENCY_PRIOR) / (len(pairs) + FLUENCY_PRIOR)
 
 
+def asks_only(text: str) -> float:
+    """1.0 when ``text`` has a sentence with a word and every such sentence ends with a question
+    mark (``_SENTENCE_BREAK``, ``_ASKS``), else 0.0."""
+    sentences = (part.strip() for part in _SENTENCE_BREAK.split(text))
+    said = [s for s in sentences if _ANY_WORD.search(s)]
+    return float(bool(said) and all(_ASKS.search(s) for s in said))
+
+
 def information_features(
     question: str, text: str, documents: int, frequency: Mapping[str, int]
 ) -> tuple[float, float, float]:
@@ -552,6 +571,7 @@ class GuardFeatures:
                 "first_person": [f for f, _, _ in information],
                 "idf_new": [i for _, i, _ in information],
                 "oov_new": [o for _, _, o in information],
+                "asks_only": [asks_only(t) for t in texts],
             },
             dtype=float,
         )

@@ -19,7 +19,9 @@ texts, not a fixed list of sentences:
   none of them about it).
 - ``evasion``: ``padded`` (the question in polite boilerplate: thanks, greetings, wishes),
   ``evasive`` (the question and sentences that defer: it depends, ask a professional),
-  ``refusal`` (the question and a refusal to answer it).
+  ``refusal`` (the question and a refusal to answer it), ``asked`` (one to three questions back
+  to the asker about the question's content words, and nothing else: "How long have you been
+  dealing with knee pain? Did a doctor mention swelling to you?").
 - ``damaged``: ``shuffled`` (the best judged document's words in a random order),
   ``first_sentence`` (the best judged document cut to its first sentence).
 - ``off_topic``: ``other_best`` (the best judged document of another query).
@@ -46,7 +48,7 @@ WORD = re.compile(r"[A-Za-z0-9']+")
 
 FAMILIES: dict[str, tuple[str, ...]] = {
     "mirror": ("echo", "restated", "keywords", "spliced"),
-    "evasion": ("padded", "evasive", "refusal"),
+    "evasion": ("padded", "evasive", "refusal", "asked"),
     "damaged": ("shuffled", "first_sentence"),
     "off_topic": ("other_best",),
 }
@@ -211,6 +213,19 @@ _REFUSE_CLOSE = (
     "Thank you for understanding.",
 )
 
+_ASK_BACK = (
+    "What exactly do you mean by {k}?",
+    "How long have you been dealing with {k}?",
+    "Have you talked to anyone about {k} yet?",
+    "Why do you want to know about {k}?",
+    "Is {k} something that affects you or someone close to you?",
+    "What have you already read about {k}?",
+    "Could you tell me a little more about {k}?",
+    "Did a doctor mention {k} to you?",
+    "When did you first hear about {k}?",
+    "Are you taking anything for {k} at the moment?",
+)
+
 
 def _sentence(text: str) -> str:
     text = text.strip()
@@ -293,6 +308,17 @@ def _refusal(m: QueryMaterial, rng: random.Random) -> str | None:
     return _frame(m.query, rng, _REFUSE_OPEN, _REFUSE_BODY, _REFUSE_CLOSE, (0, 2))
 
 
+def _asked(m: QueryMaterial, rng: random.Random) -> str | None:
+    words = content_words(m.query)
+    if not words:
+        return None
+    asks = []
+    for ask in rng.sample(_ASK_BACK, rng.randint(1, 3)):
+        start = rng.randrange(len(words))
+        asks.append(ask.format(k=" ".join(words[start : start + rng.randint(1, 2)])))
+    return " ".join(asks)
+
+
 def _shuffled(m: QueryMaterial, rng: random.Random) -> str | None:
     if not m.best_documents:
         return None
@@ -322,6 +348,7 @@ GENERATORS = {
     "padded": _padded,
     "evasive": _evasive,
     "refusal": _refusal,
+    "asked": _asked,
     "shuffled": _shuffled,
     "first_sentence": _first_sentence,
     "other_best": _other_best,

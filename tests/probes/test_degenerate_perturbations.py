@@ -1,5 +1,5 @@
 """The perturbations drawn from validity's generators (restated, padded, evasive, refusal,
-keyword_list): the text is ``nrp.validation.degenerate``'s own for the answer and seed, the
+keyword_list, asked): the text is ``nrp.validation.degenerate``'s own for the answer and seed, the
 same seed gives the same text, and ``keyword_list`` lists exactly the question's content
 words."""
 
@@ -16,7 +16,7 @@ QUERY = "Can vitamin C prevent colds in children?"
 # degenerate.content_words: not a function word ("can", "in"), at least 3 characters ("C")
 CONTENT_WORDS = ["vitamin", "prevent", "colds", "children"]
 NEW = {"restated": "restated", "padded": "padded", "evasive": "evasive", "refusal": "refusal",
-       "keyword_list": "keywords"}  # fmt: skip
+       "keyword_list": "keywords", "asked": "asked"}  # fmt: skip
 
 
 def context(seed: int = 0, answer_id: str = "a1") -> PerturbationContext:

@@ -19,6 +19,7 @@ from nrp.rankers.guard import (
     GuardFeatures,
     GuardModel,
     GuardRanker,
+    asks_only,
     document_frequencies,
     fit_guard_model,
     fit_logistic,
@@ -122,6 +123,19 @@ def test_fluency_by_hand():
     assert pairs == ("of the",)
 
 
+def test_asks_only_by_hand():
+    """1 when every sentence holding a word ends with a question mark (closing quotes after it
+    allowed; a line break ends a sentence too), else 0."""
+    assert asks_only("Can diabetes be cured?") == 1.0
+    assert asks_only("Why do you ask? Is it for you?\n\nOr for someone else?") == 1.0
+    assert asks_only('Is it "bad?"  Or is it good?') == 1.0
+    assert asks_only("Diabetes - what to ask your doctor: What causes it?") == 1.0
+    assert asks_only("Can it be cured? Yes, with insulin.") == 0.0  # it states something
+    assert asks_only("It is chronic. What else?") == 0.0
+    assert asks_only("What is it? It is") == 0.0  # the last sentence has no question mark
+    assert asks_only("") == 0.0 and asks_only("... ?") == 0.0  # no word: nothing asked
+
+
 def test_fit_logistic_separates_and_the_threshold_flags_at_most_the_share_asked():
     x = np.array([[0.0], [0.1], [0.2], [0.8], [0.9], [1.0]])
     y = np.array([0, 0, 0, 1, 1, 1], dtype=float)
@@ -148,8 +162,9 @@ def test_packaged_model_file_is_complete():
     assert model.fitted_on["terse_answers"] == 1.0 and model.fitted_on["real_answers"] == 1499
     assert "of the" in model.attested_pairs
     # the detectors of boilerplate after the question, of another question's text after it,
-    # of another question's answer, of word salad, and of replies that give no answer
-    generic, elsewhere, off_topic, disorder, hollow = model.also
+    # of another question's answer, of word salad, of replies that give no answer, and of
+    # texts that only ask
+    generic, elsewhere, off_topic, disorder, hollow, asking = model.also
     assert disorder.features == ("fluency",) and disorder.weights[0] > 0
     assert disorder.fitted_on["negative_kinds"] == "shuffled"
     assert "spec_rd" in generic.features and 0 < generic.threshold < 1
@@ -158,12 +173,15 @@ def test_packaged_model_file_is_complete():
     assert off_topic.fitted_on["negative_kinds"] == "other_best"
     assert hollow.features == ("answer_like", "first_person", "idf_new", "oov_new")
     assert hollow.fitted_on["negative_kinds"] == "written"  # the LLM's own non-answers
+    assert asking.features == ("asks_only",) and asking.weights[0] < 0
+    # its negatives: the echoed questions (those ending with a question mark ask only)
+    assert asking.fitted_on["negative_kinds"] == "echo"
     assert len(model.answer_direction) == 384  # all-MiniLM-L6-v2's embedding
     # the term reference: training set 1's 785 distinct documents, never fitted on
     assert model.reference_documents == 785 and model.document_frequency["diabet"] > 10
     # no detector was fitted on the held-out family
     kinds = ",".join(d.fitted_on["negative_kinds"] for d in (model, *model.also))
-    assert not {"padded", "evasive", "refusal"} & set(kinds.split(","))
+    assert not {"padded", "evasive", "refusal", "asked"} & set(kinds.split(","))
 
 
 class VocabularyEncoder:
@@ -365,7 +383,9 @@ def test_a_text_within_the_tolerance_of_a_threshold_is_at_it_not_flagged(encoder
     table = guard.assess(frame)
     first = guard.detectors()
     p = first.probability(table[list(first.features)].to_numpy(dtype=float))[0]
-    assert table["answer_share"][0] > 1  # no detector of the packaged model flags it
+    # no detector of the packaged model flags it (asking's threshold is the probability of
+    # every text that states something: its share is 1 exactly)
+    assert table["answer_share"][0] == 1 and not table["flagged"][0]
     for above, flagged in ((0.4, False), (4.0, True)):  # threshold above p by 0.4, 4 tolerances
         threshold = float(p * (1 + above * THRESHOLD_TOLERANCE))
         assessed = make_ranker(f"guard:threshold={threshold!r}").assess(frame)
@@ -523,6 +543,35 @@ def test_the_hollow_detector_flags_refusals_in_wordings_of_the_tests_own(encoder
         values = assessed.iloc[[row]]
         assert hollow.answer_share(values)[0] < 1  # hollow flags it ...
         assert all(d.answer_share(values)[0] >= 1 for d in others)  # ... and no other does
+
+
+def test_the_asking_detector_flags_questions_in_place_of_an_answer(encoder):
+    """Replies that only ask, in wordings of the test's own: the packaged guard flags all four
+    (each by the ``asking`` detector; the first two by no other) and keeps the real answers
+    and an answer that opens with the question."""
+    asks = [
+        "Have you had your blood pressure checked lately? Which painkiller are you taking, and "
+        "how often?",
+        "Why do you ask? Is it for yourself or for someone in your family?",
+        "Could you say more about your situation? How long have you been taking it?",
+        "Ibuprofen and blood pressure: is there a link?",
+    ]
+    opens = (
+        "Does ibuprofen raise blood pressure? It can: NSAIDs make the kidneys hold on to salt "
+        "and water, so the pressure rises by a few points."
+    )
+    texts = [*ANSWERS, *asks, opens]
+    docnos = [f"d{i}" for i in range(len(texts))]
+    frame = pd.DataFrame({"qid": "q1", "query": QUESTION, "docno": docnos, "text": texts})
+    assessed = make_ranker("guard").assess(frame)
+    assert assessed["asks_only"].tolist() == [0.0] * 3 + [1.0] * 4 + [0.0]
+    assert assessed["flagged"].tolist() == [False] * 3 + [True] * 4 + [False]
+    model = packaged_model()
+    asking = next(d for d in model.also if d.fitted_on["name"] == "asking")
+    others = [replace(model, also=()), *(d for d in model.also if d is not asking)]
+    assert (asking.answer_share(assessed.iloc[3:7]) < 1).all()
+    for row in (3, 4):
+        assert all(d.answer_share(assessed.iloc[[row]])[0] >= 1 for d in others)
 
 
 def test_a_guard_fitted_in_the_test_flags_an_unseen_echo(encoder):

@@ -38,7 +38,7 @@ MATERIAL = QueryMaterial("q1", QUERY, [BEST, "Ibuprofen is an NSAID."], OTHER)
 def test_every_kind_has_one_family_and_evasion_is_held_out():
     assert sorted(k for kinds in FAMILIES.values() for k in kinds) == sorted(KINDS)
     assert HELD_OUT_FAMILY == "evasion"
-    assert FAMILIES["evasion"] == ("padded", "evasive", "refusal")
+    assert FAMILIES["evasion"] == ("padded", "evasive", "refusal", "asked")
 
 
 def test_fixed_kinds_by_hand():
@@ -72,9 +72,28 @@ def test_composed_kinds_contain_the_question_and_vary_with_the_draw():
     assert degenerate_text("evasive", MATERIAL, seed=1) == again
 
 
+def test_asked_is_questions_about_the_questions_words_and_nothing_else():
+    """One to three questions back to the asker, each about a run of one or two of the question's
+    content words: every sentence ends with a question mark, and the question is not in it."""
+    from nrp.rankers.guard import asks_only
+
+    texts = {degenerate_text("asked", MATERIAL, seed=0, index=i) for i in range(8)}
+    assert len(texts) >= 6  # composed wording
+    words = content_words(QUERY)
+    for text in texts:
+        asks = re.split(r"(?<=\?) ", text)
+        assert 1 <= len(asks) <= 3 and all(a.endswith("?") for a in asks)
+        assert asks_only(text) == 1.0
+        assert "ibuprofen raise blood pressure" not in text.lower()
+        assert any(w in text for w in words)
+    assert degenerate_text("asked", MATERIAL, seed=0, index=0) == (
+        degenerate_text("asked", MATERIAL, seed=0, index=0)
+    )
+
+
 def test_kinds_that_do_not_apply_give_none():
     bare = QueryMaterial("q2", "the of and", [], None)
-    for kind in ("keywords", "shuffled", "first_sentence", "other_best", "spliced"):
+    for kind in ("keywords", "asked", "shuffled", "first_sentence", "other_best", "spliced"):
         assert degenerate_text(kind, bare) is None, kind
     one_sentence = QueryMaterial("q3", QUERY, ["Only one sentence here"], None)
     assert degenerate_text("first_sentence", one_sentence) is None

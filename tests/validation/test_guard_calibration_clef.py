@@ -56,10 +56,11 @@ def test_thresholds_calibrated_on_clef_are_never_stricter_than_fitted(clef):
         looser.append(edge < before.threshold)
         edges.append(edge)
     # mirror, generic and elsewhere would have been tightened by CLEF's passages (generic from
-    # 0.029 to 0.912): they keep their fitted thresholds; the other three are loosened
+    # 0.029 to 0.912): they keep their fitted thresholds; off_topic, disorder and hollow are
+    # loosened; no passage only asks, so asking's edge is its fitted threshold
     assert dict(zip(names, looser, strict=True)) == {
         "mirror": False, "generic": False, "elsewhere": False,
-        "off_topic": True, "disorder": True, "hollow": True,
+        "off_topic": True, "disorder": True, "hollow": True, "asking": False,
     }  # fmt: skip
 
     # ChatGPT's first answer to each of the 50 topics under the "Question: ... Answer:" prompt.

@@ -262,6 +262,7 @@ def test_the_bound_guard_calibrates_each_detector_on_the_collections_judged_answ
     assert calibrated == model
     assert flags == {
         "mirror": 0, "generic": 1, "elsewhere": 0, "off_topic": 0, "disorder": 0, "hollow": 1,
+        "asking": 0,
     }  # fmt: skip
     assert guard.assess(relevant)["flagged"].sum() <= 1 + len(calibrated.also)
     (kept,) = answers.path.glob("guard-thresholds-*.json")
