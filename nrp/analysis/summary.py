@@ -126,8 +126,10 @@ class Summary(TableExports, FrameView):
     """Means, intervals, saturation shares and paired tests of NRP per LLM and prompt.
 
     ``means``: one row per (dimension, ranker, llm, prompt), prompt ``(all)`` for an LLM pooled
-    over its prompts; columns mean_nrp, ci_low, ci_high, share_nrp_1, share_nrp_0, n_queries,
-    n_answers. ``query_means``: the query-level means the means and tests are taken over.
+    over its prompts; columns mean_nrp, ci_low, ci_high, share_nrp_1, share_nrp_0,
+    share_floored (the share of answers the ranker put on its floor: a guard's flags; NaN without
+    scores), n_queries, n_answers. ``query_means``: the query-level means the means and tests are
+    taken over.
     ``comparisons``: one row per paired test (family, group, a, b, n_queries, mean_a, mean_b,
     mean_difference = mean over common queries of a - b, p, p_corrected). ``flags``: when the
     results folder has ``flags.csv`` (``nrp score`` writes it), one row per (llm, prompt) with
@@ -271,6 +273,13 @@ class Summary(TableExports, FrameView):
             f"  {ci}: percentile bootstrap over queries ({s['n_boot']} resamples, seed "
             f"{s['seed']}); NRP=1 / NRP=0: share of answers above / below every document",
         ]
+        # a ranker that can floor a text (a guard) shows the share it floored
+        floors = flooring_ranker(ranker) is not None and not means["share_floored"].isna().any()
+        if floors:
+            lines.append(
+                "  floored: share of answers the ranker put below every text it lets through "
+                "(a guard's flag: taken for no answer)"
+            )
         # an LLM's (all) row repeats its only prompt's numbers: shown only over several prompts
         prompts = means.loc[means["prompt"] != ALL_PROMPTS, "llm"].value_counts()
         rows = [
@@ -280,13 +289,15 @@ class Summary(TableExports, FrameView):
                 f"{format_number(r.mean_nrp)} {format_interval(r.ci_low, r.ci_high)}",
                 f"{100 * r.share_nrp_1:.1f}%",
                 f"{100 * r.share_nrp_0:.1f}%",
+                *([f"{100 * r.share_floored:.1f}%"] if floors else []),
                 str(r.n_queries),
                 str(r.n_answers),
             ]
             for r in means.itertuples()
             if r.prompt != ALL_PROMPTS or prompts[r.llm] > 1
         ]
-        header = ["llm", "prompt", f"NRP [{ci}]", "NRP=1", "NRP=0", "queries", "answers"]
+        header = ["llm", "prompt", f"NRP [{ci}]", "NRP=1", "NRP=0",
+                  *(["floored"] if floors else []), "queries", "answers"]  # fmt: skip
         lines.append(text_table(header, rows))
         tests = self.comparisons[
             (self.comparisons["dimension"] == dimension) & (self.comparisons["ranker"] == ranker)
@@ -429,6 +440,7 @@ def checked_results(frame: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
             )
     if answers.empty:
         raise NrpError("no answer with an NRP to summarize")
+    answers["_floored"] = floored_answers(answers)
     # each value's place in order of first appearance (factorize's codes), the combined row last
     codes, dimensions = pd.factorize(answers["dimension"])
     order = [d for d in dimensions if d != COMBINED] + [d for d in dimensions if d == COMBINED]
@@ -437,6 +449,39 @@ def checked_results(frame: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
     for column in ("ranker", "llm", "prompt"):
         answers[f"_{column}_order"] = pd.factorize(answers[column])[0].astype(np.int64)
     return answers.reset_index(drop=True)
+
+
+def floored_answers(answers: pd.DataFrame) -> np.ndarray:
+    """Per row of a results frame, 1.0 where its ranker put the answer on its floor
+    (``Ranker.floors``: a guard's flag, its verdict that the text is no answer), else 0.0; NaN
+    for every row when the frame has no ``score`` column, 0.0 for a ranker nrp does not know (a
+    combined dimension's, another tool's)."""
+    if "score" not in answers.columns:
+        return np.full(len(answers), np.nan)
+    scores = pd.to_numeric(answers["score"], errors="coerce").to_numpy(dtype=float)
+    floored = np.zeros(len(answers))
+    rankers = answers["ranker"].to_numpy()
+    for spec in pd.unique(rankers):
+        ranker = flooring_ranker(str(spec))
+        if ranker is not None:
+            rows = rankers == spec
+            floored[rows] = ranker.floors(scores[rows])
+    return floored
+
+
+def flooring_ranker(spec: str) -> Any:
+    """The ranker ``spec`` names when it can put a text on its floor (its class overrides
+    ``Ranker.floors``: a guard), else None (a ranker that only orders texts, or a name nrp does
+    not know). Built without checking its backend: ``floors`` reads scores, not a model."""
+    from nrp.rankers.base import Ranker
+    from nrp.rankers.registry import parse_spec
+
+    try:
+        info, params = parse_spec(spec)
+        ranker = info.build(params)
+    except (ConfigError, InputError, ValueError):
+        return None
+    return ranker if type(ranker).floors is not Ranker.floors else None
 
 
 def per_query_means(answers: pd.DataFrame) -> pd.DataFrame:
@@ -495,6 +540,7 @@ def _means(
         if prompt != ALL_PROMPTS:
             mine &= answers["prompt"] == prompt
         nrp = answers.loc[mine, "nrp"].to_numpy(dtype=float)
+        floored = answers.loc[mine, "_floored"].to_numpy(dtype=float)
         rows.append(
             {
                 "dimension": dimension,
@@ -506,6 +552,10 @@ def _means(
                 "ci_high": high,
                 "share_nrp_1": float(np.mean(nrp >= 1 - SATURATION_TOLERANCE)),
                 "share_nrp_0": float(np.mean(nrp <= SATURATION_TOLERANCE)),
+                # NaN without scores to tell (a results table with no score column)
+                "share_floored": (
+                    float(np.mean(floored)) if not np.isnan(floored).any() else float("nan")
+                ),
                 "n_queries": len(values),
                 "n_answers": len(nrp),
             }

@@ -28,7 +28,7 @@ import pandas as pd
 
 from nrp import statistics
 from nrp.analysis.flags import FLAG_NAMES, flag_shares
-from nrp.analysis.summary import ALL_PROMPTS, summarize
+from nrp.analysis.summary import ALL_PROMPTS, flooring_ranker, summarize
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError
 from nrp.progress import Progress
@@ -417,11 +417,15 @@ def _nrp_section(content: _Content) -> Section:
             "bootstrap interval.",
         )
     )
+    shown = _nrp_means_display(summary, measures, content.flags)
     flagged = " 'share flagged': the share of answers with a flag of degenerate text (flags.csv)."
     flagged = "" if content.flags is None else flagged
+    if "share floored" in shown.columns:
+        flagged = (" 'share floored': the share of answers the ranker put below every text it "
+                   "lets through (a guard's flags: taken for no answer)." + flagged)  # fmt: skip
     blocks.append(
         TableBlock(
-            _nrp_means_display(summary, measures, content.flags),
+            shown,
             "nrp_means.csv",
             caption=f"Mean NRP per LLM x prompt, and per LLM over its prompts (prompt "
             f"'{ALL_PROMPTS}': a query's per-prompt means averaged first).{flagged}",
@@ -509,6 +513,10 @@ def _nrp_means_display(
 ) -> pd.DataFrame:
     shown = pd.concat([tables.measure_rows(summary.means, m) for m in measures])
     extra = {} if flags is None else {"share flagged": _flag_shares_by_row(shown, flags)}
+    scored = "share_floored" in shown.columns and shown["share_floored"].notna().all()
+    if scored and any(flooring_ranker(r) is not None for r in pd.unique(shown["ranker"])):
+        # the guard's flags: answers it took for no answer, below every one it let through
+        extra = {"share floored": shown["share_floored"], **extra}
     return pd.DataFrame(
         {
             "dimension": [

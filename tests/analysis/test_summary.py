@@ -127,6 +127,30 @@ def test_one_prompt_and_one_dimension_print_no_repeated_numbers():
     assert summary.mean("weighted", "A") == summary.mean("relevance", "A", "p") == 0.75
 
 
+def test_the_share_a_guard_floored_is_counted_from_its_scores_and_shown_for_it_only():
+    """A guard's flagged answers score below -FLAG_OFFSET / 2 (``GuardRanker.floors``): A's
+    answers at -9,000 (floored) and 0.4, 0.7; B's none. The share is of answers, per prompt
+    and pooled; bm25 floors nothing, and a table without scores cannot tell (NaN)."""
+    rows = [("A", "p", "q1", 0, 0.0), ("A", "p", "q2", 0, 0.5), ("A", "p", "q3", 0, 1.0)]
+    rows += [("B", "p", "q1", 0, 0.5), ("B", "p", "q2", 0, 0.5), ("B", "p", "q3", 0, 0.5)]
+    guarded = results(rows, ranker="guard:content=0.06").assign(
+        score=[-9000.0, 0.4, 0.7, 0.3, 0.2, 0.5]
+    )
+    summary = summarize(guarded)
+    shares = summary.means.set_index(["llm", "prompt"])["share_floored"]
+    assert shares[("A", "p")] == pytest.approx(1 / 3) and shares[("B", "p")] == 0.0
+    text = summary.format().splitlines()
+    assert "NRP=0  floored  queries" in text[3]
+    assert text[4].split()[-3:] == ["33.3%", "3", "3"]
+    assert text[5].split()[-3:] == ["0.0%", "3", "3"]
+    plain = summarize(results(rows))  # bm25: no floored column, and none floored
+    assert (plain.means["share_floored"] == 0.0).all()
+    assert "floored" not in plain.format()
+    unscored = summarize(guarded.drop(columns="score"))
+    assert unscored.means["share_floored"].isna().all()
+    assert "floored" not in unscored.format()
+
+
 def spread(llm: str, values: list[float], prompt: str = "p") -> list[tuple]:
     return [(llm, prompt, f"q{i}", 0, v) for i, v in enumerate(values)]
 

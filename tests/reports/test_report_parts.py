@@ -172,3 +172,24 @@ def test_the_strip_plot_is_the_same_file_for_the_same_seed(tmp_path):
     assert first.png.read_bytes() == second.png.read_bytes()
     other = nrp_strip_figure(frame, means, measures, tmp_path / "three", seed=8)
     assert other.svg.read_bytes() != first.svg.read_bytes()  # the jitter moved
+
+
+def test_the_means_table_shows_the_share_a_guard_floored_and_a_plain_ranker_none():
+    """A guard's answers scored below -FLAG_OFFSET / 2 are on its floor: one of four here. The
+    report's means table carries 'share floored' for it; for tfidf (which floors nothing) and
+    for results without scores it has no such column."""
+    from nrp.analysis.summary import summarize
+    from nrp.reports.build import _nrp_means_display
+
+    frame = results_frame({"relevance": [0.0, 0.5, 1.0, 0.75]}, {"relevance": "guard"})
+    guarded = frame.assign(score=[-9500.0, 0.3, 0.8, 0.6])
+    shown = _nrp_means_display(summarize(guarded), nrp_measures(guarded))
+    assert shown["prompt"].tolist() == ["p", "(all)"]  # the prompt, and the LLM over its prompts
+    assert shown["share floored"].tolist() == [0.25, 0.25]
+    assert (
+        shown.columns.tolist().index("share floored")
+        == shown.columns.tolist().index("share NRP=0") + 1
+    )
+    plain = frame.assign(ranker="tfidf", score=[-9500.0, 0.3, 0.8, 0.6])
+    assert "share floored" not in _nrp_means_display(summarize(plain), nrp_measures(plain))
+    assert "share floored" not in _nrp_means_display(summarize(frame), nrp_measures(frame))
