@@ -724,6 +724,15 @@ def balanced_weights(y: np.ndarray) -> np.ndarray:
     return np.where(y == 1, 0.5 / n_pos, 0.5 / n_neg) * len(y)
 
 
+#: fit_logistic: a column spreading less than this over the fitted rows is constant up to float
+#: rounding and gets weight 0. All-MiniLM-L6-v2 has such dimensions (answer_like's embedding:
+#: one spreads 1.1e-8, values about -4e-8, where the others spread 0.026 or more); the
+#: standardised fit weighed it 2.9e7, so a kernel or precision that rounds it otherwise (another
+#: CPU's BLAS, a GPU) would move answer_like by up to a logit. Float32 embeddings of one text move
+#: by about 1e-7 with their batch: a spread under 1e-6 is not the text's.
+FLAT_COLUMN = 1.0e-6
+
+
 def flagging_threshold(probabilities: np.ndarray, share: float) -> float:
     """The largest threshold at which at most ``share`` of ``probabilities`` (real answers')
     lie below it: the one at ``floor(share * n)`` in order."""
@@ -740,9 +749,12 @@ def enough_to_calibrate(rows: int, share: float) -> bool:
 def fit_logistic(x: np.ndarray, y: np.ndarray, weight: np.ndarray, l2: float = 1.0) -> np.ndarray:
     """Weights, then the intercept, of an L2-penalised logistic regression of ``y`` (0/1) on the
     columns of ``x`` with row weights, by Newton's method on standardised columns (the
-    intercept not penalised; deterministic)."""
-    mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-12
-    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
+    intercept not penalised; deterministic). A column that spreads less than ``FLAT_COLUMN``
+    over the rows gets weight 0: standardised, its rounding would weigh as much as a feature."""
+    mean, spread = x.mean(axis=0), x.std(axis=0)
+    flat = spread < FLAT_COLUMN
+    scale = np.where(flat, 1.0, spread)
+    z = np.hstack([np.where(flat, 0.0, (x - mean) / scale), np.ones((len(x), 1))])
     beta = np.zeros(z.shape[1])
     penalty = np.full(z.shape[1], float(l2))
     penalty[-1] = 0.0

@@ -147,6 +147,20 @@ def test_fit_logistic_separates_and_the_threshold_flags_at_most_the_share_asked(
     assert (p[y == 1] >= model.threshold).all() and (p[y == 0] < model.threshold).all()
 
 
+def test_a_column_flat_up_to_rounding_gets_no_weight():
+    """A second column that spreads 1e-8 (an embedding dimension that is zero up to float
+    rounding) and happens to separate the classes: standardised it would get a weight of order
+    1e8; it gets 0, and the fit on the first column is the fit without it."""
+    x = np.array([[0.0], [0.1], [0.2], [0.8], [0.9], [1.0]])
+    y = np.array([0, 0, 0, 1, 1, 1], dtype=float)
+    flat = np.array([[-4e-8], [-4e-8], [-4e-8], [-2e-8], [-2e-8], [-2e-8]])
+    with_flat = fit_logistic(np.hstack([x, flat]), y, np.ones(6), l2=0.1)
+    assert with_flat[1] == 0.0
+    assert with_flat[[0, 2]] == pytest.approx(fit_logistic(x, y, np.ones(6), l2=0.1), rel=1e-12)
+    constant = fit_logistic(np.hstack([x, np.full((6, 1), 3.0)]), y, np.ones(6), l2=0.1)
+    assert constant[1] == 0.0  # exactly constant: no weight either, as before
+
+
 @pytest.fixture(scope="module")
 def encoder():
     return make_ranker("dense:model=minilm")
