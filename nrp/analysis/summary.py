@@ -440,7 +440,6 @@ def checked_results(frame: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
             )
     if answers.empty:
         raise NrpError("no answer with an NRP to summarize")
-    answers["_floored"] = floored_answers(answers)
     # each value's place in order of first appearance (factorize's codes), the combined row last
     codes, dimensions = pd.factorize(answers["dimension"])
     order = [d for d in dimensions if d != COMBINED] + [d for d in dimensions if d == COMBINED]
@@ -526,6 +525,7 @@ def _means(
 ) -> pd.DataFrame:
     rows = []
     cell = ["dimension", "ranker", "llm", "prompt"]
+    floored_rows = floored_answers(answers)
     for key, group in query_means.groupby(cell, sort=False):
         dimension, ranker, llm, prompt = key
         values = group["nrp"].to_numpy(dtype=float)
@@ -540,7 +540,7 @@ def _means(
         if prompt != ALL_PROMPTS:
             mine &= answers["prompt"] == prompt
         nrp = answers.loc[mine, "nrp"].to_numpy(dtype=float)
-        floored = answers.loc[mine, "_floored"].to_numpy(dtype=float)
+        floored = floored_rows[mine.to_numpy()]
         rows.append(
             {
                 "dimension": dimension,
