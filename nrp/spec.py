@@ -31,7 +31,9 @@ class Param:
     """A declared parameter: its type, default, what it does, and the values it may take: one of
     ``choices``, or a number from ``minimum`` to ``maximum`` (either bound may be open, None),
     checked when a spec is parsed, so ``bm25:k1=-1`` or ``dense:batch=0`` never reach a ranker.
-    ``kind`` (``PARAM_KINDS``): what the value names (``Param(str, "", "...", kind="path")``)."""
+    ``kind`` (``PARAM_KINDS``): what the value names (``Param(str, "", "...", kind="path")``).
+    ``nested``: the value holds other components' specs with their own parameters
+    (``guard:ranker=dense:model=mpnet``), so ``:key=`` in it is theirs, not a misplaced one."""
 
     type: type
     default: Any
@@ -40,6 +42,7 @@ class Param:
     minimum: float | None = None
     maximum: float | None = None
     kind: str = "text"
+    nested: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in PARAM_KINDS:
@@ -116,8 +119,26 @@ def parse_params(
         if key not in declared:
             names = ", ".join(declared) or "none"
             raise ConfigError(f"{kind} {name!r} has no parameter {key!r} (known: {names})")
+        _check_separators(spec, kind, name, key, value, declared)
         params[key] = convert(value.strip(), declared[key], kind, name, key)
     return name, params
+
+
+def _check_separators(
+    spec: str, kind: str, name: str, key: str, value: str, declared: Mapping[str, Param]
+) -> None:
+    """ConfigError when ``value`` holds ``:OTHER=`` for a declared ``OTHER``: a second
+    parameter written after ``:`` (``nrp:label=a:rankers=dense``), which would otherwise be
+    taken silently as part of this parameter's value. A ``nested`` parameter's value is specs,
+    whose parameters follow ``:``."""
+    if declared[key].nested:
+        return
+    for other in declared:
+        if f":{other}=" in value:
+            raise ConfigError(
+                f"{kind} spec {spec!r}: parameter {key}={quote(value)} holds ':{other}=': "
+                f"parameters are separated by ',' ({name}:{key}=...,{other}=...)"
+            )
 
 
 def format_spec(name: str, params: Mapping[str, Any]) -> str:

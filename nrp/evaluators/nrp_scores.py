@@ -53,6 +53,7 @@ NRP_PARAMS: dict[str, Param] = {
         VALIDATION,
         "validation (the collection's validation.json), a validation JSON path, one ranker spec "
         "for every dimension, or DIM=SPEC;DIM=SPEC (a ranker's own parameters joined with +)",
+        nested=True,
     ),
     "ties": Param(str, DEFAULT_TIE_MODE, "how documents tied with the answer count", TIE_MODES),
     "frozen_stats": Param(bool, False, "lexical rankers keep D_q's statistics"),

@@ -73,6 +73,7 @@ PARAMS: dict[str, Param] = {
         "",
         "the rankers fused, joined by + (bm25+dense); a ranker's own parameters separated by ; "
         "(dense:query=paraphrase;passages=128)",
+        nested=True,
     ),
     "method": Param(
         str,

@@ -801,6 +801,7 @@ PARAMS: dict[str, Param] = {
         str,
         "dense",
         "the ranker guarded (its own parameters separated by ;, as in fuse: bm25;k1=0.9)",
+        nested=True,
     ),
     "model": Param(str, "", "a fitted guard model file (default: the packaged one)", kind="path"),
     "threshold": Param(

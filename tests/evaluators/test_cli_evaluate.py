@@ -106,6 +106,14 @@ def test_evaluate_a_bad_answers_file_writes_nothing(tmp_path, nrp):
                str(out), "--indexes", ix, "--skip-invalid")  # fmt: skip
     assert proc.returncode == 2 and "unknown evaluator 'meteor'" in proc.stderr
     assert not out.exists()
+    # a second parameter written after ':' is refused, not taken into the first one's value
+    proc = nrp("evaluate", "demo", str(answers), "--evaluators", "bleu,nrp:label=d:rankers=tfidf",
+               "--out", str(out), "--indexes", ix, "--skip-invalid")  # fmt: skip
+    error = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert error.startswith("nrp: error: evaluator spec 'nrp:label=d:rankers=tfidf': parameter ")
+    assert "label='d:rankers=tfidf' holds ':rankers=': parameters are separated by ','" in error
+    assert not out.exists()
     # skipping the bad row: the other answer is evaluated (pseudo-references if asked for)
     proc = nrp("evaluate", "demo", str(answers), "--evaluators", "bleu", "--out", str(out),
                "--indexes", ix, "--skip-invalid", "--references", "pseudo",

@@ -39,6 +39,7 @@ def test_parse_spec_types_and_defaults():
         ("bm25:k1=high", r"parameter k1='high' is not a float"),
         ("bm25:k1", r"'k1' is not key=value"),
         ("bm25:stats=global", "must be one of"),
+        ("bm25:k1=0.9:b=0.4", r"parameter k1='0.9:b=0.4' holds ':b=': parameters are separated"),
     ],
 )
 def test_bad_specs_are_config_errors(spec, message):
@@ -167,3 +168,12 @@ def test_composite_rankers_declare_their_parts():
 )
 def test_fingerprints_of_plain_and_composite_rankers_are_pinned(spec, fingerprint):
     assert make_ranker(spec).fingerprint() == fingerprint
+
+
+def test_a_nested_spec_keeps_its_own_parameters_after_a_colon():
+    # guard declares `model` too: in `ranker=` the `:model=` is the guarded ranker's
+    guard = make_ranker("guard:ranker=dense:model=mpnet")
+    assert guard.params["model"] == ""
+    assert [r.spec() for r in guard.parts()] == ["dense:model=mpnet"]
+    with pytest.raises(ConfigError, match=r"threshold='0.5:model=x' holds ':model='"):
+        make_ranker("guard:threshold=0.5:model=x")
