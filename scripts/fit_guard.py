@@ -134,9 +134,12 @@ def feature_table(rows: pd.DataFrame, features, cache: Path | None) -> pd.DataFr
 
     key = pd.MultiIndex.from_frame(rows[["query", "text"]])
     if cache is not None and cache.is_file():
-        found = pd.read_pickle(cache).reindex(index=key, columns=list(FEATURES))
+        cached = pd.read_pickle(cache)
+        found = cached.reindex(index=key, columns=list(FEATURES))
         encoded = [f for f in FEATURES if f not in WORD_FEATURES]
-        todo = found[encoded].isna().any(axis=1).to_numpy()
+        # rows the cache lacks, all rows where it lacks a feature; a feature it holds as NaN is
+        # unknown (spec_rd of a question with no other judged answer), not missing
+        todo = ~key.isin(cached.index) | any(f not in cached.columns for f in encoded)
         if todo.any():
             fresh = features.frame(rows["query"][todo].tolist(), rows["text"][todo].tolist())
             found.iloc[np.flatnonzero(todo)] = fresh[list(FEATURES)].to_numpy()

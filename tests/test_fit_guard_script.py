@@ -174,3 +174,37 @@ def test_the_fluency_collections_documents_are_read_from_an_ingest_of_their_mani
     assert len(texts) == len(set(texts)) == 1590
     assert (tmp_path / "indexes" / "argquality-20").is_dir()
     assert fit_guard.fluency_documents(SimpleNamespace(fluency_collections=" ", indexes=None)) == []
+
+
+def test_the_feature_cache_computes_only_the_rows_it_lacks(tmp_path):
+    """A cached row whose spec_rd is unknown (NaN: its question has no other judged answer) is
+    read from the cache, not computed again on every run; a row the cache lacks is computed."""
+    from nrp.rankers.guard import GuardFeatures, GuardModel
+
+    class Encoder:  # a text's counts of two words, unit length
+        def fingerprint(self) -> str:
+            return "two-words"
+
+        def encode(self, texts, desc=None):
+            rows = np.array([[t.count("apple"), t.count("pear")] for t in texts], float) + 1e-9
+            return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+    computed: list[int] = []
+
+    class Counted(GuardFeatures):
+        def frame(self, queries, texts):
+            computed.append(len(texts))
+            return super().frame(queries, texts)
+
+    documents = {"Which fruit?": ["apple", "apple pear"], "Which tree?": ["pear grows on trees"]}
+    features = Counted(GuardModel(("spec_rd",), (1.0,), 0.0, 0.5), Encoder(), [], documents)
+    rows = pd.DataFrame({"query": ["Which fruit?", "Which tree?", "Lone?"],
+                         "text": ["apple apple", "pear", "apple"]})  # fmt: skip
+    cache = tmp_path / "features.pkl"
+    first = fit_guard.feature_table(rows, features, cache)
+    assert np.isnan(first["spec_rd"].iloc[2]) and not first["spec_rd"].iloc[:2].isna().any()
+    again = fit_guard.feature_table(rows, features, cache)
+    more = pd.concat([rows, pd.DataFrame({"query": ["Which tree?"], "text": ["pear pear"]})])
+    fit_guard.feature_table(more.reset_index(drop=True), features, cache)
+    assert computed == [3, 1]  # all three; none; the new row alone
+    pd.testing.assert_frame_equal(again, first)
