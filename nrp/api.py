@@ -17,7 +17,14 @@ back-ends load only when a model is built, a figure drawn or an answer generated
 from __future__ import annotations
 
 from nrp.analysis.agreement import agreement
-from nrp.analysis.check import CheckResult, assert_nrp, check_flagged, check_gate, check_results
+from nrp.analysis.check import (
+    CheckResult,
+    assert_nrp,
+    check_flagged,
+    check_floored,
+    check_gate,
+    check_results,
+)
 from nrp.analysis.citations import CITATIONS_FILE, cite_answers, has_citations, read_citations
 from nrp.analysis.flags import (
     FLAG_NAMES,
@@ -193,6 +200,7 @@ __all__ = [
     "build_items",
     "build_report",
     "check_flagged",
+    "check_floored",
     "check_gate",
     "check_results",
     "check_tie_mode",

@@ -201,3 +201,62 @@ def test_a_real_nrp_score_folder(tmp_path, capsys):
     strict = f"{means.max() + 0.01:.2f}"
     code, lines, _ = check(capsys, str(out), "--min-nrp", strict)
     assert code == 1 and all(line.startswith("nrp check: FAIL") for line in lines)
+
+
+def write_guarded(folder) -> str:
+    """Results of a guard (``guard:content=0.06``): its flagged answers score below
+    -FLAG_OFFSET / 2 (``GuardRanker.floors``). echo: both answers floored; terse: one of
+    two; real: none. The weighted rows have no ranker and are not counted."""
+    scores = {"echo": [-9000.0, -8000.0], "terse": [-7000.0, 0.3], "real": [0.4, 0.7]}
+    rows = []
+    for llm, values in scores.items():
+        for qid, score in zip(["q1", "q2"], values, strict=True):
+            base = {"answer_id": f"{llm}-{qid}", "llm": llm, "prompt": "p", "qid": qid,
+                    "sample": 0, "n_docs": 4}  # fmt: skip
+            nrp = 0.0 if score < 0 else 0.75
+            rows.append({**base, "dimension": "relevance", "ranker": "guard:content=0.06",
+                         "score": score, "rank": 4.0, "ties": 0, "nrp": nrp})  # fmt: skip
+            rows.append({**base, "dimension": "weighted", "ranker": "", "score": None,
+                         "rank": None, "ties": None, "nrp": nrp})  # fmt: skip
+    folder.mkdir(parents=True)
+    pd.DataFrame(rows, columns=list(RESULT_COLUMNS)).to_csv(folder / "results.csv", index=False)
+    return str(folder)
+
+
+def test_max_floored_fails_a_model_whose_answers_the_guard_took_for_no_answer(tmp_path, capsys):
+    guarded = write_guarded(tmp_path / "guarded")
+    code, lines, err = check(capsys, guarded, "--max-floored", "0.5")
+    assert (code, err) == (1, "")
+    where = "floored in relevance (guard:content=0.06): share of answers taken for no answer"
+    assert lines == [
+        f"nrp check: FAIL echo/p {where} 1.000 > 0.5 (2 of 2 answers)",
+        f"nrp check: PASS terse/p {where} 0.500 <= 0.5 (1 of 2 answers)",
+        f"nrp check: PASS real/p {where} 0.000 <= 0.5 (0 of 2 answers)",
+    ]
+    assert check(capsys, guarded, "--max-floored", "1")[0] == 0
+    # beside --min-nrp: the NRP lines first (weighted: echo 0.0, terse 0.375, real 0.75)
+    code, lines, _ = check(capsys, guarded, "--min-nrp", "0.3", "--max-floored", "0.4")
+    assert code == 1 and len(lines) == 6
+    assert [line.split(":")[1] for line in lines] == [
+        " FAIL echo/p weighted", " PASS terse/p weighted", " PASS real/p weighted",
+        " FAIL echo/p floored in relevance (guard", " FAIL terse/p floored in relevance (guard",
+        " PASS real/p floored in relevance (guard",
+    ]  # fmt: skip
+    with pytest.raises(AssertionError, match=r"FAIL echo/p floored in relevance"):
+        api.assert_nrp(guarded, max_floored=0.5)
+    outcome = api.check_gate(guarded, max_floored=0.5)
+    assert outcome.floored["n_floored"].tolist() == [2, 1, 0]
+    assert outcome.table.empty and not outcome.passed
+
+
+def test_max_floored_on_rankers_that_floor_nothing_is_refused(results, tmp_path, capsys):
+    code, lines, err = check(capsys, results, "--max-floored", "0.5")
+    assert (code, lines) == (2, [])
+    assert err.startswith("nrp: error: results ") and "(rankers: tfidf)" in err
+    assert "--max-flagged gates the flags of flags.csv" in err and len(err.splitlines()) == 1
+    guarded = write_guarded(tmp_path / "guarded")
+    code, _, err = check(capsys, guarded, "--max-floored", "1.5")
+    assert code == 2
+    assert "maximum share of answers a guard floored (--max-floored) must lie in [0, 1]" in err
+    code, _, err = check(capsys, guarded, "--max-floored", "0.5", "--dimension", "clarity")
+    assert code == 2 and "unknown dimension 'clarity'" in err

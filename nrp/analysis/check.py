@@ -19,6 +19,10 @@ means, same bootstrap interval), so a CI failure names the number a summary show
   flagged answers (any flag of ``nrp.validation.flags``, read from the ``flags.csv`` that
   ``nrp score`` writes beside its results) is above the limit. Answers, not queries, are the
   unit here, as in ``nrp summary``'s flag table: a flag is a property of one text.
+- **Floored answers** (``check_floored``, ``max_floored``): fails a model whose share of
+  answers its dimension's ranker put on its floor (a guard's verdict that the text is no answer:
+  ``Ranker.floors``, read from the results' scores, the ``floored`` column of ``nrp summary``)
+  is above the limit, in any dimension a guard positioned. Answers are the unit here too.
 
 ``check_gate`` runs what is asked of the two (``nrp check`` and ``assert_nrp`` call it).
 """
@@ -33,12 +37,26 @@ import pandas as pd
 
 from nrp import statistics
 from nrp.analysis.flags import FLAG_NAMES, flag_shares, flags_path, read_flags
-from nrp.analysis.summary import ALL_PROMPTS, checked_results, per_query_means, read_results
+from nrp.analysis.summary import (
+    ALL_PROMPTS,
+    checked_results,
+    floored_answers,
+    flooring_ranker,
+    per_query_means,
+    read_results,
+)
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, InputError, NrpError
 from nrp.tables import FrameView, format_interval, format_p, vocabulary_frame
 
-__all__ = ["CheckResult", "assert_nrp", "check_flagged", "check_gate", "check_results"]
+__all__ = [
+    "CheckResult",
+    "assert_nrp",
+    "check_flagged",
+    "check_floored",
+    "check_gate",
+    "check_results",
+]
 
 Results = pd.DataFrame | str | Path
 MODEL = ["dimension", "llm", "prompt"]
@@ -50,16 +68,23 @@ TOLERANCE = 1e-9
 class CheckResult(FrameView):
     """The verdict per model: ``table`` one row per (dimension, llm, prompt) checked on NRP,
     ``flags`` (when flagged answers were checked) one row per (llm, prompt) with its share of
-    flagged answers; ``lines`` one PASS or FAIL line each (the table's rows, then the flags')."""
+    flagged answers, ``floored`` (when floored answers were checked) one row per (dimension,
+    ranker, llm, prompt) with the share its guard floored; ``lines`` one PASS or FAIL line each
+    (the table's rows, then the flags', then the floored')."""
 
     table: pd.DataFrame
     lines: list[str]
     settings: dict[str, Any] = field(default_factory=dict)
     flags: pd.DataFrame | None = None
+    floored: pd.DataFrame | None = None
 
     @property
     def failures(self) -> list[str]:
-        verdicts = [*self.table["passed"], *([] if self.flags is None else self.flags["passed"])]
+        verdicts = [
+            *self.table["passed"],
+            *([] if self.flags is None else self.flags["passed"]),
+            *([] if self.floored is None else self.floored["passed"]),
+        ]
         return [line for line, ok in zip(self.lines, verdicts, strict=True) if not ok]
 
     @property
@@ -118,11 +143,14 @@ def assert_nrp(
     dimension: str | None = None,
     alpha: float = 0.05,
     max_flagged: float | None = None,
+    max_floored: float | None = None,
 ) -> CheckResult:
     """``check_gate`` for a test: an AssertionError carrying the FAIL lines when a model
     fails. With a baseline, ``no_worse`` defaults to True (the point of passing one)."""
     no_worse = baseline is not None if no_worse is None else no_worse
-    outcome = check_gate(results, min_nrp, baseline, no_worse, dimension, alpha, max_flagged)
+    outcome = check_gate(
+        results, min_nrp, baseline, no_worse, dimension, alpha, max_flagged, max_floored
+    )
     if not outcome.passed:
         raise AssertionError("\n".join(outcome.failures))
     return outcome
@@ -136,27 +164,37 @@ def check_gate(
     dimension: str | None = None,
     alpha: float = 0.05,
     max_flagged: float | None = None,
+    max_floored: float | None = None,
 ) -> CheckResult:
     """What ``nrp check`` runs: ``check_results`` when an NRP check is asked (``min_nrp``, a
     baseline, alone a comparison that reports and does not gate; or nothing at all, which it
-    refuses), ``check_flagged`` when ``max_flagged`` is
-    given; one result with the NRP lines first."""
-    if max_flagged is None:
-        return check_results(results, min_nrp, baseline, no_worse, dimension, alpha)
-    _check_share(max_flagged)
-    if min_nrp is None and baseline is None:
-        return check_flagged(results, max_flagged)
-    outcome = check_results(results, min_nrp, baseline, no_worse, dimension, alpha)
-    flagged = check_flagged(results, max_flagged)
-    settings = {**outcome.settings, **flagged.settings}
-    return CheckResult(outcome.table, outcome.lines + flagged.lines, settings, flagged.flags)
+    refuses), ``check_flagged`` when ``max_flagged`` is given, ``check_floored`` when
+    ``max_floored`` is; one result with the NRP lines first, then the flags', then the
+    floored'."""
+    for share, option in ((max_flagged, "--max-flagged"), (max_floored, "--max-floored")):
+        if share is not None:
+            _check_share(share, option)
+    gates = max_flagged is not None or max_floored is not None
+    nrp = None
+    if min_nrp is not None or baseline is not None or not gates:
+        nrp = check_results(results, min_nrp, baseline, no_worse, dimension, alpha)
+    flagged = check_flagged(results, max_flagged) if max_flagged is not None else None
+    floored = check_floored(results, max_floored, dimension) if max_floored is not None else None
+    parts = [part for part in (nrp, flagged, floored) if part is not None]
+    return CheckResult(
+        nrp.table if nrp is not None else _NO_NRP_ROWS.copy(),
+        [line for part in parts for line in part.lines],
+        {key: value for part in parts for key, value in part.settings.items()},
+        flagged.flags if flagged is not None else None,
+        floored.floored if floored is not None else None,
+    )
 
 
 def check_flagged(results: Results, max_flagged: float) -> CheckResult:
     """Fail every model (llm, prompt) whose share of flagged answers is above ``max_flagged``:
     the flags are the ``flags.csv`` beside ``results`` (an ``nrp score`` folder or its results
     file; the flags file itself also works). A missing file is an ``InputError`` naming it."""
-    _check_share(max_flagged)
+    _check_share(max_flagged, "--max-flagged")
     if isinstance(results, pd.DataFrame):
         raise ConfigError(
             "checking flagged answers reads the flags.csv of an nrp score folder: give the "
@@ -171,17 +209,71 @@ def check_flagged(results: Results, max_flagged: float) -> CheckResult:
     table["above_max"] = table["share_flagged"] > max_flagged + TOLERANCE
     table["passed"] = ~table["above_max"]
     lines = [_flag_line(row, max_flagged) for row in table.to_dict("records")]
-    empty = pd.DataFrame(columns=[*MODEL, "mean_nrp", "ci_low", "ci_high", "n_queries",
-                                  "below_min", "passed"])  # fmt: skip
-    return CheckResult(empty, lines, {"max_flagged": max_flagged}, table.reset_index(drop=True))
+    return CheckResult(
+        _NO_NRP_ROWS.copy(), lines, {"max_flagged": max_flagged}, table.reset_index(drop=True)
+    )
 
 
-def _check_share(max_flagged: float) -> None:
-    if not 0 <= max_flagged <= 1:
+#: the NRP table of a check that gates only flagged or floored answers: no row
+_NO_NRP_ROWS = pd.DataFrame(
+    columns=[*MODEL, "mean_nrp", "ci_low", "ci_high", "n_queries", "below_min", "passed"]
+)
+
+
+def check_floored(
+    results: Results, max_floored: float, dimension: str | None = None
+) -> CheckResult:
+    """Fail every model (dimension, llm, prompt) whose share of answers its dimension's ranker
+    floored (``Ranker.floors``: a guard's verdict that the text is no answer, read from the
+    scores) is above ``max_floored``, in every dimension a guard positioned (``dimension``: that
+    one). Results whose rankers floor nothing, or without scores, are a ``ConfigError``: such a
+    gate could never fail."""
+    _check_share(max_floored, "--max-floored")
+    answers = _read(results, "results")
+    name = "results" if isinstance(results, pd.DataFrame) else f"results {results}"
+    if dimension is not None:
+        if dimension not in set(answers["dimension"]):
+            found = list(dict.fromkeys(answers["dimension"]))
+            raise ConfigError(f"{name}: unknown dimension {dimension!r}; it has {found}")
+        answers = answers[answers["dimension"] == dimension]
+    guarded = answers["ranker"].map(lambda spec: flooring_ranker(str(spec)) is not None)
+    if "score" not in answers.columns or not guarded.any():
+        rankers = ", ".join(r for r in dict.fromkeys(answers["ranker"].astype(str)) if r)
         raise ConfigError(
-            "the maximum share of flagged answers (--max-flagged) must lie in [0, 1], not "
-            f"{max_flagged}"
+            f"{name}: --max-floored reads the answers a guard floored from their scores, and "
+            f"no dimension here was positioned by one with scores (rankers: {rankers or 'none'}); "
+            "--max-flagged gates the flags of flags.csv"
         )
+    answers = answers[guarded.to_numpy()].reset_index(drop=True)
+    answers["floored"] = floored_answers(answers)
+    table = (
+        answers.groupby(["dimension", "ranker", "llm", "prompt"], sort=False)["floored"]
+        .agg(n_answers="size", n_floored="sum", share_floored="mean")
+        .reset_index()
+    )
+    table["n_floored"] = table["n_floored"].round().astype(int)
+    table["max_floored"] = max_floored
+    table["above_max"] = table["share_floored"] > max_floored + TOLERANCE
+    table["passed"] = ~table["above_max"]
+    lines = [_floored_line(row, max_floored) for row in table.to_dict("records")]
+    return CheckResult(_NO_NRP_ROWS.copy(), lines, {"max_floored": max_floored}, floored=table)
+
+
+def _floored_line(row: dict[str, Any], max_floored: float) -> str:
+    """``nrp check: PASS|FAIL llm/prompt floored in DIM (RANKER): share ... <= limit (n of m
+    answers)``."""
+    model = f"{row['llm']}/{row['prompt']}" if row["prompt"] else row["llm"]
+    verdict = "PASS" if row["passed"] else "FAIL"
+    relation = ">" if row["above_max"] else "<="
+    return (f"nrp check: {verdict} {model} floored in {row['dimension']} ({row['ranker']}): "
+            f"share of answers taken for no answer {row['share_floored']:.3f} {relation} "
+            f"{max_floored:g} ({row['n_floored']} of {row['n_answers']} answers)")  # fmt: skip
+
+
+def _check_share(share: float, option: str) -> None:
+    what = "flagged answers" if option == "--max-flagged" else "answers a guard floored"
+    if not 0 <= share <= 1:
+        raise ConfigError(f"the maximum share of {what} ({option}) must lie in [0, 1], not {share}")
 
 
 def _flag_line(row: dict[str, Any], max_flagged: float) -> str:
@@ -210,7 +302,7 @@ def _check_options(
         raise ConfigError(
             "nothing to check: give a minimum NRP (--min-nrp), a baseline (--baseline OLD; "
             "with --no-worse it gates) and/or a maximum share of flagged answers "
-            "(--max-flagged)"
+            "(--max-flagged) or of answers a guard floored (--max-floored)"
         )
 
 
