@@ -7,7 +7,7 @@ for every question of a collection, so that ``nrp score`` and ``nrp summary`` sh
 default flow treats wordings it was never built with (docs/validity.md, "Non-answers in
 wordings of no generator"). Nothing in nrp was fitted or chosen on them.
 
-Two sets, one answer per question and form (``llm``: the form; ``prompt``: the set):
+Three sets, one answer per question and form (``llm``: the form; ``prompt``: the set):
 
 - set ``A``: generic health advice, an AI's disclaimer, "I don't know", the question twice, with
   typos, upper-cased, after "Yes.", a dodge that names the question's words, those words in a
@@ -15,7 +15,11 @@ Two sets, one answer per question and form (``llm``: the form; ``prompt``: the s
 - set ``B`` (written before the trial in docs/validity.md was built, read only after it):
   wellness advice, an encyclopedia's sentence on health care, a referral to named sources that
   names the subject, a vague remark on the subject, a hedge on two of its words, small talk, a
-  disclaimer of qualification.
+  disclaimer of qualification;
+- set ``C`` (written after A and B had found a referral that names the subject passing on the
+  LiveQA-Med pool, before the trial's last variant, read only after it): referrals and vague
+  remarks in other words (a specialist, leaflets, a nurse line, forums, "has been studied"),
+  and a fact about the human body.
 
 "The question's words" are its words of four or more letters that are not stopwords, in order.
 
@@ -138,10 +142,36 @@ SET_B: dict[str, Form] = {
     ),
 }
 
-SETS = {"A": SET_A, "B": SET_B}
+SET_C: dict[str, Form] = {
+    "consult_named": lambda q, r: (
+        f"Questions about {words(q)[0]} are best answered by a specialist who can review your "
+        "history. A family physician can refer you to one."
+    ),
+    "pamphlet": lambda q, r: (
+        f"Many hospitals hand out leaflets on {words(q)[0]}. Ask at the front desk, or check the "
+        "patient education section of their website."
+    ),
+    "forum": lambda q, r: (
+        f"People in online forums share their experiences with {words(q)[0]}, and reading them "
+        "may help you feel less alone."
+    ),
+    "overview_vague": lambda q, r: (
+        f"{words(q)[0].capitalize()} has been studied for many years. Researchers continue to "
+        "learn more about it, and new findings appear regularly."
+    ),
+    "hotline": lambda q, r: (
+        f"If you have concerns about {words(q)[0]}, you can call a nurse advice line; many "
+        "insurers offer one free of charge, day and night."
+    ),
+    "generic_fact": lambda q, r: (
+        "The human body is made up of trillions of cells that work together in organs and systems."
+    ),
+}
+
+SETS = {"A": SET_A, "B": SET_B, "C": SET_C}
 
 
-def answers(topics: list[tuple[str, str]], sets: str = "AB", seed: int = 0) -> list[dict]:
+def answers(topics: list[tuple[str, str]], sets: str = "ABC", seed: int = 0) -> list[dict]:
     """One answer per (qid, question) of ``topics``, set of ``sets`` and form, in that order."""
     rng = random.Random(seed)
     return [
@@ -157,9 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("collection", help="an ingested collection (ingested when missing)")
     parser.add_argument("out", type=Path, help="the answer file written (JSON Lines)")
     parser.add_argument("--indexes", type=Path, default=ROOT / "indexes")
-    parser.add_argument("--sets", default="AB", choices=("A", "B", "AB"))
+    parser.add_argument(
+        "--sets", default="ABC", help="the sets written, in this order: A, B and/or C (ABC)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="the seed of the typos")
     args = parser.parse_args(argv)
+    if not args.sets or set(args.sets) - set(SETS) or len(set(args.sets)) < len(args.sets):
+        parser.error(f"--sets: each of A, B, C at most once, not {args.sets!r}")
     topics = load_or_ingest(args.collection, args.indexes).topics
     pairs = list(zip(topics["qid"].astype(str), topics["query"].astype(str), strict=True))
     rows = answers(pairs, args.sets, args.seed)

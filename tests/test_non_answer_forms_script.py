@@ -9,6 +9,8 @@ from importlib import resources
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from nrp import ingest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "non_answer_forms.py"
@@ -30,8 +32,9 @@ def test_one_answer_per_question_and_form_of_each_set(tmp_path):
     out = tmp_path / "forms.jsonl"
     assert forms.main(["demo", str(out), "--indexes", str(ix)]) == 0
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert len(rows) == 8 * (12 + 7)
+    assert len(rows) == 8 * (12 + 7 + 6)
     assert [r["prompt"] for r in rows].count("A") == 8 * 12
+    assert [r["prompt"] for r in rows].count("C") == 8 * 6
     by = {(r["qid"], r["llm"]): r["text"] for r in rows}
     question = "can vitamin c prevent colds"
     assert by[("d1", "echo_twice")] == f"{question} {question}"
@@ -46,5 +49,14 @@ def test_one_answer_per_question_and_form_of_each_set(tmp_path):
     typo = by[("d1", "echo_typos")]
     assert len(typo) == len(question) and typo != question
     assert sum(a != b for a, b in zip(typo, question, strict=True)) <= 1
-    assert forms.main(["demo", str(out), "--indexes", str(ix), "--sets", "B"]) == 0
-    assert len(out.read_text(encoding="utf-8").splitlines()) == 8 * 7
+    assert by[("d3", "hotline")].startswith("If you have concerns about much, you can call")
+    assert forms.main(["demo", str(out), "--indexes", str(ix), "--sets", "CB"]) == 0
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 8 * (6 + 7)
+
+
+def test_a_set_named_twice_or_unknown_is_exit_2(capsys):
+    for sets in ("AA", "D", ""):
+        with pytest.raises(SystemExit) as stop:
+            forms.main(["demo", "out.jsonl", "--sets", sets])
+        assert stop.value.code == 2
+        assert f"--sets: each of A, B, C at most once, not {sets!r}" in capsys.readouterr().err
