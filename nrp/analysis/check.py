@@ -24,7 +24,7 @@ means, same bootstrap interval), so a CI failure names the number a summary show
   ``Ranker.floors``, read from the results' scores, the ``floored`` column of ``nrp summary``)
   is above the limit, in any dimension a guard positioned. Answers are the unit here too.
 
-``check_gate`` runs what is asked of the two (``nrp check`` and ``assert_nrp`` call it).
+``check_gate`` runs what is asked of the three (``nrp check`` and ``assert_nrp`` call it).
 """
 
 from __future__ import annotations
@@ -236,7 +236,8 @@ def check_floored(
             found = list(dict.fromkeys(answers["dimension"]))
             raise ConfigError(f"{name}: unknown dimension {dimension!r}; it has {found}")
         answers = answers[answers["dimension"] == dimension]
-    guarded = answers["ranker"].map(lambda spec: flooring_ranker(str(spec)) is not None)
+    floors = {spec: flooring_ranker(str(spec)) is not None for spec in answers["ranker"].unique()}
+    guarded = answers["ranker"].map(floors)
     if "score" not in answers.columns or not guarded.any():
         rankers = ", ".join(r for r in dict.fromkeys(answers["ranker"].astype(str)) if r)
         raise ConfigError(
