@@ -1,0 +1,57 @@
+"""The default guard on non-answers in wordings no generator of nrp has
+(scripts/non_answer_forms.py, docs/validity.md "Non-answers in wordings of no generator"), on
+real data: MEDIQA 2019 test's first 50 questions, each form written for each, judged by
+``guard:content=0.06`` bound to the collection (thresholds calibrated on its judged answers),
+as `nrp score` judges them (skipped with a reason when ../shared is absent)."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from nrp import Collection, ingest
+from nrp.rankers.registry import make_ranker
+
+ROOT = Path(__file__).resolve().parents[2]
+forms = runpy.run_path(str(ROOT / "scripts" / "non_answer_forms.py"), run_name="forms")
+
+
+@pytest.fixture(scope="module")
+def mediqa(tmp_path_factory, shared_data) -> Collection:
+    shared_data("mediqa-2019")  # skips with a reason when ../shared/data is absent
+    indexes = tmp_path_factory.mktemp("indexes")
+    ingest(ROOT / "manifests" / "mediqa-2019.yaml", indexes_dir=indexes)
+    return Collection.load("mediqa-2019", indexes)
+
+
+def test_the_guard_floors_what_mirrors_declines_or_chats_and_lets_referrals_through(mediqa):
+    guard = make_ranker("guard:content=0.06")
+    guard.bind_collection(mediqa)
+    qids, texts = mediqa.topics["qid"].astype(str), mediqa.topics["query"].astype(str)
+    topics = list(zip(qids, texts, strict=True))
+    rows = pd.DataFrame(forms["answers"](topics[:50], "ABC"))
+    assert len(rows) == 50 * 25
+    questions = dict(topics)
+    assessed = guard.assess(
+        pd.DataFrame(
+            {"qid": rows["qid"], "query": rows["qid"].map(questions), "text": rows["text"]}
+        )
+    )
+    flagged = pd.Series(assessed["flagged"].to_numpy(), index=rows["llm"])
+    counts = flagged.groupby(level=0, sort=False).sum().astype(int).to_dict()
+    # all of them: the question mirrored, a refusal, a disclaimer, small talk
+    everything = ("ai_disclaimer", "dont_know", "echo_twice", "echo_typos", "echo_upper",
+                  "smalltalk", "not_qualified")  # fmt: skip
+    assert {form: counts[form] for form in everything} == dict.fromkeys(everything, 50)
+    assert counts == {
+        **dict.fromkeys(everything, 50),
+        "generic_health": 2, "topic_dodge": 43, "keywords_sentence": 36, "yes_echo": 49,
+        "medicine_definition": 0, "search_advice": 38, "restate_long": 49, "wellness": 0,
+        "encyclopedic": 2, "ref_mention": 22, "vague_mention": 24, "hedge_mention": 42,
+        # referrals in other words mostly pass (docs/validity.md: graded related by the judges)
+        "consult_named": 7, "pamphlet": 5, "forum": 15, "overview_vague": 19, "hotline": 6,
+        "generic_fact": 0,
+    }  # fmt: skip
