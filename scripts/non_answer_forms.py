@@ -41,7 +41,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import ROOT, load_or_ingest
 
-#: the words a form never takes from a question (a short list of its own, not Terrier's)
+from nrp.errors import NrpError
+
+#: the words a form never takes from a question: a short list of its own, not Terrier's and not
+#: ``nrp.validation.degenerate.content_words``, so the check takes nothing from what it checks
 _STOP_WORDS = (
     "the a an and or of to in on for with is are was were be been i my me you your it "
     "this that what how why when which who do does did can could should would will have "
@@ -183,7 +186,7 @@ def answers(topics: list[tuple[str, str]], sets: str = "ABC", seed: int = 0) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="non_answer_forms", description=__doc__.splitlines()[0])
     parser.add_argument("collection", help="an ingested collection (ingested when missing)")
     parser.add_argument("out", type=Path, help="the answer file written (JSON Lines)")
     parser.add_argument("--indexes", type=Path, default=ROOT / "indexes")
@@ -194,7 +197,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.sets or set(args.sets) - set(SETS) or len(set(args.sets)) < len(args.sets):
         parser.error(f"--sets: each of A, B, C at most once, not {args.sets!r}")
-    topics = load_or_ingest(args.collection, args.indexes).topics
+    if not args.out.parent.is_dir():
+        parser.error(f"{args.out}: its folder does not exist")
+    try:
+        topics = load_or_ingest(args.collection, args.indexes).topics
+    except NrpError as error:  # no such collection and no manifests/NAME.yaml to ingest it from
+        parser.error(f"collection {args.collection!r}: {error}")
     pairs = list(zip(topics["qid"].astype(str), topics["query"].astype(str), strict=True))
     rows = answers(pairs, args.sets, args.seed)
     args.out.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")

@@ -60,3 +60,20 @@ def test_a_set_named_twice_or_unknown_is_exit_2(capsys):
             forms.main(["demo", "out.jsonl", "--sets", sets])
         assert stop.value.code == 2
         assert f"--sets: each of A, B, C at most once, not {sets!r}" in capsys.readouterr().err
+
+
+def test_an_unknown_collection_or_a_missing_folder_is_exit_2_and_nothing_written(tmp_path, capsys):
+    out = tmp_path / "forms.jsonl"
+    with pytest.raises(SystemExit) as stop:
+        forms.main(["no-such-collection", str(out), "--indexes", str(tmp_path / "ix")])
+    assert stop.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("non_answer_forms: error: collection 'no-such-collection': ")
+    assert "no-such-collection.yaml" in error and not out.exists()
+    assert not (tmp_path / "ix").exists()  # nothing ingested
+    with pytest.raises(SystemExit) as stop:
+        forms.main(["demo", str(tmp_path / "none" / "forms.jsonl")])
+    assert stop.value.code == 2
+    assert f"{tmp_path / 'none' / 'forms.jsonl'}: its folder does not exist" in (
+        capsys.readouterr().err
+    )
