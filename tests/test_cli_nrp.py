@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from importlib import resources
@@ -156,3 +157,33 @@ def test_an_abbreviated_option_is_refused(capsys, argv, abbreviation):
         main(argv)
     assert stop.value.code == 2
     assert f"unrecognized arguments: {abbreviation}" in capsys.readouterr().err
+
+
+def nrp_into_closed_pipe(*args: str) -> subprocess.CompletedProcess:
+    """``nrp ARGS`` whose standard output is a pipe nobody reads any more (``| head`` after it
+    has read its lines)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run([sys.executable, "-m", "nrp", *args], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True)  # fmt: skip
+    finally:
+        os.close(write_end)
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly_with_141(tmp_path):
+    ix = str(tmp_path / "ix")
+    ingest(DEMO / "manifest.yaml", indexes_dir=ix)
+    out = tmp_path / "results"
+    assert nrp("-q", "score", "demo", str(DEMO / "answers.jsonl"), "--ranker", "relevance=tfidf",
+               "--out", str(out), "--indexes", ix).returncode == 0  # fmt: skip
+    for args in (["rankers"], ["info", "demo", "--indexes", ix], ["summary", str(out)],
+                 ["check", str(out), "--min-nrp", "0.1"]):  # fmt: skip
+        proc = nrp_into_closed_pipe(*args)
+        assert (proc.returncode, proc.stderr) == (141, ""), args
+        # read, the same command prints and succeeds (check: exit 0 or 1, its verdict)
+        assert nrp(*args).stdout != ""
+    # a library error is still one line and exit 2 when stdout is closed
+    proc = nrp_into_closed_pipe("info", "nosuch", "--indexes", ix)
+    assert proc.returncode == 2 and proc.stderr.startswith("nrp: error: ")
+    assert proc.stderr.count("\n") == 1

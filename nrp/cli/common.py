@@ -8,6 +8,8 @@ Kept in one place so that each option reads and behaves the same in every comman
 from __future__ import annotations
 
 import argparse
+import os
+import select
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -169,23 +171,64 @@ def _given_as(message: str, args: argparse.Namespace) -> str:
     return ""
 
 
+#: the exit status when the reader of standard output went away: 128 + SIGPIPE, what a shell
+#: reports for a tool that signal ended
+STDOUT_CLOSED = 141
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether standard output is a pipe or socket nobody reads any more (poll reports an error
+    on it), as opposed to another pipe of the command (a worker's) that broke."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no fileno (captured) or no poll
+        return False
+
+
+def _silence_stdout() -> None:
+    """Point standard output at the null device, so that what is still buffered in it is
+    dropped at exit instead of raising again there."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, sys.stdout.fileno())
+    finally:
+        os.close(null)
+
+
+def _os_error(err: OSError) -> int:
+    """A file that could not be read or written, as one line (a name too long to open is quoted
+    in part); exit 2."""
+    where = f"{one_line(err.filename)}: " if err.filename else ""
+    print(f"nrp: error: {where}{one_line(err.strerror or err)}", file=sys.stderr)
+    return 2
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Run the sub-command ``args`` names; a library error is one line on stderr and exit 2
     (argparse's code for a usage error), and so is a file that cannot be read or written (no
-    permission, a name too long, a full disk); an interrupt exits 130."""
+    permission, a name too long, a full disk); an interrupt exits 130. When whatever reads
+    standard output stops reading (``nrp check ... | head``), the command stops quietly with
+    exit 141, as a Unix tool ended by SIGPIPE does: that is the reader's choice, not an error."""
     global _progress
     lines = None if getattr(args, "quiet", False) else api.ProgressLines()
     _progress = lines or _no_progress
     try:
-        return args.run(args)
+        code = args.run(args)
+        sys.stdout.flush()  # so that a reader gone away is met below, not at exit
+        return code
+    except BrokenPipeError as err:
+        if not _stdout_reader_gone():  # a pipe of the command's own: an error like any other
+            return _os_error(err)
+        _silence_stdout()
+        return STDOUT_CLOSED
     except NrpError as err:  # one line, however long the values it was built from
         message = one_line(err, MESSAGE_LIMIT)
         print(f"nrp: error: {message}{_given_as(str(err), args)}", file=sys.stderr)
         return 2
-    except OSError as err:  # a name too long to open is quoted in part
-        where = f"{one_line(err.filename)}: " if err.filename else ""
-        print(f"nrp: error: {where}{one_line(err.strerror or err)}", file=sys.stderr)
-        return 2
+    except OSError as err:
+        return _os_error(err)
     except KeyboardInterrupt:
         print("nrp: interrupted", file=sys.stderr)
         return 130
