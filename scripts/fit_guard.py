@@ -71,10 +71,8 @@ ANSWER_PROMPTS = ["short-qa:chat", "long-qa:chat"]
 def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "nrp" / "rankers" / "guard_model.json")
-    parser.add_argument("--indexes", type=Path, default=ROOT / "indexes")
     parser.add_argument("--held-out", default="evasion", help="the family kept out of fitting")
-    parser.add_argument("--per-kind", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
+    add_fitting_arguments(parser)
     parser.add_argument("--frequent", type=int, default=150)
     parser.add_argument("--pair-docs", type=int, default=3)
     parser.add_argument(
@@ -89,21 +87,6 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
         help="judged documents of at least this grade, after their question, are real answers "
         "too (0: none)",
     )
-    parser.add_argument(
-        "--boilerplate-questions",
-        type=int,
-        default=5,
-        help="a sentence in the documents of at least this many fitting questions is "
-        "boilerplate: the question followed by such sentences is not an answer",
-    )
-    parser.add_argument(
-        "--written-tokens", type=int, default=96,
-        help="new tokens of each written non-answer (generated once, kept under --indexes)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--written-llm", default="local",
-        help="the LLM that writes them (nrp generate's --llm; default: the packaged SmolLM2)",
-    )  # fmt: skip
     parser.add_argument(
         "--cross-fit", type=int, default=0, metavar="K",
         help="also print each kind's flagged share when every question is judged by a guard "
@@ -125,6 +108,36 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
         "--features", type=Path, help="a pickle of the feature table, kept between runs"
     )
     return parser.parse_args(argv)
+
+
+def add_fitting_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options ``fitting_rows`` reads: the scripts that build the fitting rows (this one and
+    ``tune_guard.py``) take them alike."""
+    parser.add_argument("--indexes", type=Path, default=ROOT / "indexes")
+    parser.add_argument("--per-kind", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--boilerplate-questions",
+        type=int,
+        default=5,
+        help="a sentence in the documents of at least this many fitting questions is "
+        "boilerplate: the question followed by such sentences is not an answer",
+    )
+    parser.add_argument(
+        "--written-tokens", type=int, default=96,
+        help="new tokens of each written non-answer (generated once, kept under --indexes)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--written-llm", default="local",
+        help="the LLM that writes them (nrp generate's --llm; default: the packaged SmolLM2)",
+    )  # fmt: skip
+
+
+def fitting_arguments_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options of ``add_fitting_arguments`` (one line), or None."""
+    if args.written_tokens < 1:
+        return f"--written-tokens must be at least 1, got {args.written_tokens}"
+    return None
 
 
 def feature_table(rows: pd.DataFrame, features, cache: Path | None) -> pd.DataFrame:
@@ -505,11 +518,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fit_guard: --held-out must be a family ({', '.join(FAMILIES)}) that no "
               "detector is fitted on", file=sys.stderr)  # fmt: skip
         return 2
-    for option, value, least in (("--cross-fit", args.cross_fit, 2),
-                                 ("--written-tokens", args.written_tokens, 1)):  # fmt: skip
-        if value < least and not (option == "--cross-fit" and value == 0):
-            print(f"fit_guard: {option} must be at least {least}, got {value}", file=sys.stderr)
-            return 2
+    problem = fitting_arguments_problem(args)
+    if args.cross_fit != 0 and args.cross_fit < 2:  # 0: no cross-fitting
+        problem = f"--cross-fit must be at least 2, got {args.cross_fit}"
+    if problem:
+        print(f"fit_guard: {problem}", file=sys.stderr)
+        return 2
     for name in collection_names(args.fluency_collections):
         if not (ROOT / "manifests" / f"{name}.yaml").is_file():
             print(f"fit_guard: --fluency-collections: no manifests/{name}.yaml", file=sys.stderr)

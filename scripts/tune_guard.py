@@ -46,23 +46,20 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fit_guard import ROOT, fitting_rows
+from fit_guard import add_fitting_arguments, fitting_arguments_problem, fitting_rows
 
 TOLERANCE = 0.005
 
 
 def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--indexes", type=Path, default=ROOT / "indexes")
     parser.add_argument("--quoted", type=float, nargs="+", default=[0, 0.3, 0.5, 0.8, 1])
     parser.add_argument("--content", type=float, nargs="+", default=[0.06])
     parser.add_argument(
         "--ranker", default="dense", help="the ranker guarded (the guard's ranker=)"
     )
     parser.add_argument("--held-out", default="evasion", help="the family kept out of choice")
-    parser.add_argument("--per-kind", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--boilerplate-questions", type=int, default=5)
+    add_fitting_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -121,6 +118,9 @@ def choose(table: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
+    if problem := fitting_arguments_problem(args):
+        print(f"tune_guard: {problem}", file=sys.stderr)
+        return 2
     from nrp.rankers.guard import GuardRanker
     from nrp.validation.degenerate import FAMILIES
 

@@ -71,3 +71,15 @@ def test_choose_content_alone_when_one_quoted_is_measured():
     best, base = tune_guard.choose(table)
     assert (best["quoted"], best["content"]) == (0.3, 0.02)
     assert best.equals(base)
+
+
+def test_it_takes_every_option_the_fitting_rows_read_and_refuses_bad_ones(capsys):
+    # fitting_rows (scripts/fit_guard.py) reads these; tune_guard once lacked the written
+    # replies' two and ended in an AttributeError before measuring anything
+    args = vars(tune_guard.arguments([]))
+    assert {k: args[k] for k in ("per_kind", "seed", "boilerplate_questions", "written_tokens",
+                                 "written_llm")} == {
+        "per_kind": 2, "seed": 0, "boilerplate_questions": 5, "written_tokens": 96,
+        "written_llm": "local"}  # fmt: skip
+    assert tune_guard.main(["--written-tokens", "0"]) == 2
+    assert capsys.readouterr().err == "tune_guard: --written-tokens must be at least 1, got 0\n"
