@@ -19,7 +19,9 @@ For every combination it prints, over the fitting questions:
 - **wins** per degenerate kind: the share of (graded-relevant judged document, text) pairs of a
   question in which the document scores higher (ties half), the mean over questions, as
   ``nrp validate`` measures it; the kinds of the held-out family (``--held-out``, the evasion
-  family by default) are printed apart and are not part of the criterion;
+  family by default), ``first_sentence`` and the packaged LLM's own answers (``llm_answer:*``,
+  answers and not degenerate texts) are printed and are not part of the criterion
+  (``fitting_kinds``);
 - **restated_answer**: the same share for each graded-relevant judged document after its
   question (``fit_guard.restated_answers``): a real answer that restates the question first,
   as language models write them, must keep its place (about 0.5, where its document stands;
@@ -86,6 +88,17 @@ def kind_wins(rows: pd.DataFrame, scores: np.ndarray, relevant: pd.Series) -> pd
     return pd.Series({kind: group.wins for kind, group in validity.kinds.items()})
 
 
+def fitting_kinds(per_kind: pd.Series, rows: pd.DataFrame, held: set[str]) -> pd.Series:
+    """The kinds of ``per_kind`` (kind -> wins) that the fitting wins average: the texts that
+    are no answer and were not held out. Not the held-out family's, not ``first_sentence`` (an
+    incomplete answer, reported only, as in ``nrp validate``), and not the packaged LLM's own
+    answers (family ``llm_answer``: answers, for ``answer_like``'s direction to tell from its
+    non-answers, where judged documents need not win)."""
+    answers = set(rows.loc[rows["family"] == "llm_answer", "kind"])
+    return per_kind.drop([k for k in per_kind.index
+                          if k in held or k == "first_sentence" or k in answers])  # fmt: skip
+
+
 def mean_tau(rows: pd.DataFrame, scores: np.ndarray, grades: pd.Series) -> float:
     from nrp.statistics import kendall_tau_b
 
@@ -149,9 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             scores = guard.guarded_scores(scored, assessed)
             per_kind = kind_wins(rows, scores, relevant)
             restated = per_kind.pop("restated_answer")  # pairs the documents win: no criterion
-            fitting = per_kind.drop(
-                [k for k in per_kind.index if k in held or k == "first_sentence"]
-            )
+            fitting = fitting_kinds(per_kind, rows, held)
             results.append(
                 {"quoted": quoted, "content": content, "tau_b": mean_tau(rows, scores, grades),
                  "fitting_wins": float(fitting.mean()), "restated_answer": float(restated),

@@ -83,3 +83,16 @@ def test_it_takes_every_option_the_fitting_rows_read_and_refuses_bad_ones(capsys
         "written_llm": "local"}  # fmt: skip
     assert tune_guard.main(["--written-tokens", "0"]) == 2
     assert capsys.readouterr().err == "tune_guard: --written-tokens must be at least 1, got 0\n"
+
+
+def test_the_fitting_wins_leave_out_the_held_out_kinds_incomplete_answers_and_the_llms_answers():
+    per_kind = pd.Series({"echo": 1.0, "evasive": 0.9, "first_sentence": 0.3,
+                          "llm_answer:short-qa": 0.4, "written:stall": 0.95})  # fmt: skip
+    rows = pd.DataFrame(
+        {"kind": ["echo", "evasive", "first_sentence", "llm_answer:short-qa", "written:stall"],
+         "family": ["mirror", "evasion", "damaged", "llm_answer", "written"]}
+    )  # fmt: skip
+    fitting = tune_guard.fitting_kinds(per_kind, rows, {"evasive", "padded"})
+    # echo and the written non-answer: (1.0 + 0.95) / 2
+    assert fitting.to_dict() == {"echo": 1.0, "written:stall": 0.95}
+    assert fitting.mean() == pytest.approx(0.975)
