@@ -90,13 +90,14 @@ def kind_wins(rows: pd.DataFrame, scores: np.ndarray, relevant: pd.Series) -> pd
 
 def fitting_kinds(per_kind: pd.Series, rows: pd.DataFrame, held: set[str]) -> pd.Series:
     """The kinds of ``per_kind`` (kind -> wins) that the fitting wins average: the texts that
-    are no answer and were not held out. Not the held-out family's, not ``first_sentence`` (an
-    incomplete answer, reported only, as in ``nrp validate``), and not the packaged LLM's own
-    answers (family ``llm_answer``: answers, for ``answer_like``'s direction to tell from its
-    non-answers, where judged documents need not win)."""
-    answers = set(rows.loc[rows["family"] == "llm_answer", "kind"])
-    return per_kind.drop([k for k in per_kind.index
-                          if k in held or k == "first_sentence" or k in answers])  # fmt: skip
+    are no answer and were not held out. Not the held-out family's, not the kinds ``nrp
+    validate`` reports only (``REPORTED_ONLY``: first_sentence, an incomplete answer), and not
+    the packaged LLM's own answers (family ``llm_answer``: answers, for ``answer_like``'s
+    direction to tell from its non-answers, where judged documents need not win)."""
+    from nrp.validation.validity import REPORTED_ONLY
+
+    left_out = held | REPORTED_ONLY | set(rows.loc[rows["family"] == "llm_answer", "kind"])
+    return per_kind.drop([k for k in per_kind.index if k in left_out])
 
 
 def mean_tau(rows: pd.DataFrame, scores: np.ndarray, grades: pd.Series) -> float:
