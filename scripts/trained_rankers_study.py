@@ -73,6 +73,7 @@ from nrp.tables import (
     write_text,
 )
 from nrp.training.data import NEAR_DUPLICATE, same_question
+from nrp.training.model import resolve_base
 from nrp.validation.validity import HELD_OUT_FAMILY
 
 PROG = "trained_rankers_study"
@@ -93,7 +94,7 @@ TABLES = ("trainings", "agreement", "paired", "validation", "overlap")
 GUARD_ROLE = "guard (dense)"
 GUARD_CONTENT = 0.06
 #: training options of the command line, passed to ``train_ranker`` (``TrainSettings`` fields)
-TRAINING_OPTIONS = ("train_layers", "also", "held_out", "also_query")
+TRAINING_OPTIONS = ("base", "lr", "train_layers", "also", "held_out", "also_query")
 CROSS_FITTED, TRANSFERRED = "cross-fitted (fold=cross)", "transfer (fold=all)"
 #: the issue's goals: (collection, dimension, baseline) the trained ranker should beat
 GOALS = (
@@ -1050,6 +1051,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[StudyOptions, list[Path]]:
         choices=TRAINED_RANKERS,
         help="what nrp train trains, each studied (default: cross dense)",
     )
+    parser.add_argument("--base", help="nrp train --base (default: minilm)")
+    parser.add_argument("--lr", type=float, help="nrp train --lr (default: nrp train's)")
     parser.add_argument("--train-layers", type=int, help="nrp train --train-layers")
     for option, what in [
         ("--also", "collections whose judgments are added to training (nrp train --also)"),
@@ -1077,7 +1080,11 @@ def parse_args(argv: Sequence[str] | None) -> tuple[StudyOptions, list[Path]]:
         device=args.device,
         max_steps=args.max_steps,
         rankers=tuple(dict.fromkeys(args.rankers)),
-        training={k: (tuple(v) if isinstance(v, list) else v) for k, v in given.items() if v},
+        training={
+            k: (tuple(v) if isinstance(v, list) else v)
+            for k, v in given.items()
+            if v is not None and v != []
+        },
         guard=args.guard,
     )
     check(options)
@@ -1087,7 +1094,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[StudyOptions, list[Path]]:
 def check(options: StudyOptions) -> None:
     """Every argument checked before anything is read or written (the library's own checks)."""
     for ranker in options.rankers:
-        api.TrainSettings(**options.train_settings(ranker)).checked()
+        resolve_base(api.TrainSettings(**options.train_settings(ranker)).checked().base)
     resolve_device(options.device)
     select(options)
     training_collections(options)

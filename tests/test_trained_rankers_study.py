@@ -196,6 +196,8 @@ def test_a_run_of_one_part_keeps_the_rows_of_the_others(ran):
         (["--epochs", "x"], "argument --epochs: invalid int value: 'x'"),
         (["--also", "nowhere"], "training collection 'nowhere' is not one of"),
         (["--also-query", "summary", "summary"], "also_query names a field twice"),
+        (["--lr", "0"], "training: lr must be above 0, got 0.0"),
+        (["--base", "nowhere"], "base model folder nowhere does not exist"),
     ],
 )
 def test_bad_arguments_are_one_line(tmp_path, capsys, argv, message):
@@ -208,6 +210,16 @@ def test_bad_arguments_are_one_line(tmp_path, capsys, argv, message):
     assert err.count("\n") == 1 and err.startswith("trained_rankers_study: error: ")
     assert message in err
     assert not (tmp_path / "out").exists()
+
+
+def test_training_options_reach_nrp_train(tmp_path):
+    # --train-layers 0 (every layer) is a value, not an omission: it once fell back to 1
+    options, _ = study.parse_args(
+        ["--out", str(tmp_path / "out"), "--base", "minilm", "--lr", "5e-5", "--train-layers", "0"]
+    )
+    settings = options.train_settings("dense")
+    assert (settings["base"], settings["lr"], settings["train_layers"]) == ("minilm", 5e-5, 0)
+    assert "lr" not in study.parse_args(["--out", str(tmp_path / "out")])[0].train_settings()
 
 
 @pytest.mark.shared_data
