@@ -895,15 +895,17 @@ def paired_section(rows: Sequence[dict], setting: str) -> list[str]:
 
 
 def goals_section(rows: Sequence[dict]) -> list[str]:
-    """The issue's goals, met or not, for the comparisons this run made."""
-    found = {(r["collection"], r["dimension"], r["baseline"]): r for r in rows}
+    """The issue's goals, met or not, for the comparisons this run made: a line per trained
+    ranker compared (with ``--guard`` the trained ranker alone and through the guard), each
+    named."""
     lines = []
     for key in GOALS:
-        row = found.get(key)
-        if row is not None:
+        for row in rows:
+            if (row["collection"], row["dimension"], row["baseline"]) != key:
+                continue
             met = "met" if row["verdict"] == "significantly above" else "NOT met"
             lines.append(
-                f"- trained above {key[2]} on {key[0]} / {key[1]}: {met} (difference "
+                f"- {row['trained']} above {key[2]} on {key[0]} / {key[1]}: {met} (difference "
                 f"{format_number(row['difference'])}, p (Holm) {format_p(row['p_holm'])})"
             )
     return ["Goals of the issue:", "\n".join(lines)] if lines else []

@@ -212,6 +212,26 @@ def test_bad_arguments_are_one_line(tmp_path, capsys, argv, message):
     assert not (tmp_path / "out").exists()
 
 
+def test_the_goals_name_each_trained_ranker_compared():
+    # with --guard the trained ranker is compared alone and through the guard; the goal line
+    # once kept only the last row of a baseline, unnamed
+    row = {"collection": "liveqa-med-2017", "dimension": "relevance", "baseline": "dense"}
+    rows = [
+        {**row, "trained": "trained dense (fold=cross)", "verdict": "significantly above",
+         "difference": 0.0403, "p_holm": 0.030},
+        {**row, "trained": "trained dense (fold=cross) guarded",
+         "verdict": "not significantly different", "difference": 0.0153, "p_holm": 0.421},
+        {**row, "baseline": "tfidf", "trained": "trained dense (fold=cross)",
+         "verdict": "significantly above", "difference": 0.2778, "p_holm": 0.0001},
+    ]  # fmt: skip
+    assert study.goals_section(rows)[1].splitlines() == [
+        "- trained dense (fold=cross) above dense on liveqa-med-2017 / relevance: met "
+        "(difference 0.0403, p (Holm) 0.030)",
+        "- trained dense (fold=cross) guarded above dense on liveqa-med-2017 / relevance: "
+        "NOT met (difference 0.0153, p (Holm) 0.421)",
+    ]
+
+
 def test_training_options_reach_nrp_train(tmp_path):
     # --train-layers 0 (every layer) is a value, not an omission: it once fell back to 1
     options, _ = study.parse_args(
