@@ -124,6 +124,11 @@ def add_fitting_arguments(parser: argparse.ArgumentParser) -> None:
         "boilerplate: the question followed by such sentences is not an answer",
     )
     parser.add_argument(
+        "--near-best", type=int, default=0, metavar="N",
+        help="the best judged documents of the N fitting questions closest to each question "
+        "join other_best among the off_topic detector's negatives (0: none)",
+    )  # fmt: skip
+    parser.add_argument(
         "--written-tokens", type=int, default=96,
         help="new tokens of each written non-answer (generated once, kept under --indexes)",
     )  # fmt: skip
@@ -197,11 +202,12 @@ def fitting_rows(args: argparse.Namespace):
     texts = degenerate_frame(materials, None, args.per_kind, args.seed)
     boilerplate = boilerplate_texts(candidates, args.boilerplate_questions, args.per_kind,
                                     args.seed)  # fmt: skip
+    near = near_best_texts(materials, candidates, args.near_best, question_embedder())
     written = written_non_answers(candidates, args)
     llm_answers = written_answers(candidates, args)
     rows = pd.concat(
         [candidates.assign(kind="judged", family="judged"), restated_answers(candidates, grades),
-         texts, boilerplate, written, llm_answers],
+         texts, boilerplate, near, written, llm_answers],
         ignore_index=True,
     )  # fmt: skip
     return collection, reference.drop_duplicates().tolist(), rows
@@ -249,6 +255,44 @@ def boilerplate_texts(
             text = f"{' '.join(query.split())} {' '.join(picked)}"
             rows.append({"qid": qid, "query": query, "docno": "", "text": text})
     return pd.DataFrame(rows).assign(kind="boilerplate", family="mined")
+
+
+def question_embedder():
+    """The packaged encoder's embedding of texts (L2-normalised): what ``near_best_texts``
+    finds a question's neighbours with."""
+    from nrp.rankers.registry import make_ranker
+
+    return make_ranker("dense:model=minilm").encode
+
+
+def near_best_texts(materials, candidates: pd.DataFrame, per_query: int, embed) -> pd.DataFrame:
+    """Answers to a neighbouring question: for each fitting question, the best judged document
+    of each of the ``per_query`` other fitting questions closest to it (cosine of the questions'
+    embeddings by ``embed``), skipping a document that is one of its own judged documents.
+    ``other_best`` draws the other question at random, so its document is mostly about another
+    subject; this one is about the question's subject and answers something else (a reply that
+    misreads the question, a page on the same drug that says how to store it), the hardest
+    form of an answer to another question. Negatives of the ``off_topic`` detector beside
+    ``other_best`` (family ``mined``)."""
+    columns = ["qid", "query", "docno", "text"]
+    usable = [m for m in materials if m.best_documents]
+    if per_query < 1 or len(usable) < 2:
+        return pd.DataFrame(columns=columns).assign(kind="near_best", family="mined")
+    own = candidates.groupby("qid")["text"].agg(lambda texts: set(texts.astype(str)))
+    vectors = np.asarray(embed([m.query for m in usable]), dtype=float)
+    similarity = vectors @ vectors.T
+    rows = []
+    for i, material in enumerate(usable):
+        picked = 0
+        for j in np.argsort(-similarity[i], kind="stable"):
+            if picked == per_query:
+                break
+            text = usable[j].best_documents[0]
+            if j == i or text in own.get(material.qid, set()):
+                continue
+            rows.append({"qid": material.qid, "query": material.query, "docno": "", "text": text})
+            picked += 1
+    return pd.DataFrame(rows, columns=columns).assign(kind="near_best", family="mined")
 
 
 def written_non_answers(candidates: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
@@ -328,7 +372,7 @@ DETECTORS = (
      "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq"),
     ("generic", "boilerplate", "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq,spec_rd"),
     ("elsewhere", "spliced", "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq,margin_rq"),
-    ("off_topic", "other_best", "novel_share,log_novel,cos_tq,cos_rq,spec_rq,margin_rq,spec_rd"),
+    ("off_topic", "other_best,near_best", "novel_share,log_novel,cos_tq,cos_rq,spec_rq,margin_rq,spec_rd"),
     ("disorder", "shuffled", "fluency"),
     ("hollow", "written", "answer_like,first_person,idf_new,oov_new"),
     ("asking", "echo", "asks_only"),
@@ -344,7 +388,7 @@ INNER_FOLDS = 5
 
 #: negatives of the fitting script's own, beside nrp.validation.degenerate's kinds: the mined
 #: boilerplate, and ``written`` (every prompt's written non-answers, ``written:<prompt>``)
-MINED_KINDS = ("boilerplate", "written")
+MINED_KINDS = ("boilerplate", "near_best", "written")
 
 
 def negative_kinds(kinds: str) -> list[str]:
@@ -567,6 +611,7 @@ def main(argv: list[str] | None = None) -> int:
         "terse_answers": args.terse_answers,
         "held_out_family": args.held_out,
         "per_kind": args.per_kind,
+        "near_best": args.near_best,
         "seed": args.seed,
         "l2": args.l2,
         "max_flagged_per_detector": args.max_flagged,

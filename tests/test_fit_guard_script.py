@@ -47,9 +47,55 @@ def test_boilerplate_is_what_the_documents_of_several_questions_repeat():
     assert fit_guard.boilerplate_texts(candidates(), 3, 1, 0).empty
 
 
+def test_near_best_is_the_best_document_of_the_closest_other_questions():
+    from nrp.validation.degenerate import QueryMaterial
+
+    materials = [
+        QueryMaterial("q1", "warfarin dose", ["W best", "W other"], None),
+        QueryMaterial("q2", "warfarin storage", ["S best"], None),
+        QueryMaterial("q3", "gout diet", ["G best"], None),
+        QueryMaterial("q4", "no documents", [], None),
+    ]
+    judged = pd.DataFrame(
+        [("q1", "W best"), ("q1", "W other"), ("q2", "S best"), ("q2", "W other"),
+         ("q3", "G best")], columns=["qid", "text"],
+    )  # fmt: skip
+    # hand-made unit vectors: q1 and q2 are close (cosine 0.8), q3 is far from both
+    vectors = {
+        "warfarin dose": [1.0, 0.0, 0.0],
+        "warfarin storage": [0.8, 0.6, 0.0],
+        "gout diet": [0.0, 0.6, 0.8],
+    }
+    asked: list[list[str]] = []
+
+    def embed(texts):
+        asked.append(list(texts))
+        return np.array([vectors[t] for t in texts])
+
+    near = fit_guard.near_best_texts(materials, judged, 1, embed)
+    assert asked == [["warfarin dose", "warfarin storage", "gout diet"]]  # q4 has no document
+    by_question = dict(zip(near["qid"], near["text"], strict=True))
+    # q1's closest is q2 (0.8 against 0.0); q2's closest is q1 (0.8 against 0.36); q3's is q2
+    # (0.36 against 0.0)
+    assert by_question == {"q1": "S best", "q2": "W best", "q3": "S best"}
+    assert set(near["kind"]) == {"near_best"} and set(near["family"]) == {"mined"}
+    # two per question: q1 gets q2's and q3's; q2's second would be q3's; q3's q2's, then q1's
+    two = fit_guard.near_best_texts(materials, judged, 2, embed)
+    assert two.groupby("qid")["text"].apply(list).to_dict() == {
+        "q1": ["S best", "G best"], "q2": ["W best", "G best"], "q3": ["S best", "W best"]
+    }
+    # a document judged for the question itself is skipped: with q1's best judged for q2 too,
+    # q2 gets its next neighbour's (q3's)
+    judged.loc[len(judged)] = ("q2", "W best")
+    skipped = fit_guard.near_best_texts(materials, judged, 1, embed)
+    assert dict(zip(skipped["qid"], skipped["text"], strict=True))["q2"] == "G best"
+    assert fit_guard.near_best_texts(materials, judged, 0, embed).empty
+
+
 def test_negative_kinds_accepts_the_mined_kind_beside_the_generated_ones():
     assert fit_guard.negative_kinds("boilerplate") == ["boilerplate"]
     assert fit_guard.negative_kinds("echo,boilerplate") == ["echo", "boilerplate"]
+    assert fit_guard.negative_kinds("other_best,near_best") == ["other_best", "near_best"]
 
 
 def test_written_non_answers_are_one_reply_per_question_and_prompt_kept_for_the_next_fit(
