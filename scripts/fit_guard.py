@@ -26,7 +26,9 @@ asked again in the MEDIQA test set (v-24, v-38, t2-103; docs/training.md). What 
    the question followed by sentences the fitting documents of at least
    ``--boilerplate-questions`` other questions repeat, and ``written``, non-answers the
    packaged LLM writes for each fitting question in its own words under four prompts of this
-   script's (``written_non_answers``). The evasion family is held out to measure what the
+   script's (``written_non_answers``); with ``--near-best N`` (0 by default: tried and not
+   adopted, docs/validity.md), the best judged documents of each question's N closest other
+   questions join ``off_topic``'s negatives. The evasion family is held out to measure what the
    guard does with forms it never saw;
 3. ``answer_like``'s direction (``--direction-l2``): a logistic regression of "real answer" on
    the text's embedding, the real answers against the written non-answers; the ``hollow``
@@ -126,7 +128,8 @@ def add_fitting_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--near-best", type=int, default=0, metavar="N",
         help="the best judged documents of the N fitting questions closest to each question "
-        "join other_best among the off_topic detector's negatives (0: none)",
+        "join other_best among the off_topic detector's negatives (0: none; tried with 2 and "
+        "not adopted, docs/validity.md)",
     )  # fmt: skip
     parser.add_argument(
         "--written-tokens", type=int, default=96,
@@ -142,6 +145,8 @@ def fitting_arguments_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with the options of ``add_fitting_arguments`` (one line), or None."""
     if args.written_tokens < 1:
         return f"--written-tokens must be at least 1, got {args.written_tokens}"
+    if args.near_best < 0:
+        return f"--near-best must be at least 0, got {args.near_best}"
     return None
 
 
@@ -372,11 +377,16 @@ DETECTORS = (
      "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq"),
     ("generic", "boilerplate", "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq,spec_rd"),
     ("elsewhere", "spliced", "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq,margin_rq"),
-    ("off_topic", "other_best,near_best", "novel_share,log_novel,cos_tq,cos_rq,spec_rq,margin_rq,spec_rd"),
+    ("off_topic", "other_best", "novel_share,log_novel,cos_tq,cos_rq,spec_rq,margin_rq,spec_rd"),
     ("disorder", "shuffled", "fluency"),
     ("hollow", "written", "answer_like,first_person,idf_new,oov_new"),
     ("asking", "echo", "asks_only"),
 )  # fmt: skip
+
+
+#: the detector that ``--near-best`` adds its texts to the negatives of (tried and not adopted:
+#: docs/validity.md, Limits)
+NEAR_BEST_DETECTOR = "off_topic"
 
 
 #: answer_like's direction: its negatives (the written non-answers: every prompt's; its
@@ -483,6 +493,8 @@ def fit_detectors(
     table = table.assign(answer_like=column)
     detectors = []
     for name, kinds, used in DETECTORS:
+        if name == NEAR_BEST_DETECTOR and args.near_best:
+            kinds = f"{kinds},near_best"
         used_features = used.split(",")
         fitting = answers | rows["kind"].isin(negative_kinds(kinds)).to_numpy()
         # a detector abstains where one of its features is unknown (spec_rd of a question with
@@ -611,7 +623,7 @@ def main(argv: list[str] | None = None) -> int:
         "terse_answers": args.terse_answers,
         "held_out_family": args.held_out,
         "per_kind": args.per_kind,
-        "near_best": args.near_best,
+        **({"near_best": args.near_best} if args.near_best else {}),
         "seed": args.seed,
         "l2": args.l2,
         "max_flagged_per_detector": args.max_flagged,

@@ -79,10 +79,12 @@ def test_near_best_is_the_best_document_of_the_closest_other_questions():
     # (0.36 against 0.0)
     assert by_question == {"q1": "S best", "q2": "W best", "q3": "S best"}
     assert set(near["kind"]) == {"near_best"} and set(near["family"]) == {"mined"}
-    # two per question: q1 gets q2's and q3's; q2's second would be q3's; q3's q2's, then q1's
+    # two per question: each gets its closest and then its next
     two = fit_guard.near_best_texts(materials, judged, 2, embed)
     assert two.groupby("qid")["text"].apply(list).to_dict() == {
-        "q1": ["S best", "G best"], "q2": ["W best", "G best"], "q3": ["S best", "W best"]
+        "q1": ["S best", "G best"],
+        "q2": ["W best", "G best"],
+        "q3": ["S best", "W best"],
     }
     # a document judged for the question itself is skipped: with q1's best judged for q2 too,
     # q2 gets its next neighbour's (q3's)
