@@ -397,7 +397,8 @@ INNER_FOLDS = 5
 
 
 #: negatives of the fitting script's own, beside nrp.validation.degenerate's kinds: the mined
-#: boilerplate, and ``written`` (every prompt's written non-answers, ``written:<prompt>``)
+#: boilerplate, the neighbouring questions' answers (``--near-best``; none by default), and
+#: ``written`` (every prompt's written non-answers, ``written:<prompt>``)
 MINED_KINDS = ("boilerplate", "near_best", "written")
 
 
