@@ -66,6 +66,7 @@ from nrp.validation.degenerate import (
     WORD,
     QueryMaterial,
     degenerate_text,
+    draw_other_answer,
 )
 
 NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w.]*\d)")
@@ -380,9 +381,8 @@ def pad_empty(text: str, context: PerturbationContext) -> str | None:
 
 @register("off_topic", "other", "the best-graded judged document of another query")
 def off_topic(text: str, context: PerturbationContext) -> str | None:
-    if not context.others:
-        return None
-    return context.rng("off_topic").choice(list(context.others))
+    relevant = (judged for grade, judged in context.judged if grade > 0)
+    return draw_other_answer(context.rng("off_topic"), list(context.others), relevant)
 
 
 @register("copy_best", "other", "the query's best-graded judged document, verbatim")
@@ -418,7 +418,7 @@ def _degenerate(kind: str, context: PerturbationContext) -> str | None:
         qid=context.answer_id,
         query=context.query,
         best_documents=[text for _, text in context.judged],
-        other_best=context.others[0] if context.others else None,
+        other_best=off_topic("", context),
     )
     return degenerate_text(kind, material, context.seed)
 

@@ -24,7 +24,8 @@ texts, not a fixed list of sentences:
   dealing with knee pain? Did a doctor mention swelling to you?").
 - ``damaged``: ``shuffled`` (the best judged document's words in a random order),
   ``first_sentence`` (the best judged document cut to its first sentence).
-- ``off_topic``: ``other_best`` (the best judged document of another query).
+- ``off_topic``: ``other_best`` (the best judged document of another query; never one graded
+  relevant for this query too: pools share documents).
 
 ``HELD_OUT_FAMILY`` (evasion) is the family the packaged validity guard (``nrp.rankers.guard``)
 never saw: it was fitted on the other three, so validity on evasion measures how the guard
@@ -117,8 +118,8 @@ FUNCTION_WORDS = frozenset(
 @dataclass(frozen=True)
 class QueryMaterial:
     """What the texts of one query are made from: the query, its judged documents best first
-    (by grade, then docno), and the best judged document of another query (None when the
-    collection has one query)."""
+    (by grade, then docno), and the best judged document of another query that is not graded
+    relevant for this one (None when there is none)."""
 
     qid: str
     query: str
@@ -396,20 +397,44 @@ def query_materials(
 ) -> list[QueryMaterial]:
     """One ``QueryMaterial`` per query of ``candidates`` (qid, query, docno, text): its judged
     documents ordered by ``grades`` ((qid, docno) -> gain; best first, then docno), and the best
-    document of another query drawn with the seed."""
-    queries: list[tuple[str, str, list[str]]] = []
+    document of another query drawn with the seed (``draw_other_answer``: never one that is
+    judged relevant, gain above 0, for this query too)."""
+    queries: list[tuple[str, str, list[str], list[str]]] = []
     for qid, rows in candidates.groupby("qid", sort=True):
+        gain = {d: grades.get((str(qid), d), 0.0) for d in rows["docno"].astype(str)}
         order = sorted(
             zip(rows["docno"].astype(str), rows["text"].astype(str), strict=True),
-            key=lambda pair: (-grades.get((str(qid), pair[0]), 0.0), pair[0]),
+            key=lambda pair: (-gain[pair[0]], pair[0]),
         )
-        queries.append((str(qid), str(rows["query"].iloc[0]), [text for _, text in order]))
+        relevant = [text for docno, text in order if gain[docno] > 0]
+        queries.append((str(qid), str(rows["query"].iloc[0]), [t for _, t in order], relevant))
+    best = {qid: docs[0] for qid, _, docs, _ in queries if docs}
     materials = []
-    for i, (qid, query, docs) in enumerate(queries):
-        others = [q for j, q in enumerate(queries) if j != i and q[2]]
-        other = random.Random(f"{seed}/{qid}/other").choice(others)[2][0] if others else None
+    for qid, query, docs, relevant in queries:
+        others = [text for other, text in best.items() if other != qid]
+        other = draw_other_answer(random.Random(f"{seed}/{qid}/other"), others, relevant)
         materials.append(QueryMaterial(qid, query, docs, other))
     return materials
+
+
+def draw_other_answer(
+    rng: random.Random, others: Sequence[str], relevant: Iterable[str]
+) -> str | None:
+    """One of ``others`` (the best judged documents of other queries) drawn with ``rng``, never
+    one of ``relevant`` (the texts of the query's own judged documents graded relevant): pools
+    share documents, and a text the judges graded relevant, even best, for this query is no
+    answer to *another* question. (One they graded 0 for it is: they said it does not answer
+    this one.) A draw that is one of ``relevant`` is drawn again among the rest with the same
+    ``rng``, so every other draw is what it would be without the check. None when nothing is
+    left."""
+    if not others:
+        return None
+    pick = rng.choice(others)
+    mine = set(relevant)
+    if pick in mine:
+        rest = [text for text in others if text not in mine]
+        pick = rng.choice(rest) if rest else None
+    return pick
 
 
 def degenerate_frame(

@@ -126,3 +126,37 @@ def test_a_judges_labels_are_also_read_as_a_true_score():
     assert np.isnan(out["tfn.judge.true"][2]) and out["tfn.judge.true"][3] == 0.0
     assert "tfn.judge.true" not in table  # the input is not changed
     assert with_label_scores(table[["answer_id", "bleu"]]).columns.tolist() == ["answer_id", "bleu"]
+
+
+SHARED_POOLS = {
+    "manifest.yaml": "name: pools\ndata_root: .\ndimensions:\n  relevance:\n"
+    "    grades: {0: wrong, 1: partial, 2: good}\nsources:\n"
+    "  - {format: table, path: topics.tsv, holds: topics}\n"
+    "  - {format: table, path: docs.tsv, holds: documents}\n"
+    "  - {format: trec-qrels, path: rel.qrels, dimension: relevance}\n",
+    "topics.tsv": "qid\tquery\nq1\tDoes ibuprofen raise blood pressure?\n"
+    "q2\tIs ibuprofen bad for the kidneys?\nq3\tIs melatonin safe for children?\n",
+    "docs.tsv": "docno\ttext\nd1\tIbuprofen makes the kidneys keep salt, so pressure rises.\n"
+    "d2\tNSAIDs such as ibuprofen reduce blood flow to the kidneys.\n"
+    "d3\tShort courses of melatonin appear safe for most children.\n",
+    # d2 is q2's best and judged for q1 too: pools share documents
+    "rel.qrels": "q1 0 d1 2\nq1 0 d2 1\nq2 0 d2 2\nq3 0 d3 2\n",
+}
+
+
+def test_another_query_s_best_document_is_not_one_judged_for_the_answer_s_own(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for name, text in SHARED_POOLS.items():
+        (data / name).write_text(text)
+    nrp.ingest(data / "manifest.yaml", indexes_dir=tmp_path / "ix")
+    pools = nrp.Collection.load("pools", tmp_path / "ix")
+    answers = pd.DataFrame({"answer_id": ["a1", "a3"], "qid": ["q1", "q3"], "text": ["x", "y"]})
+    d1, d2, d3 = (line.split("\t")[1] for line in SHARED_POOLS["docs.tsv"].splitlines()[1:])
+    drawn = {"a1": set(), "a3": set()}
+    for seed in range(8):
+        found = contexts(pools, answers, seed)
+        assert list(found["a1"].others) == [d2, d3] and list(found["a3"].others) == [d1, d2]
+        for answer_id, context in found.items():
+            drawn[answer_id].add(perturb("off_topic", "x", context))
+    assert drawn == {"a1": {d3}, "a3": {d1, d2}}  # q2's best (d2) is judged for q1: never q1's

@@ -3,6 +3,7 @@ from ranked texts (nrp.validation.validity), with values worked out by hand."""
 
 from __future__ import annotations
 
+import random
 import re
 
 import pandas as pd
@@ -18,6 +19,7 @@ from nrp.validation.degenerate import (
     content_words,
     degenerate_frame,
     degenerate_text,
+    draw_other_answer,
     kind_names,
     query_materials,
 )
@@ -127,6 +129,50 @@ def test_frame_from_candidates_orders_documents_by_grade():
     ]
     assert frame["docno"].str.startswith(f"{DOCNO_PREFIX}:").all()
     assert frame["family"].tolist() == ["mirror", "damaged", "mirror", "damaged"]
+
+
+def _pools(shared_grade: float = 1.0) -> tuple[pd.DataFrame, dict[tuple[str, str], float]]:
+    """Three queries; q2's best document (``s``) is judged for q1 too, as pools share documents."""
+    candidates = pd.DataFrame(
+        {
+            "qid": ["q1", "q1", "q2", "q3"],
+            "query": [QUERY, QUERY, "Is ibuprofen bad for the kidneys?", "melatonin jet lag"],
+            "docno": ["a", "s", "s", "c"],
+            "text": [BEST, "Ibuprofen is an NSAID.", "Ibuprofen is an NSAID.", OTHER],
+        }
+    )
+    grades = {("q1", "a"): 2.0, ("q1", "s"): shared_grade, ("q2", "s"): 2.0, ("q3", "c"): 1.0}
+    return candidates, grades
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_another_query_s_best_document_is_never_one_of_the_query_s_own(seed):
+    candidates, grades = _pools()
+    materials = {m.qid: m for m in query_materials(candidates, grades, seed)}
+    # q1's other questions: q2 (its best is q1's own "s") and q3: only q3's is an answer elsewhere
+    assert materials["q1"].other_best == OTHER
+    # q2 and q3 draw as they always did: between the other two queries' best documents
+    assert materials["q2"].other_best == random.Random(f"{seed}/q2/other").choice([BEST, OTHER])
+    assert materials["q3"].other_best == random.Random(f"{seed}/q3/other").choice(
+        [BEST, "Ibuprofen is an NSAID."]
+    )
+
+
+def test_no_other_query_s_best_document_left_means_no_other_best():
+    candidates, grades = _pools()
+    two = candidates[candidates["qid"] != "q3"]
+    materials = {m.qid: m for m in query_materials(two, grades, 0)}
+    assert materials["q1"].other_best is None
+    assert materials["q2"].other_best == BEST
+    frame = degenerate_frame(list(materials.values()), "other_best,spliced")
+    assert frame[["qid", "kind"]].values.tolist() == [["q2", "spliced"], ["q2", "other_best"]]
+    # graded 0 for q1, its judges said it does not answer q1: it is another question's answer
+    candidates, grades = _pools(shared_grade=0.0)
+    two = candidates[candidates["qid"] != "q3"]
+    assert query_materials(two, grades, 0)[0].other_best == "Ibuprofen is an NSAID."
+    assert draw_other_answer(random.Random(0), [BEST, BEST], [BEST, OTHER]) is None
+    assert draw_other_answer(random.Random(0), [], [BEST]) is None
+    assert draw_other_answer(random.Random(0), [BEST, OTHER], iter([BEST])) == OTHER
 
 
 def test_measure_validity_by_hand():
