@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from nrp import api, ingest, statistics
+from nrp.analysis import check as check_module
 from nrp.cli import main
 from nrp.positioning.scoring import RESULT_COLUMNS
 
@@ -247,6 +248,24 @@ def test_max_floored_fails_a_model_whose_answers_the_guard_took_for_no_answer(tm
     outcome = api.check_gate(guarded, max_floored=0.5)
     assert outcome.floored["n_floored"].tolist() == [2, 1, 0]
     assert outcome.table.empty and not outcome.passed
+
+
+def test_gate_reads_the_results_once_for_nrp_and_floored(tmp_path, monkeypatch):
+    """--min-nrp beside --max-floored: one read of the results file, and the lines of the two
+    checks run apart, in that order."""
+    guarded = write_guarded(tmp_path / "guarded")
+    apart = [
+        *api.check_results(guarded, min_nrp=0.3).lines,
+        *api.check_floored(guarded, 0.4).lines,
+    ]
+    reads = []
+    real = check_module.read_results
+    monkeypatch.setattr(check_module, "read_results", lambda path: reads.append(path) or real(path))
+    outcome = api.check_gate(guarded, min_nrp=0.3, max_floored=0.4)
+    assert outcome.lines == apart and len(apart) == 6
+    assert reads == [guarded]
+    api.check_gate(guarded, max_floored=0.4)  # floored alone reads it too
+    assert reads == [guarded, guarded]
 
 
 def test_max_floored_on_rankers_that_floor_nothing_is_refused(results, tmp_path, capsys):

@@ -119,10 +119,33 @@ def check_results(
     or its results file) against ``min_nrp`` and, with ``no_worse``, against ``baseline`` (see
     the module docstring). Without ``no_worse`` a baseline is compared and reported only."""
     _check_options(min_nrp, baseline, no_worse, alpha, n_resamples)
-    current = _query_level(results, dimension, "results")
+    return _check_nrp(
+        _read(results, "results"),
+        min_nrp,
+        baseline,
+        no_worse,
+        dimension,
+        alpha,
+        n_resamples,
+        seed,
+    )
+
+
+def _check_nrp(
+    answers: _Answers,
+    min_nrp: float | None,
+    baseline: Results | None,
+    no_worse: bool,
+    dimension: str | None,
+    alpha: float,
+    n_resamples: int = statistics.DEFAULT_RESAMPLES,
+    seed: int = statistics.DEFAULT_SEED,
+) -> CheckResult:
+    """``check_results`` on answers already read (its options checked)."""
+    current = _query_level(answers, dimension)
     table = _means(current, 1 - alpha, n_resamples, seed)
     if baseline is not None:
-        before = _query_level(baseline, dimension, "baseline", chosen=current["dimension"])
+        before = _query_level(_read(baseline, "baseline"), dimension, chosen=current["dimension"])
         table = _compare(table, current, before, n_resamples, seed)
         table["worse"] = (table["p_holm"] < alpha) & (table["difference"] < 0)
     below = table["mean_nrp"] < min_nrp - TOLERANCE if min_nrp is not None else False
@@ -175,11 +198,16 @@ def check_gate(
         if share is not None:
             _check_share(share, option)
     gates = max_flagged is not None or max_floored is not None
-    nrp = None
+    nrp, answers = None, None
     if min_nrp is not None or baseline is not None or not gates:
-        nrp = check_results(results, min_nrp, baseline, no_worse, dimension, alpha)
+        _check_options(min_nrp, baseline, no_worse, alpha, statistics.DEFAULT_RESAMPLES)
+        answers = _read(results, "results")  # read once, for the floored answers too
+        nrp = _check_nrp(answers, min_nrp, baseline, no_worse, dimension, alpha)
     flagged = check_flagged(results, max_flagged) if max_flagged is not None else None
-    floored = check_floored(results, max_floored, dimension) if max_floored is not None else None
+    floored = None
+    if max_floored is not None:
+        read = answers if answers is not None else _read(results, "results")
+        floored = _check_floored(read, max_floored, dimension)
     parts = [part for part in (nrp, flagged, floored) if part is not None]
     return CheckResult(
         nrp.table if nrp is not None else _NO_NRP_ROWS.copy(),
@@ -229,8 +257,12 @@ def check_floored(
     one). Results whose rankers floor nothing, or without scores, are a ``ConfigError``: such a
     gate could never fail."""
     _check_share(max_floored, "--max-floored")
-    answers = _read(results, "results")
-    name = "results" if isinstance(results, pd.DataFrame) else f"results {results}"
+    return _check_floored(_read(results, "results"), max_floored, dimension)
+
+
+def _check_floored(read: _Answers, max_floored: float, dimension: str | None) -> CheckResult:
+    """``check_floored`` on answers already read."""
+    answers, name = read.frame, read.name
     if dimension is not None:
         if dimension not in set(answers["dimension"]):
             found = list(dict.fromkeys(answers["dimension"]))
@@ -308,12 +340,11 @@ def _check_options(
 
 
 def _query_level(
-    results: Results, dimension: str | None, what: str, chosen: pd.Series | None = None
+    read: _Answers, dimension: str | None, chosen: pd.Series | None = None
 ) -> pd.DataFrame:
     """Query-level mean NRP per (dimension, llm, prompt, qid) of the dimensions checked: the
     one named, else the weighted one when present, else all (``chosen``: the results')."""
-    name = what if isinstance(results, pd.DataFrame) else f"{what} {results}"
-    answers = _read(results, what)
+    answers, name = read.frame, read.name
     found = list(dict.fromkeys(answers["dimension"]))
     if chosen is not None:
         wanted = list(dict.fromkeys(chosen))
@@ -332,16 +363,25 @@ def _query_level(
     return means[means["prompt"] != ALL_PROMPTS][[*MODEL, "qid", "nrp"]].reset_index(drop=True)
 
 
-def _read(results: Results, what: str) -> pd.DataFrame:
+@dataclass(frozen=True)
+class _Answers:
+    """The checked answers of one input (``frame``) and how an error names it (``name``:
+    "results /path/to/run", or "results" for a frame)."""
+
+    frame: pd.DataFrame
+    name: str
+
+
+def _read(results: Results, what: str) -> _Answers:
     """The checked answers of ``results``; an error names the file and which input it is."""
+    name = what if isinstance(results, pd.DataFrame) else f"{what} {results}"
     try:
         frame = results if isinstance(results, pd.DataFrame) else read_results(results)
-        return checked_results(frame, [])
+        return _Answers(checked_results(frame, []), name)
     except InputError as error:
         raise InputError(error.path, error.line, f"{error.problem} (the {what})") from None
     except NrpError as error:
-        where = what if isinstance(results, pd.DataFrame) else f"{what} {results}"
-        raise ConfigError(f"{where}: {error}") from None
+        raise ConfigError(f"{name}: {error}") from None
 
 
 def _means(queries: pd.DataFrame, confidence: float, n_resamples: int, seed: int) -> pd.DataFrame:
