@@ -179,7 +179,28 @@ def validity_lines(dim: Any, ranked: list[str]) -> list[str]:
         "ranker puts below every text it lets through (a guard's flag), reported only"
     ]
     lines.extend(text_table(rows[0], rows[1:], indent="    ").splitlines())
+    lines.extend(_worst_by_grade(dim))
     return lines
+
+
+def _worst_by_grade(dim: Any) -> list[str]:
+    """One line: the chosen ranker's worst kind, the pairs won by the judged documents of each
+    grade (``Validity.by_grade``); none without a choice, or where the dimension has one
+    relevant grade or a validation file written before the breakdown."""
+    chosen = dim.choice.best if dim.choice is not None else None
+    validity = dim.validity.get(chosen) if chosen is not None else None
+    if validity is None or not validity.by_grade:
+        return []
+    gating = [g for k, g in validity.kinds.items() if k not in REPORTED_ONLY]
+    worst = min(gating or validity.kinds.values(), key=lambda g: (g.wins, g.group))
+    grades = validity.by_grade.get(worst.group, {})
+    if len(grades) < 2:
+        return []
+    parts = [f"grade {g} {v['wins']:.3f} ({int(v['pairs'])} pairs)" for g, v in grades.items()]
+    return [
+        f"    {chosen}'s worst kind by the judged document's grade (pairs pooled over queries): "
+        f"{worst.group}: " + ", ".join(parts)
+    ]
 
 
 def _floored(answers: Any) -> str:

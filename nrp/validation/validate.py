@@ -450,10 +450,12 @@ def _validity(
     if not scored:
         return {}
     relevant: dict[str, set[str]] = {q: set() for q in qrels.evaluated_qids}
+    grades: dict[tuple[str, str], float] = {}
     frame = qrels.frame
     for row in frame[frame["label"] >= 1].itertuples(index=False):
         if str(row.qid) in relevant:
             relevant[str(row.qid)].add(str(row.docno))
+            grades[(str(row.qid), str(row.docno))] = float(row.label)
     return {
         name: measure_validity(
             ranked.texts,
@@ -463,6 +465,7 @@ def _validity(
             max_nrp=settings.validity_max_nrp,
             confidence=settings.confidence,
             answers=floored_answers(ranked.floored, relevant, words),
+            grades=grades,
         )
         for name, ranked in scored.items()
     }

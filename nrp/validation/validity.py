@@ -136,6 +136,11 @@ class Validity:
     held_out_family: str = HELD_OUT_FAMILY
     rule: dict[str, float] = field(default_factory=dict)
     answers: FlooredAnswers | None = None
+    #: kind -> the judged document's grade ("1", "2", ...) -> {"pairs": n, "wins": share}: the
+    #: pairs of each grade pooled over queries (not a mean over queries: few queries hold every
+    #: grade), so that a shortfall can be read as the judges would (answers they graded merely
+    #: related, or correct ones); empty without grades
+    by_grade: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -159,6 +164,10 @@ class Validity:
             held_out_family=str(data.get("held_out_family", HELD_OUT_FAMILY)),
             rule=dict(data.get("rule", {})),
             answers=FlooredAnswers(**data["answers"]) if data.get("answers") else None,
+            by_grade={
+                kind: {grade: dict(pairs) for grade, pairs in grades.items()}
+                for kind, grades in data.get("by_grade", {}).items()
+            },
         )
 
 
@@ -212,8 +221,9 @@ def score_texts(
 # -- the measures -------------------------------------------------------------------------------
 def _pair_values(
     text: ScoredText, relevant: set[str], tolerance: float
-) -> tuple[float | None, float]:
-    """(share of relevant documents above the text, the text's NRP among D_q), ties half."""
+) -> tuple[float | None, float, dict[str, float]]:
+    """(share of relevant documents above the text, the text's NRP among D_q, each relevant
+    document's outcome: 1 above, 0.5 tied, 0 below), ties half."""
     scores = np.fromiter(text.documents.values(), dtype=float, count=len(text.documents))
     margin = tolerance * max(1.0, abs(text.score))
     above = scores > text.score + margin
@@ -221,10 +231,11 @@ def _pair_values(
     nrp = 1.0 - (above.sum() + 0.5 * tied.sum()) / len(scores)
     rel = [docno for docno in text.documents if docno in relevant]
     if not rel:
-        return None, float(nrp)
+        return None, float(nrp), {}
     values = np.array([text.documents[d] for d in rel])
-    won = (values > text.score + margin).sum() + 0.5 * (np.abs(values - text.score) <= margin).sum()
-    return float(won / len(rel)), float(nrp)
+    # halves and wholes: their sum is exact whatever the order
+    won = (values > text.score + margin) + 0.5 * (np.abs(values - text.score) <= margin)
+    return float(won.sum() / len(rel)), float(nrp), dict(zip(rel, won.tolist(), strict=True))
 
 
 def _group(
@@ -257,17 +268,21 @@ def measure_validity(
     max_nrp: float = DEFAULT_MAX_NRP,
     confidence: float = 0.95,
     answers: FlooredAnswers | None = None,
+    grades: Mapping[tuple[str, str], float] | None = None,
 ) -> Validity:
     """Validity in one dimension from the ranked texts. ``relevant``: qid -> the docnos of its
     graded-relevant judged documents (grade >= 1) in the dimension; only the queries it names
     (the dimension's evaluated queries) count. ``answers``: the judged answers the ranker
-    floors (``floored_answers``), reported beside."""
-    rows = []
+    floors (``floored_answers``), reported beside. ``grades``: (qid, docno) -> the grade of
+    each relevant document, for ``Validity.by_grade``."""
+    rows, pairs = [], []
     for text in scored:
         if text.qid not in relevant:
             continue
-        wins, nrp = _pair_values(text, relevant[text.qid], tolerance)
+        wins, nrp, outcomes = _pair_values(text, relevant[text.qid], tolerance)
         rows.append((text.qid, text.kind, FAMILY_OF.get(text.kind, text.kind), wins, nrp))
+        if grades is not None:
+            pairs.extend((text.kind, grades[(text.qid, d)], won) for d, won in outcomes.items())
     frame = pd.DataFrame(rows, columns=["qid", "kind", "family", "wins", "nrp"])
     frame["wins"] = frame["wins"].astype(float)
     rule = {"min_wins": min_wins, "max_nrp": max_nrp}
@@ -293,7 +308,28 @@ def measure_validity(
         if reason:
             break
     overall = _group("all", frame, confidence)
-    return Validity(kinds, families, overall, not reason, reason, rule=rule, answers=answers)
+    return Validity(
+        kinds, families, overall, not reason, reason, rule=rule, answers=answers,
+        by_grade=_by_grade(pairs, order),
+    )  # fmt: skip
+
+
+def _by_grade(
+    pairs: list[tuple[str, float, float]], order: list[str]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """kind -> grade -> pairs and the share won, from (kind, grade, outcome) pairs; kinds in
+    ``order``, grades ascending."""
+    if not pairs:
+        return {}
+    frame = pd.DataFrame(pairs, columns=["kind", "grade", "won"])
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for kind in order:
+        rows = frame[frame["kind"] == kind]
+        out[kind] = {
+            f"{grade:g}": {"pairs": len(group), "wins": float(group["won"].mean())}
+            for grade, group in rows.groupby("grade", sort=True)
+        }
+    return out
 
 
 def floored_answers(

@@ -202,6 +202,31 @@ def test_measure_validity_by_hand():
     assert only_q2.passed and only_q2.kinds["echo"].wins == 1.0
 
 
+def test_measure_validity_by_grade_by_hand():
+    """The pairs of each grade of the judged document, pooled over queries: ties half."""
+    q1 = {"d1": 0.9, "d2": 0.5, "d3": 0.1}
+    q2 = {"d4": 0.8, "d5": 0.2}
+    scored = [
+        ScoredText("q1", "echo", 1.0, q1),  # d1 below it (0), d2 below it (0)
+        ScoredText("q1", "echo", 0.5, q1),  # d1 above (1), d2 tied (0.5)
+        ScoredText("q2", "echo", 0.0, q2),  # d4 above (1)
+        ScoredText("q1", "shuffled", 0.05, q1),  # d1 and d2 above (1, 1)
+    ]
+    relevant = {"q1": {"d1", "d2"}, "q2": {"d4"}}
+    grades = {("q1", "d1"): 2.0, ("q1", "d2"): 1.0, ("q2", "d4"): 2.0}
+    validity = measure_validity(scored, relevant, grades=grades)
+    assert validity.by_grade == {
+        "echo": {"1": {"pairs": 2, "wins": 0.25}, "2": {"pairs": 3, "wins": 2 / 3}},
+        "shuffled": {"1": {"pairs": 1, "wins": 1.0}, "2": {"pairs": 1, "wins": 1.0}},
+    }
+    # the per-query means are those of the test above, grades or not
+    assert validity.kinds == measure_validity(scored, relevant).kinds
+    assert measure_validity(scored, relevant).by_grade == {}
+    assert Validity.from_dict(validity.to_dict()) == validity
+    older = {k: v for k, v in validity.to_dict().items() if k != "by_grade"}  # a file before it
+    assert Validity.from_dict(older).by_grade == {}
+
+
 def test_floored_answers_by_hand():
     """The relevant judged documents with a text, how many of them the ranker floors, and the
     same among those of at most 60 words."""

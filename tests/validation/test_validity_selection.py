@@ -160,6 +160,39 @@ def test_the_cli_prints_who_was_passed_over_and_why(answers):
     assert "validity_min_wins and validity_max_nrp must lie between 0 and 1" in bad.stderr
 
 
+def test_validation_reports_the_chosen_rankers_worst_kind_by_grade(answers):
+    """validation.json holds each kind's pairs by the judged document's grade (1 and 2 here),
+    and the table a line for the chosen ranker's worst kind; a file written before it has no
+    such line."""
+    result = validate(answers, ["tfidf", "guard"], cache=False, validity_kinds=KINDS)
+    dimension = result.dimensions["relevance"]
+    assert dimension.choice.best == "guard"
+    guard = dimension.validity["guard"]
+    # the echo, one per query, meets every relevant document of its query once: grade 2 d1, d4,
+    # d7; grade 1 d2, d3 (q1), d5 (q2), d8, d9 (q3)
+    assert {g: v["pairs"] for g, v in guard.by_grade["echo"].items()} == {"1": 5, "2": 3}
+    assert set(guard.by_grade) == set(guard.kinds)
+    worst = min(guard.kinds.values(), key=lambda g: (g.wins, g.group))
+    parts = ", ".join(
+        f"grade {g} {v['wins']:.3f} ({v['pairs']} pairs)"
+        for g, v in guard.by_grade[worst.group].items()
+    )
+    line = (
+        "    guard's worst kind by the judged document's grade (pairs pooled over queries): "
+        f"{worst.group}: {parts}"
+    )
+    assert line in result.tables()["relevance"].splitlines()
+    data = json.loads(result.to_json())
+    again = ValidationResult.from_dict(data).dimensions["relevance"].validity["guard"]
+    assert again.by_grade == guard.by_grade
+    for validity_of in data["dimensions"]["relevance"]["validity"].values():
+        del validity_of["by_grade"]
+    assert (
+        "by the judged document's grade"
+        not in ValidationResult.from_dict(data).tables()["relevance"]
+    )
+
+
 def test_validation_counts_the_judged_answers_a_ranker_floors(answers):
     """Beside validity: the graded-relevant judged documents each ranker puts on its floor (the
     guard's flags; a ranker that only orders floors none), all and those of at most 60 words
@@ -179,7 +212,8 @@ def test_validation_counts_the_judged_answers_a_ranker_floors(answers):
     assert validity["tfidf"].answers == validity["random"].answers == FlooredAnswers(8, 0, 8, 0)
     table = result.tables()["relevance"]
     assert "answers floored (<= 60 words)" in table
-    rows = [line.split() for line in table.split("(<= 60 words)")[1].splitlines()[1:]]
+    below = table.split("(<= 60 words)")[1].splitlines()[1:]
+    rows = [line.split() for line in below if "by the judged document's grade" not in line]
     assert {row[0]: row[-3:-1] for row in rows} == {
         "tfidf": ["0/8", "(0/8)"], "guard": ["1/8", "(1/8)"], "random": ["0/8", "(0/8)"],
     }  # fmt: skip
@@ -190,7 +224,8 @@ def test_validation_counts_the_judged_answers_a_ranker_floors(answers):
     for validity_of in data["dimensions"]["relevance"]["validity"].values():
         del validity_of["answers"]
     older = ValidationResult.from_dict(data).tables()["relevance"]
-    rows = [line.split() for line in older.split("answers floored")[-1].splitlines()[1:]]
+    below = older.split("answers floored")[-1].splitlines()[1:]
+    rows = [line.split() for line in below if "by the judged document's grade" not in line]
     assert "words)" not in older and [row[-2] for row in rows] == ["-", "-", "-"]
     assert not make_ranker("tfidf").floors(np.array([-7000.0, 0.5])).any()
     assert guard.floors(np.array([-7000.0, -5000.0, -4999.0, 0.5])).tolist() == [
