@@ -154,9 +154,8 @@ def validity_lines(dim: Any, ranked: list[str]) -> list[str]:
         if v.overall is None:
             rows.append([name, "-", "-", "-", "-", "-", _floored(v.answers), "no texts"])
             continue
-        gating = [g for k, g in v.kinds.items() if k not in REPORTED_ONLY] or list(v.kinds.values())
-        worst = min(gating, key=lambda g: (g.wins, g.group))
-        highest = max(gating, key=lambda g: (g.nrp, g.group))
+        worst = _worst_kind(v)
+        highest = max(_gating_kinds(v), key=lambda g: (g.nrp, g.group))
         family = v.families.get(held)
         truncated = v.kinds.get("first_sentence")
         rows.append(
@@ -183,6 +182,18 @@ def validity_lines(dim: Any, ranked: list[str]) -> list[str]:
     return lines
 
 
+def _gating_kinds(validity: Any) -> list[Any]:
+    """The kinds of a ranker's validity that the rule reads (every kind where only reported
+    ones were measured)."""
+    kinds = validity.kinds
+    return [g for k, g in kinds.items() if k not in REPORTED_ONLY] or list(kinds.values())
+
+
+def _worst_kind(validity: Any) -> Any:
+    """The kind of the rule whose texts judged documents beat least often (ties: by name)."""
+    return min(_gating_kinds(validity), key=lambda g: (g.wins, g.group))
+
+
 def _worst_by_grade(dim: Any) -> list[str]:
     """One line: the chosen ranker's worst kind, the pairs won by the judged documents of each
     grade (``Validity.by_grade``); none without a choice, or where the dimension has one
@@ -191,8 +202,7 @@ def _worst_by_grade(dim: Any) -> list[str]:
     validity = dim.validity.get(chosen) if chosen is not None else None
     if validity is None or not validity.by_grade:
         return []
-    gating = [g for k, g in validity.kinds.items() if k not in REPORTED_ONLY]
-    worst = min(gating or validity.kinds.values(), key=lambda g: (g.wins, g.group))
+    worst = _worst_kind(validity)
     grades = validity.by_grade.get(worst.group, {})
     if len(grades) < 2:
         return []

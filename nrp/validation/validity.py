@@ -282,7 +282,11 @@ def measure_validity(
         wins, nrp, outcomes = _pair_values(text, relevant[text.qid], tolerance)
         rows.append((text.qid, text.kind, FAMILY_OF.get(text.kind, text.kind), wins, nrp))
         if grades is not None:
-            pairs.extend((text.kind, grades[(text.qid, d)], won) for d, won in outcomes.items())
+            pairs.extend(
+                (text.kind, grades[(text.qid, d)], won)
+                for d, won in outcomes.items()
+                if (text.qid, d) in grades
+            )
     frame = pd.DataFrame(rows, columns=["qid", "kind", "family", "wins", "nrp"])
     frame["wins"] = frame["wins"].astype(float)
     rule = {"min_wins": min_wins, "max_nrp": max_nrp}
