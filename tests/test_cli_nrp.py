@@ -114,11 +114,19 @@ def test_a_damaged_validation_json_is_a_one_line_error_naming_it(tmp_path):
         "relevant", "floored", "short", "short_floored", "short_words",
     }  # fmt: skip
     assert validity["answers"]["floored"] == 0  # tfidf floors nothing
+    # one echo per query meets each of its query's relevant documents once
+    assert set(validity["by_grade"]) == {"echo"}
+    pairs = sum(grade["pairs"] for grade in validity["by_grade"]["echo"].values())
+    assert pairs == validity["answers"]["relevant"] > 0
     damaged = {
         "answers": lambda d: d["dimensions"]["relevance"]["validity"]["tfidf"].update(
             answers={"bogus": 1}
         ),
         "kinds": lambda d: d["dimensions"]["relevance"]["validity"]["tfidf"].update(kinds="x"),
+        "by_grade": lambda d: d["dimensions"]["relevance"]["validity"]["tfidf"].update(by_grade=5),
+        "by_grade pairs": lambda d: d["dimensions"]["relevance"]["validity"]["tfidf"].update(
+            by_grade={"echo": {"1": 3}}
+        ),
         "no dimensions": lambda d: d.pop("dimensions"),
     }
     out = tmp_path / "results"
