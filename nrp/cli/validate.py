@@ -123,6 +123,15 @@ def _add_validity_options(parser: argparse.ArgumentParser) -> None:
         help="degenerate kinds or families ranked, comma-separated (default: all: mirror, "
         "evasion, damaged, off_topic)",
     )
+    draws = api.ValidationSettings.validity_other_draws
+    parser.add_argument(
+        "--validity-other-draws",
+        type=int,
+        default=draws,
+        metavar="N",
+        help="other_best: the best judged documents of N other queries, drawn with the seed, "
+        f"ranked for each query (default {draws})",
+    )
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -140,6 +149,7 @@ def handle(args: argparse.Namespace) -> int:
             validity_min_wins=args.validity_min_wins,
             validity_max_nrp=args.validity_max_nrp,
             validity_kinds=args.validity_kinds,
+            validity_other_draws=args.validity_other_draws,
         )
         rankers = ",".join(args.rankers) if args.rankers else None
         with open_executor(args) as executor:

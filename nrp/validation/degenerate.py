@@ -25,7 +25,9 @@ texts, not a fixed list of sentences:
 - ``damaged``: ``shuffled`` (the best judged document's words in a random order),
   ``first_sentence`` (the best judged document cut to its first sentence).
 - ``off_topic``: ``other_best`` (the best judged document of another query; never one graded
-  relevant for this query too: pools share documents).
+  relevant for this query too: pools share documents). Which other query is a draw, and one
+  draw decides much of a query's figure, so ``query_materials`` can draw several other queries
+  (``draws``), one text each.
 
 ``HELD_OUT_FAMILY`` (evasion) is the family the packaged validity guard (``nrp.rankers.guard``)
 never saw: it was fitted on the other three, so validity on evasion measures how the guard
@@ -37,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -55,6 +57,10 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 }
 KINDS: tuple[str, ...] = tuple(kind for kinds in FAMILIES.values() for kind in kinds)
 FAMILY_OF: dict[str, str] = {k: family for family, kinds in FAMILIES.items() for k in kinds}
+#: kinds of which a query can have several draws (other queries, ``query_materials``'s
+#: ``draws``): more draws make the kind's figure steadier, not heavier, so in a figure over
+#: several kinds (a family, all texts) a query's draws count as one text, their mean
+DRAWN_KINDS = frozenset({"other_best"})
 #: the family the packaged guard was not fitted on (reported apart as "held out")
 HELD_OUT_FAMILY = "evasion"
 #: docnos of degenerate texts start with this (never a judged document's)
@@ -118,13 +124,16 @@ FUNCTION_WORDS = frozenset(
 @dataclass(frozen=True)
 class QueryMaterial:
     """What the texts of one query are made from: the query, its judged documents best first
-    (by grade, then docno), and the best judged document of another query that is not graded
-    relevant for this one (None when there is none)."""
+    (by grade, then docno), the best judged document of another query that is not graded
+    relevant for this one (None when there is none), and ``more_other_best``: the best judged
+    documents of further other queries, drawn the same way, each text once (``other_best``
+    texts beyond the first; ``spliced`` draws on ``other_best`` alone)."""
 
     qid: str
     query: str
     best_documents: Sequence[str]
     other_best: str | None
+    more_other_best: Sequence[str] = ()
 
 
 # -- the slots of composed wording ----------------------------------------------------------------
@@ -355,7 +364,8 @@ GENERATORS = {
     "other_best": _other_best,
 }
 #: kinds whose text is the same on every draw: one text per query whatever ``per_kind`` says
-_FIXED = frozenset({"echo", "first_sentence", "other_best"})
+#: (``other_best``: one per other query drawn, ``QueryMaterial.more_other_best``)
+_FIXED = frozenset({"echo", "first_sentence"})
 
 
 def kind_names(value: str | Iterable[str] | None) -> list[str]:
@@ -380,10 +390,22 @@ def degenerate_text(
     kind: str, material: QueryMaterial, seed: int = 0, index: int = 0
 ) -> str | None:
     """One text of ``kind`` for one query, or None where the kind does not apply (no judged
-    document, a one-sentence best document, a query without content words)."""
-    rng = random.Random(f"{seed}/{material.qid}/{kind}/{index}")
-    text = GENERATORS[kind](material, rng)
+    document, a one-sentence best document, a query without content words, no ``index``-th
+    other query drawn). ``other_best``'s ``index`` counts the other queries drawn."""
+    if kind == "other_best" and index > 0:
+        more = material.more_other_best
+        text = more[index - 1] if index <= len(more) else None
+    else:
+        rng = random.Random(f"{seed}/{material.qid}/{kind}/{index}")
+        text = GENERATORS[kind](material, rng)
     return text if text and text.strip() else None
+
+
+def _texts_of(kind: str, material: QueryMaterial, per_kind: int) -> int:
+    """How many texts of ``kind`` a query is given at most."""
+    if kind == "other_best":
+        return 1 + len(material.more_other_best)
+    return 1 if kind in _FIXED else per_kind
 
 
 def docno_for(kind: str, text: str) -> str:
@@ -393,12 +415,17 @@ def docno_for(kind: str, text: str) -> str:
 
 
 def query_materials(
-    candidates: pd.DataFrame, grades: Mapping[tuple[str, str], float], seed: int = 0
+    candidates: pd.DataFrame,
+    grades: Mapping[tuple[str, str], float],
+    seed: int = 0,
+    draws: int = 1,
 ) -> list[QueryMaterial]:
     """One ``QueryMaterial`` per query of ``candidates`` (qid, query, docno, text): its judged
     documents ordered by ``grades`` ((qid, docno) -> gain; best first, then docno), and the best
-    document of another query drawn with the seed (``draw_other_answer``: never one that is
-    judged relevant, gain above 0, for this query too)."""
+    documents of ``draws`` other queries drawn with the seed (``draw_other_answer``: never one
+    that is judged relevant, gain above 0, for this query too; the first is ``other_best``,
+    the same whatever ``draws`` is, and the rest ``more_other_best``, each text once: fewer
+    where fewer are left)."""
     queries: list[tuple[str, str, list[str], list[str]]] = []
     for qid, rows in candidates.groupby("qid", sort=True):
         gain = {d: grades.get((str(qid), d), 0.0) for d in rows["docno"].astype(str)}
@@ -409,12 +436,55 @@ def query_materials(
         relevant = [text for docno, text in order if gain[docno] > 0]
         queries.append((str(qid), str(rows["query"].iloc[0]), [t for _, t in order], relevant))
     best = {qid: docs[0] for qid, _, docs, _ in queries if docs}
+    position = {qid: i for i, qid in enumerate(best)}
+    texts = list(best.values())
     materials = []
     for qid, query, docs, relevant in queries:
-        others = [text for other, text in best.items() if other != qid]
+        others = _AllBut(texts, position.get(qid))
         other = draw_other_answer(random.Random(f"{seed}/{qid}/other"), others, relevant)
-        materials.append(QueryMaterial(qid, query, docs, other))
+        more: list[str] = []
+        if draws > 1 and other is not None:
+            rng = random.Random(f"{seed}/{qid}/other/more")
+            more = _draw_more(rng, others, {*relevant, other}, draws - 1)
+        materials.append(QueryMaterial(qid, query, docs, other, tuple(more)))
     return materials
+
+
+class _AllBut(Sequence[str]):
+    """``texts`` without the one at ``skip`` (None: all of them), read in place: the other
+    queries' best documents of each query without a list of them per query."""
+
+    def __init__(self, texts: Sequence[str], skip: int | None) -> None:
+        self._texts = texts
+        self._skip = len(texts) if skip is None else skip
+
+    def __len__(self) -> int:
+        return len(self._texts) - (self._skip < len(self._texts))
+
+    def __getitem__(self, index: int) -> str:  # type: ignore[override]
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._texts[index + (index >= self._skip)]
+
+    def __iter__(self) -> Iterator[str]:
+        return (text for i, text in enumerate(self._texts) if i != self._skip)
+
+
+def _draw_more(rng: random.Random, others: Sequence[str], taken: set[str], k: int) -> list[str]:
+    """Up to ``k`` texts of ``others`` drawn with ``rng`` without replacement, none of ``taken``
+    and none twice (pools share documents: two queries can have the same best one)."""
+    picked: list[str] = []
+    seen: set[int] = set()
+    while len(picked) < k and len(seen) < len(others):
+        index = rng.randrange(len(others))
+        if index in seen:
+            continue
+        seen.add(index)
+        text = others[index]
+        if text not in taken:
+            taken.add(text)
+            picked.append(text)
+    return picked
 
 
 def draw_other_answer(
@@ -445,12 +515,12 @@ def degenerate_frame(
 ) -> pd.DataFrame:
     """The degenerate texts of every query: columns qid, query, docno, text, kind, family. Up
     to ``per_kind`` texts of each composed kind per query (duplicates dropped), one of the
-    fixed ones (echo, first_sentence, other_best)."""
+    fixed ones (echo, first_sentence), one ``other_best`` per other query drawn."""
     rows = []
     for material in materials:
         for kind in kind_names(kinds):
             seen: set[str] = set()
-            for index in range(1 if kind in _FIXED else per_kind):
+            for index in range(_texts_of(kind, material, per_kind)):
                 text = degenerate_text(kind, material, seed, index)
                 if text is None or text in seen:
                     continue

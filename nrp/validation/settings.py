@@ -34,7 +34,8 @@ class ValidationSettings:
     ``query_set``: queries with a relevant judgment, or every ``judged`` one. ``test``,
     ``correction``, ``ci``, ``confidence``, ``alpha``, ``n_resamples``, ``seed``: the statistics
     (``nrp.statistics``). ``validity``: rank the degenerate texts of ``validity_kinds`` (None:
-    every kind; ``validity_per_kind`` texts of each composed kind per query) among D_q and choose
+    every kind; ``validity_per_kind`` texts of each composed kind per query, ``other_best`` the
+    best documents of ``validity_other_draws`` other queries) among D_q and choose
     only rankers that pass ``validity_min_wins`` and ``validity_max_nrp``
     (``nrp.validation.validity``). ``random_control``: validate the ``random`` ranker beside
     the given ones when they lack it, so each choice is tested against chance (the weighted
@@ -57,6 +58,7 @@ class ValidationSettings:
     validity_max_nrp: float = DEFAULT_MAX_NRP
     validity_kinds: Sequence[str] | str | None = None
     validity_per_kind: int = 2
+    validity_other_draws: int = 5
     random_control: bool = True
 
     def checked(self, collection: Collection) -> ValidationSettings:
@@ -74,6 +76,8 @@ class ValidationSettings:
             raise ConfigError("validity_min_wins and validity_max_nrp must lie between 0 and 1")
         if self.validity_per_kind < 1:
             raise ConfigError("validity_per_kind must be at least 1")
+        if self.validity_other_draws < 1:
+            raise ConfigError("validity_other_draws must be at least 1")
         kinds = kind_names(self.validity_kinds)
         return replace(self, measures=names, dimensions=chosen, validity_kinds=kinds)
 
@@ -96,6 +100,7 @@ class ValidationSettings:
             "validity_max_nrp": self.validity_max_nrp,
             "validity_kinds": list(self.validity_kinds or []),
             "validity_per_kind": self.validity_per_kind,
+            "validity_other_draws": self.validity_other_draws,
             "random_control": self.random_control,
         }
 

@@ -187,13 +187,13 @@ def validity_texts(
     collection: Collection, candidates: pd.DataFrame, settings: ValidationSettings
 ) -> pd.DataFrame:
     """The degenerate texts validation ranks (``nrp.validation.degenerate``), from the checked
-    ``settings``: kinds, texts per kind and seed."""
+    ``settings``: kinds, texts per kind, other queries drawn and seed."""
     gains: dict[tuple[str, str], list[float]] = {}
     for dimension in settings.dimensions or []:
         for row in collection.qrels(dimension).itertuples(index=False):
             gains.setdefault((str(row.qid), str(row.docno)), []).append(float(row.label))
     mean_gain = {key: float(np.mean(values)) for key, values in gains.items()}
-    materials = query_materials(candidates, mean_gain, settings.seed)
+    materials = query_materials(candidates, mean_gain, settings.seed, settings.validity_other_draws)
     return degenerate_frame(
         materials, settings.validity_kinds, settings.validity_per_kind, settings.seed
     )

@@ -11,7 +11,9 @@ per ranker and dimension:
 
 - **wins**: per degenerate text, the share of the query's graded-relevant judged documents
   (grade >= 1) the ranker puts above it (a tie counts half); the mean over queries of each
-  query's mean, with its t-interval over queries, per kind, per family and over all texts.
+  query's mean, with its t-interval over queries, per kind, per family and over all texts (a
+  query's draws of another query's best document count as one text, their mean, in a family's
+  and all texts' figures: ``DRAWN_KINDS``).
 - **NRP**: the NRP the degenerate text would get, ``1 - r/|D_q|`` with ``r`` the documents above
   it plus half the tied ones (the ``mid`` tie rule), averaged the same way.
 
@@ -45,7 +47,7 @@ import pandas as pd
 from nrp import statistics
 from nrp.rankers.base import REQUIRED_COLUMNS, Ranker
 from nrp.rankers.cache import CachedRanker, ScoreCache
-from nrp.validation.degenerate import FAMILY_OF, HELD_OUT_FAMILY, KINDS
+from nrp.validation.degenerate import DRAWN_KINDS, FAMILY_OF, HELD_OUT_FAMILY, KINDS
 
 #: judged answers of at most this many words are counted apart among those a ranker floors
 #: (``FlooredAnswers``): about a short paragraph, the length of a terse LLM's answer; the guard
@@ -88,7 +90,9 @@ class ScoredText:
 @dataclass
 class GroupValidity:
     """Wins and NRP of one kind, one family, or all texts: means over queries with their
-    t-intervals (None with fewer than two queries)."""
+    t-intervals (None with fewer than two queries). ``texts``: how many were ranked (a
+    family's or all texts' figures count a query's draws of a drawn kind as one text,
+    ``DRAWN_KINDS``)."""
 
     group: str
     texts: int
@@ -239,7 +243,7 @@ def _pair_values(
 
 
 def _group(
-    name: str, rows: pd.DataFrame, confidence: float
+    name: str, rows: pd.DataFrame, confidence: float, texts: int | None = None
 ) -> GroupValidity:  # rows: qid, wins, nrp
     per_query = rows.groupby("qid").agg(wins=("wins", "mean"), nrp=("nrp", "mean"))
     wins = per_query["wins"].dropna()
@@ -250,7 +254,7 @@ def _group(
 
     return GroupValidity(
         group=name,
-        texts=len(rows),
+        texts=len(rows) if texts is None else texts,
         queries=len(per_query),
         wins=float(wins.mean()) if len(wins) else float("nan"),
         wins_ci=interval(wins) if len(wins) > 1 else None,
@@ -295,8 +299,9 @@ def measure_validity(
         return Validity({}, {}, None, True, reason, rule=rule, answers=answers)
     order = [k for k in KINDS if k in set(frame["kind"])] + sorted(set(frame["kind"]) - set(KINDS))
     kinds = {k: _group(k, frame[frame["kind"] == k], confidence) for k in order}
+    drawn = _draws_as_one(frame)
     families = {
-        f: _group(f, frame[frame["family"] == f], confidence)
+        f: _group(f, drawn[drawn["family"] == f], confidence, int((frame["family"] == f).sum()))
         for f in dict.fromkeys(FAMILY_OF.get(k, k) for k in order)
     }
     reason = ""
@@ -311,11 +316,25 @@ def measure_validity(
             reason = f"{kind}: mean NRP {found.nrp:.3f} (> {max_nrp})"
         if reason:
             break
-    overall = _group("all", frame, confidence)
+    overall = _group("all", drawn, confidence, len(frame))
     return Validity(
         kinds, families, overall, not reason, reason, rule=rule, answers=answers,
         by_grade=_by_grade(pairs, order),
     )  # fmt: skip
+
+
+def _draws_as_one(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (qid, kind, family, wins, nrp; one row per text) with each query's texts of a
+    drawn kind (``DRAWN_KINDS``) made one row, their mean, where the first of them stood."""
+    drawn = frame["kind"].isin(DRAWN_KINDS)
+    if not drawn.any():
+        return frame
+    first = ~frame.duplicated(["qid", "kind"])
+    means = frame[drawn].groupby(["qid", "kind"])[["wins", "nrp"]].transform("mean")
+    out = frame[~drawn | first].copy()
+    at = out.index[out["kind"].isin(DRAWN_KINDS)]
+    out.loc[at, ["wins", "nrp"]] = means.loc[at, ["wins", "nrp"]]
+    return out
 
 
 def _by_grade(

@@ -246,6 +246,31 @@ def test_floored_answers_by_hand():
     assert Validity.from_dict(older).answers is None
 
 
+def test_a_query_s_other_best_draws_count_as_one_text_beyond_their_kind():
+    """Three other_best draws of q1 win 0, 0.5 and 1 (mean 0.5); its echo wins 1. The kind's
+    figure is the draws' mean; the family's and all texts' count the draws once: q1's all
+    texts (1 + 0.5) / 2 = 0.75, not (1 + 0 + 0.5 + 1) / 4 = 0.625."""
+    q1 = {"d1": 0.9, "d2": 0.5, "d3": 0.1}
+    scored = [
+        ScoredText("q1", "echo", 0.0, q1),  # below d1, d2: wins 1, NRP 0
+        ScoredText("q1", "other_best", 1.0, q1),  # above both: wins 0, NRP 1
+        ScoredText("q1", "other_best", 0.7, q1),  # between: wins 0.5, NRP 1 - 1/3
+        ScoredText("q1", "other_best", 0.2, q1),  # below both, above d3: wins 1, NRP 1 - 2/3
+        ScoredText("q2", "other_best", 0.0, {"d4": 0.8}),  # one draw: wins 1, NRP 0
+    ]
+    validity = measure_validity(scored, {"q1": {"d1", "d2"}, "q2": {"d4"}})
+    other = validity.kinds["other_best"]
+    assert (other.texts, other.queries) == (4, 2)
+    assert other.wins == pytest.approx((0.5 + 1.0) / 2)
+    assert validity.families["off_topic"].wins == pytest.approx(0.75)
+    assert validity.families["off_topic"].texts == 4
+    assert validity.overall.wins == pytest.approx(((1.0 + 0.5) / 2 + 1.0) / 2)
+    assert validity.overall.texts == 5
+    # NRP of q1's draws: 1, 2/3 and 1/3 (three documents), mean 2/3; q2's 0; q1's echo 0
+    assert other.nrp == pytest.approx((2 / 3 + 0.0) / 2)
+    assert validity.overall.nrp == pytest.approx(((0.0 + 2 / 3) / 2 + 0.0) / 2)
+
+
 def test_measure_validity_tolerance_makes_close_scores_ties():
     scored = [ScoredText("q1", "echo", 0.500001, {"d1": 0.5})]
     exact = measure_validity(scored, {"q1": {"d1"}})
@@ -275,3 +300,70 @@ def test_a_text_shared_by_two_queries_is_scored_against_each_query():
     run = {"q1": {"d1": 1.0}, "q2": {"d2": 1.0}}
     scored = score_texts(QueryLength(), pd.DataFrame(), texts, run)
     assert [(t.qid, t.score) for t in scored] == [("q1", 2.0), ("q2", 4.0)]
+
+
+def _five_pools() -> tuple[pd.DataFrame, dict[tuple[str, str], float]]:
+    """Six queries, each with one judged document; q0's relevant document is q1's best too, and
+    q4 and q5 share their best document (pools share documents)."""
+    texts = {
+        "q0": "Shared answer.",
+        "q1": "Shared answer.",
+        "q2": "Answer two.",
+        "q3": "Answer three.",
+        "q4": "Answer four and five.",
+        "q5": "Answer four and five.",
+    }
+    candidates = pd.DataFrame(
+        {
+            "qid": list(texts),
+            "query": [f"question {q}" for q in texts],
+            "docno": [f"d-{text}" for text in texts.values()],
+            "text": list(texts.values()),
+        }
+    )
+    grades = {(q, f"d-{text}"): 1.0 for q, text in texts.items()}
+    return candidates, grades
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_several_other_queries_are_drawn_each_text_once_and_the_first_as_with_one(seed):
+    candidates, grades = _five_pools()
+    one = {m.qid: m for m in query_materials(candidates, grades, seed)}
+    many = {m.qid: m for m in query_materials(candidates, grades, seed, draws=5)}
+    for qid, material in many.items():
+        # the first draw is the one-draw material's, so one draw's figures are unchanged
+        assert material.other_best == one[qid].other_best
+        assert one[qid].more_other_best == ()
+        drawn = [material.other_best, *material.more_other_best]
+        assert len(drawn) == len(set(drawn))
+    # q0's relevant "Shared answer." is never drawn for it: left are three distinct texts
+    assert sorted([many["q0"].other_best, *many["q0"].more_other_best]) == [
+        "Answer four and five.", "Answer three.", "Answer two.",
+    ]  # fmt: skip
+    # q4: five other queries, whose best texts are four distinct ones, none its own text
+    assert sorted([many["q4"].other_best, *many["q4"].more_other_best]) == [
+        "Answer three.", "Answer two.", "Shared answer.",
+    ]  # fmt: skip
+    assert sorted([many["q2"].other_best, *many["q2"].more_other_best]) == [
+        "Answer four and five.", "Answer three.", "Shared answer.",
+    ]  # fmt: skip
+    # two draws: one more, drawn with the seed
+    two = {m.qid: m for m in query_materials(candidates, grades, seed, draws=2)}
+    assert all(len(m.more_other_best) == 1 for m in two.values())
+    assert two["q2"].more_other_best[0] in many["q2"].more_other_best
+
+
+def test_the_frame_gives_one_other_best_text_per_query_drawn_whatever_per_kind_says():
+    candidates, grades = _five_pools()
+    materials = query_materials(candidates, grades, 0, draws=5)
+    for per_kind in (1, 2, 4):
+        frame = degenerate_frame(materials, "other_best,echo", per_kind=per_kind)
+        counts = frame.groupby(["qid", "kind"]).size().to_dict()
+        assert counts == {
+            **{(q, "echo"): 1 for q in ("q0", "q1", "q2", "q3", "q4", "q5")},
+            **{(q, "other_best"): 3 for q in ("q0", "q1", "q2", "q3", "q4", "q5")},
+        }
+    material = materials[2]
+    assert degenerate_text("other_best", material, index=0) == material.other_best
+    assert degenerate_text("other_best", material, index=2) == material.more_other_best[1]
+    assert degenerate_text("other_best", material, index=3) is None

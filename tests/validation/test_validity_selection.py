@@ -193,6 +193,34 @@ def test_validation_reports_the_chosen_rankers_worst_kind_by_grade(answers):
     )
 
 
+def test_other_best_ranks_the_best_documents_of_the_other_queries_drawn(answers):
+    """Each question's other_best texts are the best documents of the other questions drawn
+    (five by default; two other questions here): q1 meets d4 and d7 with its d1 (grade 2) and
+    d2, d3 (grade 1); q2 d1 and d7 with d4 (2) and d5 (1; d6 is graded 0); q3 d1 and d4 with d7
+    (2), d8 and d9 (1). One draw: each question meets one of them."""
+    result = validate(answers, ["tfidf"], cache=False, validity_kinds="other_best")
+    tfidf = result.dimensions["relevance"].validity["tfidf"]
+    assert {g: v["pairs"] for g, v in tfidf.by_grade["other_best"].items()} == {"1": 10, "2": 6}
+    assert json.loads(result.to_json())["settings"]["validity_other_draws"] == 5
+    one = (
+        validate(
+            answers, ["tfidf"], cache=False, validity_kinds="other_best", validity_other_draws=1
+        )
+        .dimensions["relevance"]
+        .validity["tfidf"]
+    )
+    assert {g: v["pairs"] for g, v in one.by_grade["other_best"].items()} == {"1": 5, "2": 3}
+    bad = subprocess.run(
+        [sys.executable, "-m", "nrp", "validate", "answers", "--rankers", "tfidf",
+         "--validity-other-draws", "0", "--indexes", str(answers.path.parent),
+         "--out", str(answers.path / "draws.json")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "validity_other_draws must be at least 1" in bad.stderr
+    assert not (answers.path / "draws.json").exists()
+
+
 def test_validation_counts_the_judged_answers_a_ranker_floors(answers):
     """Beside validity: the graded-relevant judged documents each ranker puts on its floor (the
     guard's flags; a ranker that only orders floors none), all and those of at most 60 words
