@@ -299,9 +299,10 @@ def measure_validity(
         return Validity({}, {}, None, True, reason, rule=rule, answers=answers)
     order = [k for k in KINDS if k in set(frame["kind"])] + sorted(set(frame["kind"]) - set(KINDS))
     kinds = {k: _group(k, frame[frame["kind"] == k], confidence) for k in order}
-    drawn = _draws_as_one(frame)
+    one_per_draw = _draws_as_one(frame)
+    texts = frame["family"].value_counts()
     families = {
-        f: _group(f, drawn[drawn["family"] == f], confidence, int((frame["family"] == f).sum()))
+        f: _group(f, one_per_draw[one_per_draw["family"] == f], confidence, int(texts[f]))
         for f in dict.fromkeys(FAMILY_OF.get(k, k) for k in order)
     }
     reason = ""
@@ -316,7 +317,7 @@ def measure_validity(
             reason = f"{kind}: mean NRP {found.nrp:.3f} (> {max_nrp})"
         if reason:
             break
-    overall = _group("all", drawn, confidence, len(frame))
+    overall = _group("all", one_per_draw, confidence, len(frame))
     return Validity(
         kinds, families, overall, not reason, reason, rule=rule, answers=answers,
         by_grade=_by_grade(pairs, order),
