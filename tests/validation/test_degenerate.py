@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 
 import pandas as pd
 import pytest
@@ -16,6 +17,8 @@ from nrp.validation.degenerate import (
     HELD_OUT_FAMILY,
     KINDS,
     QueryMaterial,
+    _AllBut,
+    _draw_more,
     content_words,
     degenerate_frame,
     degenerate_text,
@@ -351,6 +354,40 @@ def test_several_other_queries_are_drawn_each_text_once_and_the_first_as_with_on
     two = {m.qid: m for m in query_materials(candidates, grades, seed, draws=2)}
     assert all(len(m.more_other_best) == 1 for m in two.values())
     assert two["q2"].more_other_best[0] in many["q2"].more_other_best
+
+
+class _Counting(random.Random):
+    """A real generator that counts its draws."""
+
+    def __init__(self, seed: str) -> None:
+        super().__init__(seed)
+        self.draws = 0
+
+    def randrange(self, *args, **kwargs):  # type: ignore[override]
+        self.draws += 1
+        return super().randrange(*args, **kwargs)
+
+
+def test_more_draws_stop_when_no_text_is_left_to_find():
+    # 400 queries sharing two best documents, then one with a text of its own
+    texts = ["A", "B"] * 200 + ["C"]
+    counts = Counter(texts)
+    others = _AllBut(texts, 0, counts)  # query 0's own "A" left out: 199 "A", 200 "B", "C"
+    assert (len(others), others.distinct) == (400, 3)
+    assert ("A" in others, "C" in others, "D" in others) == (True, True, False)
+    alone = _AllBut(texts, 400, counts)  # the query whose best is "C": no other "C"
+    assert (alone.distinct, "C" in alone, "A" in alone) == (2, False, True)
+    assert _AllBut(texts, None, counts).distinct == 3
+    # nothing left: no draw at all (it used to try all 400 other queries, about 2,400 draws)
+    rng = _Counting("0/q/other/more")
+    assert _draw_more(rng, alone, {"A", "B"}, 4) == []
+    assert rng.draws == 0
+    # one text left: it is found, and the draws stop there
+    rng = _Counting("0/q/other/more")
+    assert _draw_more(rng, others, {"A", "B"}, 4) == ["C"]
+    replay = random.Random("0/q/other/more")
+    until_c = 1 + next(i for i in range(10_000) if others[replay.randrange(400)] == "C")
+    assert rng.draws == until_c
 
 
 def test_the_frame_gives_one_other_best_text_per_query_drawn_whatever_per_kind_says():
