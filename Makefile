@@ -56,6 +56,9 @@ bench: setup
 	@# on MEDIQA and LiveQA beside the same command with dense, the ranker under it, and the
 	@# service's one-answer calls (issues 25 and 28)
 	$(BIN)/python scripts/bench_guard.py
+	@# whole `nrp validate` on collections whose queries share their best documents, beside ones
+	@# whose queries do not: other_best's draws stay linear in queries (issue 25)
+	$(BIN)/python scripts/bench_validate_draws.py
 	@# how a whole `nrp score` scales in answers and in |D_q| (10-10,000), log-log slopes, memory
 	@# (issue 28; above 131,072 answers a file is scored a block at a time, so 200k and 400k say
 	@# whether memory stays flat). The full grid's 1M point adds about a minute and a 1.1 GB

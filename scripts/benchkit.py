@@ -60,11 +60,14 @@ TINY_KEYS = {
 
 
 # -- child processes -------------------------------------------------------------------------------
-def run_child(script: str | Path, mode: str, payload: dict, timeout: float | None = None) -> dict:
-    """Run ``script`` in ``mode`` in a fresh interpreter (offline); its last RESULT_MARK line,
-    parsed. A ``ChildError`` (a RuntimeError) with the child's last line when it fails or
-    reports nothing."""
-    env = dict(os.environ)
+def run_child(
+    script: str | Path, mode: str, payload: dict, timeout: float | None = None,
+    env: dict[str, str] | None = None,
+) -> dict:  # fmt: skip
+    """Run ``script`` in ``mode`` in a fresh interpreter (offline; ``env``, else this process's
+    environment); its last RESULT_MARK line, parsed. A ``ChildError`` (a RuntimeError) with the
+    child's last line when it fails or reports nothing."""
+    env = dict(os.environ if env is None else env)
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("TRANSFORMERS_OFFLINE", "1")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -263,15 +266,20 @@ def write_table_collection(
 ) -> Path:  # fmt: skip
     """A collection as TSV files in ``folder`` (new): ``topics`` (qid, query) and ``documents``
     (qid, docno, text), each document judged relevant (grade 1) for its query; returns its
-    manifest. Texts keep single spaces only (no tab or line break in a field)."""
+    manifest. A docno may be judged for several queries (pools share documents), with one text.
+    Texts keep single spaces only (no tab or line break in a field)."""
     import pandas as pd
 
     folder.mkdir(parents=True)
     pd.DataFrame(
         {"qid": [q for q, _ in topics], "query": [" ".join(t.split()) for _, t in topics]}
     ).to_csv(folder / "topics.tsv", sep="\t", index=False)
+    texts: dict[str, str] = {}
+    for _, docno, text in documents:
+        if texts.setdefault(docno, text) != text:
+            raise ValueError(f"docno {docno!r} is given two texts")
     pd.DataFrame(
-        {"docno": [d[1] for d in documents], "text": [" ".join(d[2].split()) for d in documents]}
+        {"docno": list(texts), "text": [" ".join(t.split()) for t in texts.values()]}
     ).to_csv(folder / "documents.tsv", sep="\t", index=False)
     pd.DataFrame(
         {"qid": [d[0] for d in documents], "docno": [d[1] for d in documents], "relevance": 1}

@@ -488,8 +488,8 @@ def _draw_more(rng: random.Random, others: _AllBut, taken: set[str], k: int) -> 
     """Up to ``k`` texts of ``others`` drawn with ``rng`` without replacement, none of ``taken``
     and none twice (pools share documents: two queries can have the same best one). It stops
     as soon as no text is left to find: where the queries share a few best documents it no
-    longer tries every other query first (a coupon collector's n log n draws per query: 4,000
-    queries sharing two best documents took 73 s, now 1.6 s)."""
+    longer tries every other query first (a coupon collector's n log n draws per query, so
+    quadratic in queries: scripts/bench_validate_draws.py)."""
     picked: list[str] = []
     seen: set[int] = set()
     # until all are found, an eligible text is left at an index not yet seen
