@@ -118,6 +118,25 @@ def _add_validity_options(parser: argparse.ArgumentParser) -> None:
         help=f"... and each kind's mean NRP is at most NRP (default {api.DEFAULT_MAX_NRP})",
     )
     parser.add_argument(
+        "--real-answers",
+        action="extend",
+        nargs="+",
+        metavar="FILE",
+        help="answer files (any format nrp score reads) of real answers that nobody fitted or "
+        "calibrated on ('references': the collection's reference answers): each ranker "
+        "reports the share it floors and flags and their mean NRP (a guard: also under its "
+        "ranker alone), and a ranker that floors more than --validity-max-floored of them "
+        "fails validity",
+    )
+    parser.add_argument(
+        "--validity-max-floored",
+        type=float,
+        default=api.DEFAULT_MAX_FLOORED,
+        metavar="SHARE",
+        help="... and it floors at most SHARE of the real answers given "
+        f"(default {api.DEFAULT_MAX_FLOORED})",
+    )
+    parser.add_argument(
         "--validity-kinds",
         metavar="KINDS",
         help="degenerate kinds or families ranked, comma-separated (default: all: mirror, "
@@ -142,12 +161,15 @@ def handle(args: argparse.Namespace) -> int:
     if args.runs:
         if args.save_runs:
             raise NrpError("--save-runs writes rankers' runs; with --runs the runs are the files")
+        if args.real_answers:
+            raise NrpError("--real-answers are ranked by rankers; a run file cannot rank them")
         result = api.validate_runs(collection, args.runs, labels=args.labels, **options)
     else:
         options.update(
             validity=not args.no_validity,
             validity_min_wins=args.validity_min_wins,
             validity_max_nrp=args.validity_max_nrp,
+            validity_max_floored=args.validity_max_floored,
             validity_kinds=args.validity_kinds,
             validity_other_draws=args.validity_other_draws,
         )
@@ -155,7 +177,8 @@ def handle(args: argparse.Namespace) -> int:
         with open_executor(args) as executor:
             result = api.validate(
                 collection, rankers, labels=args.labels, cache=not args.no_cache,
-                progress=print_progress, executor=executor, save_runs=args.save_runs, **options,
+                progress=print_progress, executor=executor, save_runs=args.save_runs,
+                real_answers=args.real_answers, **options,
             )  # fmt: skip
             report_executor(executor)
     out = args.out or collection.path / (RUNS_RESULT if args.runs else api.VALIDATION_FILE)

@@ -132,6 +132,25 @@ class Ranker(Component, pt.Transformer):
         floors: what its gate costs real answers."""
         return np.zeros(np.shape(scores), dtype=bool)
 
+    def flags(self, frame: pd.DataFrame) -> np.ndarray:
+        """Which rows of ``frame`` (qid, query, docno, text) this ranker's gate takes for no
+        real answer (a guard's detectors); a ranker without a gate flags none. A flag that costs
+        a text its place shows in ``floors``; validation reports both for real answers."""
+        return np.zeros(len(frame), dtype=bool)
+
+    def guarded(self) -> Ranker | None:
+        """The ranker whose order this one keeps for the texts it lets through (a guard's
+        ranker), or None: validation sets real answers' NRP under it alone beside their NRP
+        under this one."""
+        return None
+
+    def cross_fitted_floors(self, folds: int, seed: int) -> tuple[int, int] | None:
+        """For a gate calibrated on the bound collection's judged answers: (judged answers, of
+        them floored) when each of ``folds`` parts of the questions (drawn with ``seed``) is
+        judged with the thresholds calibrated on the other parts; None for a ranker without
+        such a gate."""
+        return None
+
     # -- the query field -----------------------------------------------------------------------
     @property
     def query_field(self) -> str:

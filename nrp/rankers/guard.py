@@ -997,14 +997,22 @@ class GuardRanker(Ranker):
             self._detectors = self._calibrated(share)
         return self._detectors
 
+    def _calibration_key(self, share: float, *more: Any) -> str:
+        """A key of what calibration reads (model, encoder, feature definitions, rule, share,
+        the collection's questions and judged answers) and ``more``: the name of a file kept
+        beside the collection."""
+        rows = [(q, t) for q, docs in self._documents.items() for t in docs]
+        digest = hashlib.sha256(
+            json.dumps([self.model.digest, self.features().encoder.fingerprint(),
+                        FEATURE_DEFINITIONS, CALIBRATION, share, self._others, rows,
+                        *more]).encode("utf-8", "surrogatepass")
+        )  # fmt: skip
+        return digest.hexdigest()[:24]
+
     def _calibrated(self, share: float) -> GuardModel:
         features = self.features()
         rows = [(q, t) for q, docs in self._documents.items() for t in docs]
-        digest = hashlib.sha256(
-            json.dumps([self.model.digest, features.encoder.fingerprint(), FEATURE_DEFINITIONS,
-                        CALIBRATION, share, self._others, rows]).encode("utf-8", "surrogatepass")
-        )  # fmt: skip
-        name = f"guard-thresholds-{digest.hexdigest()[:24]}.json"
+        name = f"guard-thresholds-{self._calibration_key(share)}.json"
         path = self._store / name if self._store is not None else None
         if path is not None and path.is_file():
             with contextlib.suppress(OSError, ValueError, TypeError):
@@ -1016,6 +1024,48 @@ class GuardRanker(Ranker):
             with contextlib.suppress(OSError):  # a folder that cannot be written keeps nothing
                 write_aside(path, lambda part: part.write_text(json.dumps(thresholds) + "\n"))
         return calibrated
+
+    def guarded(self) -> Ranker:
+        return self.ranker
+
+    def cross_fitted_floors(self, folds: int, seed: int) -> tuple[int, int] | None:
+        """``Ranker.cross_fitted_floors``: the judged answers calibration reads (a gain above 0
+        in the first dimension, each with its question), the questions drawn into ``folds``
+        parts with ``seed``; each part's answers judged by the detectors calibrated on the
+        other parts' (``GuardModel.calibrated``, as ``detectors`` calibrates); kept beside the
+        collection (``guard-crossfit-KEY.json``). None unbound, with ``calibrate=0`` or with
+        fewer than two questions."""
+        share = float(self.params["calibrate"])
+        questions = list(self._documents)
+        if share <= 0 or folds < 2 or len(questions) < 2:
+            return None
+        given = float(self.params["threshold"])
+        name = f"guard-crossfit-{self._calibration_key(share, folds, seed, given)}.json"
+        path = self._store / name if self._store is not None else None
+        if path is not None and path.is_file():
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                answers, floored = json.loads(path.read_text(encoding="utf-8"))
+                return int(answers), int(floored)
+        found = self._cross_fitted(share, folds, seed, given)
+        if path is not None:
+            with contextlib.suppress(OSError):  # a folder that cannot be written keeps nothing
+                write_aside(path, lambda part: part.write_text(json.dumps(list(found)) + "\n"))
+        return found
+
+    def _cross_fitted(self, share: float, folds: int, seed: int, given: float) -> tuple[int, int]:
+        """``cross_fitted_floors`` computed: (judged answers, of them floored)."""
+        questions = list(self._documents)
+        rows = [(q, t) for q in questions for t in self._documents[q]]
+        table = self.features().frame([q for q, _ in rows], [t for _, t in rows])
+        drawn = np.random.default_rng(seed).permutation(len(questions)) % folds
+        part = dict(zip(questions, drawn.tolist(), strict=True))
+        parts = np.array([part[q] for q, _ in rows])
+        floored = 0
+        for k in range(folds):
+            model = self.model.calibrated(table[parts != k], share)
+            shares = model.answer_share(table[parts == k], None if given == -1.0 else given)
+            floored += int(np.sum(shares < 1.0 - THRESHOLD_TOLERANCE))
+        return len(rows), floored
 
     def flags(self, frame: pd.DataFrame) -> np.ndarray:
         """True for each row whose text the guard takes for no real answer."""

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 from nrp.measures import display_name
 from nrp.tables import text_table
 from nrp.validation.selection import rank_systems
-from nrp.validation.validity import REPORTED_ONLY
+from nrp.validation.validity import LOST_PLACE, REPORTED_ONLY
 
 
 class ResultView(Protocol):
@@ -179,6 +179,54 @@ def validity_lines(dim: Any, ranked: list[str]) -> list[str]:
     ]
     lines.extend(text_table(rows[0], rows[1:], indent="    ").splitlines())
     lines.extend(_worst_by_grade(dim))
+    lines.extend(real_answer_lines(dim, measured))
+    return lines
+
+
+def real_answer_lines(dim: Any, measured: list[str]) -> list[str]:
+    """What each ranker does to the real answers given (``Validity.real``: floored, flagged,
+    mean NRP, a guard's ranker alone and the answers that lost their place there) and, in one
+    line, the judged answers a calibrated gate floors under cross-fitted calibration
+    (``Validity.cross_fitted``); nothing where neither was measured."""
+    lines = []
+    real = {name: dim.validity[name].real for name in measured if dim.validity[name].real}
+    if real:
+        first = next(iter(real.values()))
+        bound = dim.validity[next(iter(real))].rule.get("max_floored")
+        lines.append(
+            f"  real answers ({', '.join(first.sources)}: {first.read} read, {first.answers} to "
+            "a question with D_q) ranked among D_q: floored, flagged, mean NRP, and under a "
+            "guard's ranker alone the same answers' mean NRP and how many lost their place "
+            f"there (NRP more than {LOST_PLACE} below); a ranker that floors more than "
+            f"{bound:.1%} of them fails"
+        )
+        header = ["ranker", "floored", "flagged", "mean NRP", "ranker alone", "lost their place"]
+        rows = [
+            [
+                name,
+                f"{r.floored} ({r.floored_share:.1%})",
+                str(r.flagged),
+                f"{r.nrp:.3f}",
+                "-" if r.base is None else f"{r.base} {r.base_nrp:.3f}",
+                "-" if r.lost is None else str(r.lost),
+            ]
+            for name, r in real.items()
+        ]
+        lines.extend(text_table(header, rows, indent="    ").splitlines())
+    fitted = [
+        f"{name} {v.cross_fitted.floored}/{v.cross_fitted.answers} "
+        f"({v.cross_fitted.floored_share:.1%})"
+        for name in measured
+        if (v := dim.validity[name]).cross_fitted is not None
+    ]
+    if fitted:
+        folds = next(dim.validity[n].cross_fitted.folds for n in measured
+                     if dim.validity[n].cross_fitted is not None)  # fmt: skip
+        lines.append(
+            f"  judged answers floored under cross-fitted calibration (thresholds calibrated on "
+            f"the questions of {folds - 1} of {folds} parts, judged on the other): "
+            + ", ".join(fitted)
+        )
     return lines
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from nrp import statistics
@@ -23,7 +24,7 @@ from nrp.measures import (
     parse_measures,
 )
 from nrp.validation.degenerate import kind_names
-from nrp.validation.validity import DEFAULT_MAX_NRP, DEFAULT_MIN_WINS
+from nrp.validation.validity import DEFAULT_MAX_FLOORED, DEFAULT_MAX_NRP, DEFAULT_MIN_WINS
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,10 @@ class ValidationSettings:
     (``nrp.statistics``). ``validity``: rank the degenerate texts of ``validity_kinds`` (None:
     every kind; ``validity_per_kind`` texts of each composed kind per query, ``other_best`` the
     best documents of ``validity_other_draws`` other queries) among D_q and choose
-    only rankers that pass ``validity_min_wins`` and ``validity_max_nrp``
-    (``nrp.validation.validity``). ``random_control``: validate the ``random`` ranker beside
+    only rankers that pass ``validity_min_wins`` and ``validity_max_nrp`` and floor at most
+    ``validity_max_floored`` of the ``real_answers`` (answer files or folders of answers that
+    nobody fitted or calibrated on; none by default) (``nrp.validation.validity``,
+    ``nrp.validation.real_answers``). ``random_control``: validate the ``random`` ranker beside
     the given ones when they lack it, so each choice is tested against chance (the weighted
     NRP's rule, ``nrp.validation.selection.WEIGHTING_RULE``, needs that test)."""
 
@@ -56,6 +59,8 @@ class ValidationSettings:
     validity: bool = True
     validity_min_wins: float = DEFAULT_MIN_WINS
     validity_max_nrp: float = DEFAULT_MAX_NRP
+    validity_max_floored: float = DEFAULT_MAX_FLOORED
+    real_answers: Sequence[str | Path] | str | Path = ()
     validity_kinds: Sequence[str] | str | None = None
     validity_per_kind: int = 2
     validity_other_draws: int = 5
@@ -74,12 +79,19 @@ class ValidationSettings:
         names = [str(m) for m in parse_measures(self.measures)]
         if not 0 <= self.validity_min_wins <= 1 or not 0 <= self.validity_max_nrp <= 1:
             raise ConfigError("validity_min_wins and validity_max_nrp must lie between 0 and 1")
+        if not 0 <= self.validity_max_floored <= 1:
+            raise ConfigError("validity_max_floored must lie between 0 and 1")
         if self.validity_per_kind < 1:
             raise ConfigError("validity_per_kind must be at least 1")
         if self.validity_other_draws < 1:
             raise ConfigError("validity_other_draws must be at least 1")
         kinds = kind_names(self.validity_kinds)
-        return replace(self, measures=names, dimensions=chosen, validity_kinds=kinds)
+        real = self.real_answers
+        real = (real,) if isinstance(real, str | Path) else tuple(real or ())
+        return replace(
+            self, measures=names, dimensions=chosen, validity_kinds=kinds,
+            real_answers=tuple(str(path) for path in real),
+        )  # fmt: skip
 
     def as_json(self) -> dict[str, Any]:
         """What a validation result records of its settings (of checked settings)."""
@@ -98,6 +110,8 @@ class ValidationSettings:
             "validity": self.validity,
             "validity_min_wins": self.validity_min_wins,
             "validity_max_nrp": self.validity_max_nrp,
+            "validity_max_floored": self.validity_max_floored,
+            "real_answers": list(self.real_answers),
             "validity_kinds": list(self.validity_kinds or []),
             "validity_per_kind": self.validity_per_kind,
             "validity_other_draws": self.validity_other_draws,

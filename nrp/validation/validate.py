@@ -39,6 +39,12 @@ from nrp.rankers.registry import default_rankers
 from nrp.settings import settings_with
 from nrp.validation.degenerate import degenerate_frame, query_materials
 from nrp.validation.partitions import rank_with_executor
+from nrp.validation.real_answers import (
+    RealAnswerTexts,
+    cross_fitted,
+    read_real_answers,
+    real_figures,
+)
 from nrp.validation.result import (
     VALIDATION_FILE,
     DimensionResult,
@@ -67,6 +73,7 @@ from nrp.validation.validity import (
     floored_answers,
     measure_validity,
     score_texts,
+    with_real_answers,
 )
 
 #: the ranker a warning suggests when no ranker passes validity
@@ -108,8 +115,14 @@ def validate(
     (``nrp.executors``; default: the active executor, else this process), in per-query
     partitions stored in the score cache as they arrive; the measures are computed here either
     way. ``save_runs``: a folder to write each ranker's ranking of D_q to, as a TREC run file
-    (``nrp.validation.runs.write_runs``; checked before any ranking)."""
+    (``nrp.validation.runs.write_runs``; checked before any ranking). ``real_answers=[FILE,
+    ...]`` (a settings field): real answers that nobody fitted or calibrated on, read before any
+    ranking; each ranker's validity then reports what it does to them and fails a ranker that
+    floors more than ``validity_max_floored`` of them (``nrp.validation.real_answers``)."""
     checked = settings_with(ValidationSettings, settings, overrides).checked(collection)
+    real = read_real_answers(collection, checked.real_answers)
+    if real is not None and not checked.validity:
+        raise ConfigError("real answers are ranked in validity: they need validity on")
     names, rankers = _named_rankers(
         collection, default_rankers() if ranker_specs is None else ranker_specs
     )
@@ -139,7 +152,7 @@ def validate(
                 progress(f"rankers: {len(systems)}/{len(rankers)} validated")
         if checked.validity:
             scored = _degenerate_scores(
-                collection, checked, rankers, systems, candidates, score_cache, progress
+                collection, checked, (rankers, systems), candidates, score_cache, progress, real
             )
     result = _evaluate(collection, checked, systems, candidates, warnings=[], scored=scored)
     if save_runs is not None:
@@ -152,28 +165,36 @@ def validate(
 def _degenerate_scores(
     collection: Collection,
     settings: ValidationSettings,
-    rankers: list[Ranker],
-    systems: list[System],
+    validated: tuple[list[Ranker], list[System]],
     candidates: pd.DataFrame,
     score_cache: ScoreCache | None,
     progress: Progress | None,
+    real: RealAnswerTexts | None = None,
 ) -> dict[str, RankedForValidity]:
-    """system name -> its degenerate texts ranked among D_q, its score tolerance and the judged
-    documents its run floors (``Ranker.floors``). The texts are built once from the collection
+    """system name -> its degenerate texts ranked among D_q, its score tolerance, the judged
+    documents its run floors (``Ranker.floors``) and what it does to real answers (``real``,
+    given ones; its calibration cross-fitted). The texts are built once from the collection
     (``degenerate_frame``; "best document": highest mean gain over the validated
-    dimensions)."""
+    dimensions). ``validated``: the rankers and their systems, in the same order."""
     texts = validity_texts(collection, candidates, settings)
     if progress:
         progress(f"validity: ranking {len(texts)} degenerate texts with each ranker")
+        if real is not None:
+            progress(f"validity: ranking {len(real.frame)} real answers with each ranker")
     fingerprint = str(collection.meta.get("fingerprint", ""))
     return {
         info.name: RankedForValidity(
             score_texts(ranker, candidates, texts, run, score_cache, fingerprint),
             ranker.score_tolerance,
             _floored(ranker, run),
+            real=(
+                None if real is None
+                else real_figures(ranker, candidates, real, run, score_cache, fingerprint)
+            ),
+            cross_fitted=cross_fitted(ranker, settings.seed),
         )
-        for ranker, (info, run) in zip(rankers, systems, strict=True)
-    }
+        for ranker, (info, run) in zip(*validated, strict=True)
+    }  # fmt: skip
 
 
 def _floored(ranker: Ranker, run: Mapping[str, Mapping[str, float]]) -> frozenset[tuple[str, str]]:
@@ -457,15 +478,20 @@ def _validity(
             relevant[str(row.qid)].add(str(row.docno))
             grades[(str(row.qid), str(row.docno))] = float(row.label)
     return {
-        name: measure_validity(
-            ranked.texts,
-            relevant,
-            tolerance=ranked.tolerance,
-            min_wins=settings.validity_min_wins,
-            max_nrp=settings.validity_max_nrp,
-            confidence=settings.confidence,
-            answers=floored_answers(ranked.floored, relevant, words),
-            grades=grades,
+        name: with_real_answers(
+            measure_validity(
+                ranked.texts,
+                relevant,
+                tolerance=ranked.tolerance,
+                min_wins=settings.validity_min_wins,
+                max_nrp=settings.validity_max_nrp,
+                confidence=settings.confidence,
+                answers=floored_answers(ranked.floored, relevant, words),
+                grades=grades,
+            ),
+            ranked.real,
+            ranked.cross_fitted,
+            settings.validity_max_floored,
         )
         for name, ranked in scored.items()
     }

@@ -38,7 +38,7 @@ fails, and names the rankers it passed over with the first kind that failed.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -63,6 +63,13 @@ def answer_words(texts: pd.Series) -> pd.Series:
 
 DEFAULT_MIN_WINS = 0.90
 DEFAULT_MAX_NRP = 0.30
+#: a ranker that floors more than this share of the real answers given to validation fails
+#: validity, as one whose degenerate texts score high does: a gate that sends one real answer in
+#: fifty to the floor costs the answers of another style their place
+DEFAULT_MAX_FLOORED = 0.02
+#: a real answer "lost its place" when its NRP is more than this below the NRP that the ranker
+#: under a guard gives it alone (``RealAnswers.lost``)
+LOST_PLACE = 0.5
 #: kinds measured and reported but not part of the rule: a document cut to its first sentence
 #: is an answer, if an incomplete one (judges grade incomplete answers relevant), so where it
 #: ranks is a question of agreement, not of validity
@@ -72,7 +79,8 @@ VALIDITY_RULE = (
     "(reported only), the graded-"
     "relevant judged documents of a query rank above the kind's texts in at least {min_wins} "
     "of the pairs (ties count half; mean over queries) and the texts' mean NRP is at most "
-    "{max_nrp}. The selection rule chooses among the rankers that pass."
+    "{max_nrp}, and, where real answers are given, it floors at most {max_floored} of them. "
+    "The selection rule chooses among the rankers that pass."
 )
 
 
@@ -118,13 +126,62 @@ class FlooredAnswers:
 
 
 @dataclass(frozen=True)
+class RealAnswers:
+    """Answers that nobody fitted or calibrated on (``nrp validate --real-answers``), ranked
+    among their query's D_q as NRP ranks an answer: how many were positioned (their query has
+    D_q), how many the ranker floors (``Ranker.floors``) and flags (a gate's own verdict,
+    ``Ranker.flags``; a ranker without a gate flags none), and their mean NRP (ties mid).
+    ``base``: for a ranker that keeps another's order for the texts it lets through
+    (``Ranker.guarded``: a guard's ranker), that ranker's spec, the same answers' mean NRP
+    under it alone, and ``lost``: the answers whose NRP is more than ``LOST_PLACE`` below the
+    NRP that ranker alone gives them (a real answer that lost its place)."""
+
+    answers: int
+    floored: int
+    flagged: int
+    nrp: float
+    base: str | None = None
+    base_nrp: float | None = None
+    lost: int | None = None
+    sources: tuple[str, ...] = ()
+    #: answers read from the sources (``answers`` of them have a query with D_q)
+    read: int = 0
+
+    @property
+    def floored_share(self) -> float:
+        return self.floored / self.answers if self.answers else 0.0
+
+
+@dataclass(frozen=True)
+class CrossFitted:
+    """A gate calibrated on a collection's own judged answers (a guard's ``calibrate``), checked
+    on judged answers it was not calibrated on: the questions split into ``folds`` parts, each
+    part's judged answers (a gain above 0) judged with the thresholds calibrated on the other
+    parts. ``floored`` of ``answers``: an honest share of real answers of the collection's kind
+    that the gate floors (in-sample, calibration makes it about the calibrated share per
+    detector by construction)."""
+
+    answers: int
+    floored: int
+    folds: int
+
+    @property
+    def floored_share(self) -> float:
+        return self.floored / self.answers if self.answers else 0.0
+
+
+@dataclass(frozen=True)
 class RankedForValidity:
     """What validity reads of one ranker: its degenerate texts ranked among D_q, its score
-    tolerance, and the judged documents (qid, docno) its validated run puts on its floor."""
+    tolerance, the judged documents (qid, docno) its validated run puts on its floor, and what
+    it does to real answers (``RealAnswers``: given ones; ``CrossFitted``: its calibration
+    checked on held-out judged answers)."""
 
     texts: list[ScoredText]
     tolerance: float
     floored: frozenset[tuple[str, str]]
+    real: RealAnswers | None = None
+    cross_fitted: CrossFitted | None = None
 
 
 @dataclass
@@ -145,6 +202,12 @@ class Validity:
     #: grade), so that a shortfall can be read as the judges would (answers they graded merely
     #: related, or correct ones); empty without grades
     by_grade: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    #: the real answers given to validation (``RealAnswers``), in the rule: a ranker that floors
+    #: more than ``rule["max_floored"]`` of them fails; None when none were given
+    real: RealAnswers | None = None
+    #: the ranker's calibration checked on judged answers it was not calibrated on
+    #: (``CrossFitted``), reported; None for a ranker without a calibrated gate
+    cross_fitted: CrossFitted | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -172,7 +235,15 @@ class Validity:
                 kind: {grade: dict(pairs) for grade, pairs in grades.items()}
                 for kind, grades in data.get("by_grade", {}).items()
             },
+            real=_real_answers(data.get("real")),
+            cross_fitted=CrossFitted(**data["cross_fitted"]) if data.get("cross_fitted") else None,
         )
+
+
+def _real_answers(data: Mapping[str, Any] | None) -> RealAnswers | None:
+    if not data:
+        return None
+    return RealAnswers(**{**data, "sources": tuple(data.get("sources", ()))})
 
 
 # -- ranking the texts ---------------------------------------------------------------------------
@@ -278,7 +349,7 @@ def measure_validity(
     graded-relevant judged documents (grade >= 1) in the dimension; only the queries it names
     (the dimension's evaluated queries) count. ``answers``: the judged answers the ranker
     floors (``floored_answers``), reported beside. ``grades``: (qid, docno) -> the grade of
-    each relevant document, for ``Validity.by_grade``."""
+    each relevant document, for ``Validity.by_grade``. Real answers: ``with_real_answers``."""
     rows, pairs = [], []
     for text in scored:
         if text.qid not in relevant:
@@ -322,6 +393,64 @@ def measure_validity(
         kinds, families, overall, not reason, reason, rule=rule, answers=answers,
         by_grade=_by_grade(pairs, order),
     )  # fmt: skip
+
+
+def with_real_answers(
+    validity: Validity,
+    real: RealAnswers | None,
+    cross_fitted: CrossFitted | None,
+    max_floored: float = DEFAULT_MAX_FLOORED,
+) -> Validity:
+    """``validity`` with what the ranker does to real answers: ``real``, the answers given to
+    validation, in the rule (a ranker that passed fails when it floors more than
+    ``max_floored`` of them; its first failing kind stays the reason where it failed already),
+    and ``cross_fitted``, its calibration on held-out judged answers, reported."""
+    rule = {**validity.rule, "max_floored": max_floored}
+    reason, passed = validity.reason, validity.passed
+    if real is not None and real.answers and real.floored_share > max_floored + 1e-12 and passed:
+        passed = False
+        reason = (
+            f"real answers: {real.floored} of {real.answers} floored ({real.floored_share:.1%} "
+            f"> {max_floored:.1%})"
+        )
+    return replace(
+        validity, passed=passed, reason=reason, rule=rule, real=real, cross_fitted=cross_fitted
+    )
+
+
+def real_answer_figures(
+    scored: Sequence[ScoredText],
+    tolerance: float,
+    floored: np.ndarray,
+    flagged: np.ndarray,
+    base: tuple[str, Sequence[ScoredText], float] | None = None,
+    sources: Sequence[str] = (),
+    read: int = 0,
+) -> RealAnswers:
+    """``RealAnswers`` of real answers ranked among their D_q (``score_texts``): ``floored``
+    and ``flagged`` per answer; ``base``: (spec, the same answers ranked by the guarded ranker
+    alone, its tolerance), in the same order."""
+    nrp = np.array([_pair_values(text, set(), tolerance)[1] for text in scored], dtype=float)
+    figures: dict[str, Any] = {}
+    if base is not None:
+        spec, base_scored, base_tolerance = base
+        alone = np.array(
+            [_pair_values(text, set(), base_tolerance)[1] for text in base_scored], dtype=float
+        )
+        figures = {
+            "base": spec,
+            "base_nrp": float(alone.mean()) if len(alone) else 0.0,
+            "lost": int(np.sum(nrp < alone - LOST_PLACE - 1e-12)),
+        }
+    return RealAnswers(
+        answers=len(scored),
+        floored=int(np.sum(floored)),
+        flagged=int(np.sum(flagged)),
+        nrp=float(nrp.mean()) if len(nrp) else 0.0,
+        sources=tuple(str(s) for s in sources),
+        read=read,
+        **figures,
+    )
 
 
 def _draws_as_one(frame: pd.DataFrame) -> pd.DataFrame:
