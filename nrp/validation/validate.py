@@ -435,12 +435,7 @@ def _evaluate(
         if not qrels.evaluated_qids:
             warnings.append(f"{dimension!r}: no query to average over; nothing chosen")
         elif validity and dimensions[dimension].choice is None:
-            warnings.append(
-                f"{dimension!r}: no ranker passed validity (degenerate texts such as the "
-                "question echoed score above real answers), so nothing is chosen; validate a "
-                f"guarded ranker: nrp validate {collection.name} --rankers "
-                f"{GUARD_HINT}"
-            )
+            warnings.append(_nothing_passed(collection.name, dimension, validity))
     _, _, unvalidated = default_weights({d: r.choice for d, r in dimensions.items()})
     if unvalidated:
         warnings.append(unvalidated)
@@ -456,6 +451,23 @@ def _evaluate(
         systems=[info for info, _ in systems],
         dimensions=dimensions,
         warnings=warnings,
+    )
+
+
+def _nothing_passed(collection: str, dimension: str, validity: Mapping[str, Validity]) -> str:
+    """The warning of a dimension where no ranker passed validity: what to validate next, or,
+    where real answers given failed rankers, how many."""
+    real = [name for name, v in validity.items() if v.reason.startswith("real answers:")]
+    if real:
+        return (
+            f"{dimension!r}: no ranker passed validity; {len(real)} of them ({', '.join(real)}) "
+            "floor too many of the real answers given, the others let degenerate texts score "
+            "high: nothing is chosen (the validity table says each one's reason)"
+        )
+    return (
+        f"{dimension!r}: no ranker passed validity (degenerate texts such as the question "
+        "echoed score above real answers), so nothing is chosen; validate a guarded ranker: "
+        f"nrp validate {collection} --rankers {GUARD_HINT}"
     )
 
 

@@ -174,6 +174,12 @@ def test_real_answers_floored_flagged_and_their_place_under_the_ranker_alone(rem
         remedies, {"gate": _guard(remedies)}, cache=False, validity_kinds="echo",
         real_answers=[path], validity_max_floored=0.7,
     )  # fmt: skip
+    assert result.dimensions["relevance"].choice is None
+    assert result.warnings == [
+        "'relevance': no ranker passed validity; 1 of them (gate) floor too many of the real "
+        "answers given, the others let degenerate texts score high: nothing is chosen (the "
+        "validity table says each one's reason)"
+    ]
     assert looser.dimensions["relevance"].validity["gate"].passed
     assert looser.dimensions["relevance"].choice.best == "gate"
 
