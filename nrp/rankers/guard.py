@@ -56,66 +56,49 @@ the text contributes beyond the question, and does not read any wording:
   questions), else 0. An answer states something; a reply made only of questions gives no
   answer, in whatever wording (docs/validity.md, "Questions in place of an answer").
 
-A text is flagged when any detector's probability that it is a real answer is below its
-``threshold``. Scores: the ranker's own score for an unflagged text (which must lie within
+Detectors and the floor. One small logistic model per way of saying nothing (``GuardModel`` and
+its ``also``: mirror, generic, elsewhere, off_topic, disorder, hollow, asking), each with its
+threshold on the probability of a real answer. A detector below its threshold is evidence, worth
+``-ln(probability / threshold)``; a text is flagged, and floored, when its evidence summed over
+the detectors exceeds the model's ``floor_evidence`` (``FLOOR_EVIDENCE``, ln 2): one detector
+under half its threshold, or several agreeing less far below theirs. One detector's doubt near
+its threshold is not enough: each detector flags about 1% of real answers at its threshold, and
+on answers written unlike the judged documents (drug labels, abstracts, terse replies) their
+false alarms added up when any one of them floored a text.
+
+Scores: the ranker's own score for an unflagged text (which must lie within
 ``+-FLAG_OFFSET / 2``), and for a flagged one a score in ``[-FLAG_OFFSET, -FLAG_OFFSET / 2)`` that
 grows with the guard's probability, so every flagged text ranks below every unflagged one,
-flagged texts rank among themselves by how likely the guard holds them to be answers (a real
-answer the guard doubts stays above a plain echo), and the ranker's order of unflagged texts,
-its agreement with the judges, is untouched. NRP of a flagged answer is then the share of D_q
-that is flagged too (usually none: NRP 0).
+flagged texts rank among themselves by how likely the guard holds them to be answers, and the
+ranker's order of unflagged texts, its agreement with the judges, is untouched. NRP of a flagged
+answer is then the share of D_q that is flagged too (usually none: NRP 0).
 
 The packaged model (``guard_model.json``) was fitted by ``scripts/fit_guard.py`` on the MEDIQA
-2019 training and validation sets only (questions that are not LiveQA-Med's or MEDIQA test's),
-with the judged answers as real and as not: the degenerate texts of the ``mirror``, ``damaged``
-and ``off_topic`` families (``nrp.validation.degenerate``), boilerplate sentences that the
-fitting documents of many questions repeat, after the question, and non-answers the packaged
-language model wrote for the fitting questions in its own words (declining, deferring, stalling,
-paraphrasing: the ``hollow`` detector, which reads ``answer_like`` and the word features; the
-direction of ``answer_like`` has that model's own answers to the same questions among its
-positives, so that it tells an answer from a non-answer rather than one writer from another),
-and, for the ``asking`` detector (``asks_only`` alone), the echoed questions: a text that only
-asks is flagged, in whatever wording, unless more than 1% of a collection's judged answers only
-ask too (calibration then loosens it to flag none); the ``evasion`` family (padding, evasion,
-refusal, questions asked back) was held out of fitting and of the thresholds' choice, and
-validation reports it apart. ``model=FILE`` reads another fitted model.
+2019 training and validation sets only, with the ``evasion`` family of degenerate texts held out;
+``model=FILE`` reads another fitted model. What it was fitted on and how its settings were
+chosen: docs/guard-study.md.
 
-Calibrated. Each detector's threshold was set to flag 1% of the fitting questions' judged
-answers; how the answers of another collection are written moves that share (answers from
-question-answering sites speak of their writer, scraped pages hold lists). So a guard bound to a
-collection sets each detector's threshold anew, the same way, on the collection's own judged
-answers (``calibrate``: the share, 0.01 by default; documents of a gain above 0 in the first
-dimension, each with its own question, as ``spec_rd`` reads them): what it promises, about 1%
-of real answers flagged per detector, holds on the collection it judges. Calibration loosens a
-threshold and never tightens it (``CALIBRATION``): a collection whose judged answers all read as
-answers by far (CLEF eHealth's web passages) says nothing of how the answers to be scored read,
-and thresholds set at the edge of such answers flagged 15.8% of ChatGPT's answers there, nearly
-all of them plain answers (docs/validity.md). The thresholds are kept
-beside the collection (``guard-thresholds-KEY.json``); unbound, with ``calibrate=0``, or with
-fewer judged answers than ``1 / calibrate``, the model's own. ``threshold=`` replaces the first
-detector's.
+Calibrated. Bound to a collection, the guard sets each detector's threshold anew on the
+collection's own judged answers (``calibrate``: the share, 0.01 by default; documents of a gain
+above 0 in the first dimension, each with its own question) so that it flags that share of them,
+and the floor so that at most that share of them is floored in all; calibration loosens, never
+tightens (``CALIBRATION``): judged answers that all read as answers by far say nothing of how the
+answers to be scored read. The thresholds and the floor are kept beside the collection
+(``guard-thresholds-KEY.json``); unbound, with ``calibrate=0``, or with fewer judged answers than
+``1 / calibrate``, the model's own. ``threshold=`` replaces the first detector's.
 
 Content. ``content=W`` adds ``W * log(1 + new terms)`` (the ``log_novel`` feature) to the
-guarded ranker's score: a small reward for what a text says beyond the question. Judges grade
-complete answers above partial ones; a ranker of similarity to the question cannot see it, and a
-text cut to its first sentence keeps its similarity. 0 by default (a weight is on the scale of
-one ranker's scores); 0.06 for dense's cosine was chosen on MEDIQA train+val (the agreement of
-NRP with the grades there peaks at it; docs/validity.md), and the default validation candidates
-include ``guard:content=0.06``.
+guarded ranker's score: a small reward for what a text says beyond the question (judges grade
+complete answers above partial ones; a ranker of similarity to the question cannot see it). 0 by
+default; the default validation candidates include ``guard:content=0.06`` for dense's cosine.
 
 Quoted. The guarded ranker scores a text without the question it repeats (``unquoted``): every
 run of consecutive words the text copies from the question, of at least ``quoted`` of the
-question's words (0.3 by default, chosen on MEDIQA train+val by ``scripts/tune_guard.py``) and
-at least ``QUOTED_WORDS``, goes before scoring, unless one of the question's judged answers says
-that run too (a page whose heading asks the question: there the words are what answers say).
-Why: a similarity ranker scores a question it finds in a text as the best match there is, so an
-answer that opens by repeating the question, or a text that is the question followed by
-anything, is lifted by words that say nothing. The guard flags texts that are nothing but that;
-``quoted`` takes the lift from the texts it lets through (on the fitting questions, the relevant
-answers after their question stood above 72% of pairs with it, 56% without: where their
-documents stand). A judged answer is never cut (what it says is kept by definition), so the
-guarded ranker's scores of the judged answers stay as they were; a document judged no answer
-(gain 0) that repeats the question is cut like any text. 0: the whole text.
+question's words (0.3 by default) and at least ``QUOTED_WORDS``, goes before scoring, unless one
+of the question's judged answers says that run too (a page whose heading asks the question). A
+similarity ranker scores a question it finds in a text as the best match there is; ``quoted``
+takes that lift from the texts the guard lets through. A judged answer is never cut. 0: the
+whole text.
 
 Spec: ``guard:ranker=dense`` (default), ``guard:ranker=bm25;k1=0.9``: the guarded ranker's own
 parameters separated by ``;`` as in ``fuse``.
@@ -199,10 +182,17 @@ QUOTED_WORDS = 4
 #: ``calibrate``: the share of a bound collection's judged answers each detector flags (the share
 #: of the fitting answers each was fitted to flag: ``scripts/fit_guard.py --max-flagged``)
 CALIBRATED_SHARE = 0.01
-#: how calibration sets a threshold, in the fingerprint and the thresholds file's key: 2, the
-#: lesser of the fitted threshold and the one that flags ``calibrate`` of the collection's judged
-#: answers (1: the latter, also where it was stricter than the fitted one)
-CALIBRATION = 2
+#: how calibration sets a threshold, in the fingerprint and the thresholds file's key: 3, each
+#: detector's threshold the lesser of the fitted one and the one that flags ``calibrate`` of the
+#: collection's judged answers, and the floor's evidence the greater of the fitted one and the
+#: one that floors ``calibrate`` of them in all (2: the thresholds alone, any detector below its
+#: threshold floored; 1: the thresholds also where stricter than the fitted ones)
+CALIBRATION = 3
+#: the evidence a text is floored on (``GuardModel.evidence``: the sum over the detectors of
+#: ``-ln(probability / threshold)`` where a probability is below its threshold) unless the model
+#: says otherwise: ln 2, one detector at half its threshold or several agreeing detectors less
+#: far below theirs (chosen on MEDIQA train+val, docs/guard-study.md)
+FLOOR_EVIDENCE = math.log(2.0)
 
 
 @dataclass(frozen=True)
@@ -228,26 +218,36 @@ class GuardModel:
     answer_offset: float = 0.0
     fitted_on: Mapping[str, Any] = field(default_factory=dict)
     also: tuple[GuardModel, ...] = ()
+    floor_evidence: float = FLOOR_EVIDENCE
 
     def probability(self, features: np.ndarray) -> np.ndarray:
         """P(real answer) of each row of ``features`` (columns in ``self.features``' order)."""
         z = features @ np.asarray(self.weights, dtype=float) + self.intercept
         return 1.0 / (1.0 + np.exp(-np.clip(z, -60, 60)))
 
-    def answer_share(self, table: pd.DataFrame, threshold: float | None = None) -> np.ndarray:
-        """Per row of a feature table, the least of each detector's probability divided by its
-        threshold (``threshold`` replaces this model's own): below 1, some detector's probability
-        is under its threshold (``GuardRanker.assess`` flags the row when it is under by more
-        than ``THRESHOLD_TOLERANCE``)."""
+    def shares(self, table: pd.DataFrame, threshold: float | None = None) -> np.ndarray:
+        """Per row of a feature table (rows) and detector (columns: this model, then ``also``),
+        the detector's probability divided by its threshold (``threshold`` replaces this
+        model's own); ``inf`` where a detector abstains (a feature it cannot know: spec_rd
+        without judged documents to compare with)."""
         own = threshold if threshold is not None else self.threshold
         values = table[list(self.features)].to_numpy(dtype=float)
         share = self.probability(values) / max(own, 1e-12)
-        # a detector abstains on a row with a feature it cannot know (spec_rd without judged
-        # documents to compare with)
         share = np.where(np.isnan(values).any(axis=1), np.inf, share)
-        for detector in self.also:
-            share = np.minimum(share, detector.answer_share(table))
-        return share
+        return np.column_stack([share, *(d.shares(table) for d in self.also)])
+
+    def answer_share(self, table: pd.DataFrame, threshold: float | None = None) -> np.ndarray:
+        """Per row of a feature table, the least of each detector's probability divided by its
+        threshold (``shares``): below 1, some detector's probability is under its threshold."""
+        return self.shares(table, threshold).min(axis=1)
+
+    def evidence(self, table: pd.DataFrame, threshold: float | None = None) -> np.ndarray:
+        """Per row of a feature table, the evidence that it is no answer: the sum over the
+        detectors whose probability is under their threshold (by more than
+        ``THRESHOLD_TOLERANCE``) of ``-ln(probability / threshold)``; 0 where none is. One
+        detector far below its threshold, or several agreeing less far below, add up to the
+        same: ``GuardRanker.assess`` floors a row whose evidence exceeds ``floor_evidence``."""
+        return evidence_of(self.shares(table, threshold))
 
     def calibrated(self, table: pd.DataFrame, share: float) -> GuardModel:
         """This model with each detector's threshold set as it was fitted, on the rows of
@@ -255,14 +255,20 @@ class GuardModel:
         flags at most ``share`` of them (the rows where it abstains left out), where that is
         below the fitted threshold; calibration loosens a detector, never tightens it
         (``CALIBRATION``). A detector with fewer than ``1 / share`` rows to go by keeps its
-        threshold."""
+        threshold. Then the floor, the same way: ``floor_evidence`` the least evidence at which
+        at most ``share`` of the rows in all are floored, where that is above the fitted one."""
         values = table[list(self.features)].to_numpy(dtype=float)
         known = self.probability(values[~np.isnan(values).any(axis=1)])
         threshold = self.threshold
         if enough_to_calibrate(len(known), share):
             threshold = min(threshold, flagging_threshold(known, share))
         also = tuple(detector.calibrated(table, share) for detector in self.also)
-        return replace(self, threshold=threshold, also=also)
+        calibrated = replace(self, threshold=threshold, also=also)
+        if not enough_to_calibrate(len(table), share):
+            return calibrated
+        evidence = calibrated.evidence(table)
+        return replace(calibrated, floor_evidence=max(
+            self.floor_evidence, flooring_evidence(evidence, share)))  # fmt: skip
 
     @cached_property
     def digest(self) -> str:
@@ -295,6 +301,7 @@ class GuardModel:
             answer_offset=float(data.get("answer_offset", 0.0)),
             fitted_on=dict(data.get("fitted_on", {})),
             also=tuple(cls.from_dict(d, root=False) for d in data.get("also", ())),
+            floor_evidence=float(data.get("floor_evidence", FLOOR_EVIDENCE)),
         )
         unknown = [f for f in model.features if f not in FEATURES]
         if unknown or len(model.weights) != len(model.features):
@@ -740,6 +747,28 @@ def flagging_threshold(probabilities: np.ndarray, share: float) -> float:
     return float(ordered[int(np.floor(share * len(ordered)))])
 
 
+def evidence_of(shares: np.ndarray) -> np.ndarray:
+    """``GuardModel.evidence`` of a matrix of shares (rows x detectors, ``GuardModel.shares``)."""
+    below = shares < 1.0 - THRESHOLD_TOLERANCE
+    with np.errstate(divide="ignore"):
+        cost = -np.log(np.where(below, np.maximum(shares, 1e-300), 1.0))
+    return cost.sum(axis=1)
+
+
+def flooring_evidence(evidence: np.ndarray, share: float) -> float:
+    """The least floor of evidence at which at most ``share`` of ``evidence`` (real answers')
+    lies above it: the ``floor(share * n) + 1``-th largest."""
+    ordered = np.sort(np.asarray(evidence, dtype=float))[::-1]
+    return float(ordered[min(len(ordered) - 1, int(np.floor(share * len(ordered))))])
+
+
+def floored(evidence: np.ndarray, floor: float) -> np.ndarray:
+    """Whether each row's evidence exceeds ``floor`` by more than ``THRESHOLD_TOLERANCE`` of it:
+    a calibrated floor is a real answer's own evidence, and whether that answer is floored must
+    not hang on float rounding."""
+    return np.asarray(evidence, dtype=float) > floor * (1.0 + THRESHOLD_TOLERANCE) + 1e-12
+
+
 def enough_to_calibrate(rows: int, share: float) -> bool:
     """Whether ``rows`` real answers are enough to set a threshold flagging ``share`` of them:
     at least ``1 / share``."""
@@ -978,12 +1007,19 @@ class GuardRanker(Ranker):
 
     def assess(self, frame: pd.DataFrame) -> pd.DataFrame:
         """The guard's features of each row (query, text), its ``answer_share`` (the least of
-        each detector's probability of a real answer over its threshold) and whether it is
-        flagged (``flagged``: the share below 1 by more than ``THRESHOLD_TOLERANCE``)."""
+        each detector's probability of a real answer over its threshold), its ``evidence`` of
+        being no answer (``GuardModel.evidence``) and whether it is flagged, and floored
+        (``flagged``: the evidence above the model's ``floor_evidence``, ``floored``)."""
         table = self.features().frame(*_queries_and_texts(frame))
         given = float(self.params["threshold"])
-        share = self.detectors().answer_share(table, None if given == -1.0 else given)
-        return table.assign(answer_share=share, flagged=share < 1.0 - THRESHOLD_TOLERANCE)
+        detectors = self.detectors()
+        shares = detectors.shares(table, None if given == -1.0 else given)
+        evidence = evidence_of(shares)
+        return table.assign(
+            answer_share=shares.min(axis=1),
+            evidence=evidence,
+            flagged=floored(evidence, detectors.floor_evidence),
+        )
 
     def detectors(self) -> GuardModel:
         """The model whose thresholds flag texts: bound to a collection, each detector's
@@ -1015,14 +1051,17 @@ class GuardRanker(Ranker):
         name = f"guard-thresholds-{self._calibration_key(share)}.json"
         path = self._store / name if self._store is not None else None
         if path is not None and path.is_file():
-            with contextlib.suppress(OSError, ValueError, TypeError):
+            with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
                 return _with_thresholds(self.model, json.loads(path.read_text(encoding="utf-8")))
         table = features.frame([q for q, _ in rows], [t for _, t in rows])
         calibrated = self.model.calibrated(table, share)
-        thresholds = [d.threshold for d in (calibrated, *calibrated.also)]
+        kept = {
+            "thresholds": [d.threshold for d in (calibrated, *calibrated.also)],
+            "floor_evidence": calibrated.floor_evidence,
+        }
         if path is not None:
             with contextlib.suppress(OSError):  # a folder that cannot be written keeps nothing
-                write_aside(path, lambda part: part.write_text(json.dumps(thresholds) + "\n"))
+                write_aside(path, lambda part: part.write_text(json.dumps(kept) + "\n"))
         return calibrated
 
     def guarded(self) -> Ranker:
@@ -1060,12 +1099,12 @@ class GuardRanker(Ranker):
         drawn = np.random.default_rng(seed).permutation(len(questions)) % folds
         part = dict(zip(questions, drawn.tolist(), strict=True))
         parts = np.array([part[q] for q, _ in rows])
-        floored = 0
+        count = 0
         for k in range(folds):
             model = self.model.calibrated(table[parts != k], share)
-            shares = model.answer_share(table[parts == k], None if given == -1.0 else given)
-            floored += int(np.sum(shares < 1.0 - THRESHOLD_TOLERANCE))
-        return len(rows), floored
+            evidence = model.evidence(table[parts == k], None if given == -1.0 else given)
+            count += int(floored(evidence, model.floor_evidence).sum())
+        return len(rows), count
 
     def flags(self, frame: pd.DataFrame) -> np.ndarray:
         """True for each row whose text the guard takes for no real answer."""
@@ -1127,13 +1166,19 @@ def _queries_and_texts(frame: pd.DataFrame) -> tuple[list[str], list[str]]:
             frame["text"].fillna("").astype(str).tolist())  # fmt: skip
 
 
-def _with_thresholds(model: GuardModel, thresholds: Sequence[float]) -> GuardModel:
-    """``model`` with the thresholds of its detectors (itself first, then ``also``)."""
+def _with_thresholds(model: GuardModel, kept: Mapping[str, Any]) -> GuardModel:
+    """``model`` with the thresholds of its detectors (``kept["thresholds"]``: itself first,
+    then ``also``) and the evidence it floors on (``kept["floor_evidence"]``), as the
+    thresholds file keeps them."""
+    thresholds = list(kept["thresholds"])
     if len(thresholds) != 1 + len(model.also):
         raise ValueError(f"{len(thresholds)} thresholds for {1 + len(model.also)} detectors")
     pairs = zip(model.also, thresholds[1:], strict=True)
     also = tuple(replace(d, threshold=float(t)) for d, t in pairs)
-    return replace(model, threshold=float(thresholds[0]), also=also)
+    return replace(
+        model, threshold=float(thresholds[0]), also=also,
+        floor_evidence=float(kept["floor_evidence"]),
+    )  # fmt: skip
 
 
 def _available() -> tuple[bool, str]:

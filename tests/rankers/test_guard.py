@@ -388,9 +388,13 @@ def test_guard_keeps_dense_scores_of_answers_and_puts_mirrors_below(encoder):
 
 def test_a_text_within_the_tolerance_of_a_threshold_is_at_it_not_flagged(encoder):
     """A calibrated threshold is a real answer's own probability: a text whose probability is
-    below a threshold by less than ``THRESHOLD_TOLERANCE`` of it (float rounding) is not
-    flagged, one below it by more is. ``threshold=`` sets the first detector's."""
-    from nrp.rankers.guard import THRESHOLD_TOLERANCE
+    below a threshold by less than ``THRESHOLD_TOLERANCE`` of it (float rounding) adds no
+    evidence, one below it by more adds ``-ln(share)``; the text is flagged (floored) when its
+    evidence exceeds the model's ``floor_evidence`` (ln 2: a detector at half its threshold).
+    ``threshold=`` sets the first detector's."""
+    import math
+
+    from nrp.rankers.guard import FLOOR_EVIDENCE, THRESHOLD_TOLERANCE
 
     frame = pd.DataFrame({"qid": "q1", "query": QUESTION, "docno": ["a1"], "text": ANSWERS[:1]})
     guard = make_ranker("guard")
@@ -400,12 +404,36 @@ def test_a_text_within_the_tolerance_of_a_threshold_is_at_it_not_flagged(encoder
     # no detector of the packaged model flags it (asking's threshold is the probability of
     # every text that states something: its share is 1 exactly)
     assert table["answer_share"][0] == 1 and not table["flagged"][0]
-    for above, flagged in ((0.4, False), (4.0, True)):  # threshold above p by 0.4, 4 tolerances
-        threshold = float(p * (1 + above * THRESHOLD_TOLERANCE))
+    assert table["evidence"][0] == 0 and math.log(2) == FLOOR_EVIDENCE
+    for above, evidence in ((0.4, 0.0), (4.0, math.log(1 + 4.0 * THRESHOLD_TOLERANCE))):
+        threshold = float(p * (1 + above * THRESHOLD_TOLERANCE))  # above p by 0.4, 4 tolerances
         assessed = make_ranker(f"guard:threshold={threshold!r}").assess(frame)
         assert assessed["answer_share"][0] == pytest.approx(p / threshold, rel=1e-12)
         assert assessed["answer_share"][0] < 1
-        assert assessed["flagged"].tolist() == [flagged]
+        assert assessed["evidence"][0] == pytest.approx(evidence, rel=1e-6, abs=1e-12)
+        assert assessed["flagged"].tolist() == [False]
+
+
+def test_evidence_adds_up_over_the_detectors_below_their_thresholds():
+    """Evidence: the sum of ``-ln(share)`` over the detectors below their threshold (by more
+    than the tolerance); floored above ``floor`` (ln 2): one detector under half its threshold,
+    or two at 0.7 of theirs, but not one at half exactly, nor one at 0.6 and one at 0.9."""
+    import math
+
+    from nrp.rankers.guard import evidence_of, floored, flooring_evidence
+
+    shares = np.array(
+        [[0.5, 2.0], [0.6, 0.9], [1 - 1e-6, 0.1], [np.inf, 1.0], [0.49, 1.5], [0.7, 0.7]]
+    )
+    evidence = evidence_of(shares)
+    expected = [math.log(2), -math.log(0.6) - math.log(0.9), math.log(10), 0.0,
+                -math.log(0.49), -2 * math.log(0.7)]  # fmt: skip
+    assert evidence == pytest.approx(expected, rel=1e-12)
+    assert floored(evidence, math.log(2)).tolist() == [False, False, True, False, True, True]
+    # calibration: the least floor that floors at most the share: 1 of 6 at 1/6 (ln 10 alone
+    # above the second largest, 0.713), none at 0.1 (the largest, ln 10)
+    assert flooring_evidence(evidence, 1 / 6) == pytest.approx(-math.log(0.49))
+    assert flooring_evidence(evidence, 0.1) == pytest.approx(math.log(10))
 
 
 def test_one_embedding_stream_serves_the_guarded_dense_ranker_and_the_features(encoder):

@@ -64,15 +64,17 @@ def test_thresholds_calibrated_on_clef_are_never_stricter_than_fitted(clef):
     }  # fmt: skip
 
     # ChatGPT's first answer to each of the 50 topics under the "Question: ... Answer:" prompt.
-    # Two are flagged: a refusal ("I'm sorry, but as an AI language model, I don't have access to
-    # personal data ...") and one plain answer; the thresholds at the passages' edge (the rule
-    # before) flag 9 (14, nearly all of them plain answers, with the guard fitted without terse
-    # answers)
+    # Two are floored (evidence above ln 2): a refusal ("I'm sorry, but as an AI language
+    # model, I don't have access to personal data ...") and one plain answer; the thresholds at
+    # the passages' edge (the rule before: any detector below its threshold) flag 9 (14, nearly
+    # all of them plain answers, with the guard fitted without terse answers)
     assessed = guard.assess(answers)  # the features of each answer, and its verdict
     flagged = assessed["flagged"].to_numpy()
     assert [t[:39] for t in answers.loc[flagged, "text"]] == [
         "I'm sorry, but as an AI language model,",
         "The reaction of colleagues to disclosin",
     ]
-    at_the_edge = _with_thresholds(fitted, edges)
+    at_the_edge = _with_thresholds(
+        fitted, {"thresholds": edges, "floor_evidence": fitted.floor_evidence}
+    )
     assert int((at_the_edge.answer_share(assessed) < 1.0 - THRESHOLD_TOLERANCE).sum()) == 9

@@ -89,14 +89,17 @@ def remedies(tmp_path_factory) -> Collection:
         "".join(f"{q} 0 {d} 2\n" for q, rows in DOCS.items() for d, _, _ in rows)
     )
     ingest(data / "manifest.yaml", indexes_dir=root / "ix")
-    GuardModel(("log_novel",), (1.0,), 0.0, 0.99).to_json(root / "novel.json")
+    # floored on any evidence (a detector below its threshold at all), and on half (ln 2)
+    GuardModel(("log_novel",), (1.0,), 0.0, 0.99, floor_evidence=0.0).to_json(root / "novel.json")
+    GuardModel(("log_novel",), (1.0,), 0.0, 0.99).to_json(root / "half.json")
     return Collection.load("remedies", root / "ix")
 
 
-def _guard(collection: Collection) -> GuardRanker:
+def _guard(collection: Collection, model_file: str = "novel.json") -> GuardRanker:
     """The one-detector guard over question overlap, each detector's threshold calibrated to
-    flag a quarter of the collection's judged answers."""
-    model = collection.path.parent.parent / "novel.json"
+    flag a quarter of the collection's judged answers; it floors a text on any evidence (a
+    detector below its threshold), or on ``half.json``'s floor (ln 2)."""
+    model = collection.path.parent.parent / model_file
     guard = GuardRanker({"model": str(model), "calibrate": 0.25}, ranker=QuestionOverlap())
     guard.bind_collection(collection)
     return guard
@@ -137,6 +140,8 @@ def test_cross_fitted_calibration_flags_what_the_other_half_says(remedies):
     kept.write_text("not json")  # computed again
     assert _guard(remedies).cross_fitted_floors(2, 0) == (8, 2)
     kept.unlink()
+    # the floor at ln 2: q3's answers are at 8/9 of part 0's threshold (evidence 0.118): none
+    assert _guard(remedies, "half.json").cross_fitted_floors(2, 0) == (8, 0)
 
 
 def test_real_answers_floored_flagged_and_their_place_under_the_ranker_alone(remedies, tmp_path):
@@ -238,3 +243,87 @@ def test_the_cli_reports_real_answers_and_refuses_a_bad_file_before_any_work(rem
         assert len(failed.stderr.strip().splitlines()) == 1 and expected in failed.stderr
         assert "Traceback" not in failed.stderr and not fresh.exists()
     assert not (remedies.path / "validation.json").exists()
+
+
+METFORMIN = """\
+name: metformin
+data_root: .
+dimensions:
+  relevance:
+    grades: {0: wrong, 1: partial, 2: good}
+sources:
+  - {format: table, path: topics.tsv, holds: topics}
+  - {format: table, path: docs.tsv, holds: documents}
+  - {format: trec-qrels, path: rel.qrels, dimension: relevance}
+"""
+QUESTION = "Should my 85 year old father stop his metformin?"
+JUDGED = {
+    "m1": "Lactic acidosis is a rare but serious side effect of metformin. The risk is higher in "
+    "people with poor kidney function, which is more common with age, so doctors check kidney "
+    "tests before and during treatment.",
+    "m2": "Older adults can usually take metformin. The dose may be lowered when the kidneys work "
+    "less well, and the drug is stopped before scans with contrast dye or major surgery.",
+    "m3": "Symptoms of lactic acidosis include unusual muscle pain, trouble breathing, stomach "
+    "pain and feeling very weak or tired; anyone with them should get medical help at once.",
+}
+#: plain clinical prose as a drug label words it: the fluency detector (``disorder``) holds it
+#: for word salad at 0.79 of its threshold (few of its function-word pairs are attested), so the
+#: union of detectors flagged it; that one detector's doubt is not enough to floor it
+LABEL = (
+    "Metformin, as with all biguanides, may in some cases lead to lactic acidosis, which when it "
+    "does occur is fatal in about half of such cases; for this reason those over 80 should not "
+    "be given it unless renal function is normal."
+)
+
+
+@pytest.fixture(scope="module")
+def metformin(tmp_path_factory) -> Collection:
+    root = tmp_path_factory.mktemp("metformin")
+    data = root / "data"
+    data.mkdir()
+    (data / "manifest.yaml").write_text(METFORMIN)
+    (data / "topics.tsv").write_text(f"qid\tquery\nm\t{QUESTION}\n")
+    (data / "docs.tsv").write_text(
+        "docno\ttext\n" + "".join(f"{d}\t{t}\n" for d, t in JUDGED.items())
+    )
+    (data / "rel.qrels").write_text("m 0 m1 2\nm 0 m2 2\nm 0 m3 1\n")
+    ingest(data / "manifest.yaml", indexes_dir=root / "ix")
+    return Collection.load("metformin", root / "ix")
+
+
+def test_a_drug_label_sentence_one_detector_doubts_keeps_its_place_and_an_echo_does_not(
+    metformin, tmp_path
+):
+    from nrp.rankers.guard import FLOOR_EVIDENCE
+    from nrp.rankers.registry import make_ranker
+
+    guard = make_ranker("guard")
+    guard.bind_collection(metformin)
+    frame = pd.DataFrame({"qid": "m", "query": QUESTION, "docno": ["label", "echo"],
+                          "text": [LABEL, QUESTION]})  # fmt: skip
+    detectors = guard.detectors()
+    shares = detectors.shares(guard.features().frame([QUESTION] * 2, [LABEL, QUESTION]))
+    names = [d.fitted_on["name"] for d in (detectors, *detectors.also)]
+    doubting = {
+        name: round(float(share), 3)
+        for name, share in zip(names, shares[0], strict=True)
+        if share < 1
+    }
+    assert doubting == {"disorder": 0.794}  # the union of detectors flagged it
+    assessed = guard.assess(frame)
+    assert assessed["evidence"][0] == pytest.approx(-np.log(shares[0][4]), rel=1e-9)
+    assert assessed["evidence"][0] < FLOOR_EVIDENCE < assessed["evidence"][1]
+    assert assessed["flagged"].tolist() == [False, True]
+    path = _answers_file(tmp_path, [
+        {"llm": "label", "prompt": "p", "qid": "m", "text": LABEL},
+        {"llm": "echo", "prompt": "p", "qid": "m", "text": QUESTION},
+    ])  # fmt: skip
+    result = validate(metformin, ["guard"], cache=False, validity_kinds="echo",
+                      real_answers=[path], random_control=False)  # fmt: skip
+    real = result.dimensions["relevance"].validity["guard"].real
+    assert (real.answers, real.floored, real.flagged) == (2, 1, 1)
+    # dense alone: the echo above all three judged answers (NRP 1), the label above two (2/3);
+    # guarded, the echo below all three (NRP 0: it lost its place), the label where it was
+    assert (real.base, real.base_nrp, real.nrp) == ("dense", pytest.approx(5 / 6),
+                                                    pytest.approx(1 / 3))  # fmt: skip
+    assert real.lost == 1

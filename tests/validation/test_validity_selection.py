@@ -327,21 +327,26 @@ def test_the_bound_guard_calibrates_each_detector_on_the_collections_judged_answ
         "mirror": 0, "generic": 1, "elsewhere": 0, "off_topic": 0, "disorder": 0, "hollow": 1,
         "asking": 0,
     }  # fmt: skip
-    assert guard.assess(relevant)["flagged"].sum() <= 1 + len(calibrated.also)
+    # the floor: the evidence that floors one of eight (the second largest), unless the fitted
+    # one (ln 2) is above it; here it is: one detector each on two answers, not half below
+    evidence = np.sort(calibrated.evidence(table))[::-1]
+    assert calibrated.floor_evidence == max(np.log(2), evidence[1]) == np.log(2)
+    assert guard.assess(relevant)["flagged"].sum() == (evidence > np.log(2) * (1 + 1e-5)).sum()
     (kept,) = answers.path.glob("guard-thresholds-*.json")
     thresholds = [d.threshold for d in (calibrated, *calibrated.also)]
-    assert json.loads(kept.read_text()) == thresholds
+    written = {"thresholds": thresholds, "floor_evidence": np.log(2)}
+    assert json.loads(kept.read_text()) == written
     # the next guard reads them (a value changed in the file is what it uses)
-    kept.write_text(json.dumps([0.5, *thresholds[1:]]))
+    kept.write_text(json.dumps({"thresholds": [0.5, *thresholds[1:]], "floor_evidence": 3.0}))
     again = make_ranker("guard:calibrate=0.125")
     again.bind_collection(answers)
-    assert again.detectors().threshold == 0.5
-    for damaged in ("[1, 2]", "not json"):  # computed again and written whole
+    assert (again.detectors().threshold, again.detectors().floor_evidence) == (0.5, 3.0)
+    for damaged in ("[1, 2]", "not json", json.dumps(thresholds)):  # computed again, written
         kept.write_text(damaged)
         third = make_ranker("guard:calibrate=0.125")
         third.bind_collection(answers)
         assert [d.threshold for d in (third.detectors(), *third.detectors().also)] == thresholds
-        assert json.loads(kept.read_text()) == thresholds
+        assert json.loads(kept.read_text()) == written
     for spec in ("guard:calibrate=0", "guard:calibrate=0.1"):  # 0.1: needs ten answers
         other = make_ranker(spec)
         other.bind_collection(answers)
