@@ -249,22 +249,23 @@ class GuardModel:
         same: ``GuardRanker.assess`` floors a row whose evidence exceeds ``floor_evidence``."""
         return evidence_of(self.shares(table, threshold))
 
-    def calibrated(self, table: pd.DataFrame, share: float) -> GuardModel:
+    def calibrated(self, table: pd.DataFrame, share: float, root: bool = True) -> GuardModel:
         """This model with each detector's threshold set as it was fitted, on the rows of
         ``table`` (``GuardFeatures.frame`` of real answers): the largest probability at which it
         flags at most ``share`` of them (the rows where it abstains left out), where that is
         below the fitted threshold; calibration loosens a detector, never tightens it
         (``CALIBRATION``). A detector with fewer than ``1 / share`` rows to go by keeps its
-        threshold. Then the floor, the same way: ``floor_evidence`` the least evidence at which
-        at most ``share`` of the rows in all are floored, where that is above the fitted one."""
+        threshold. Then, for the model whose detectors these are (``root``), the floor the same
+        way: ``floor_evidence`` the least evidence at which at most ``share`` of the rows in all
+        are floored, where that is above the fitted one."""
         values = table[list(self.features)].to_numpy(dtype=float)
         known = self.probability(values[~np.isnan(values).any(axis=1)])
         threshold = self.threshold
         if enough_to_calibrate(len(known), share):
             threshold = min(threshold, flagging_threshold(known, share))
-        also = tuple(detector.calibrated(table, share) for detector in self.also)
+        also = tuple(detector.calibrated(table, share, root=False) for detector in self.also)
         calibrated = replace(self, threshold=threshold, also=also)
-        if not enough_to_calibrate(len(table), share):
+        if not root or not enough_to_calibrate(len(table), share):
             return calibrated
         evidence = calibrated.evidence(table)
         return replace(calibrated, floor_evidence=max(

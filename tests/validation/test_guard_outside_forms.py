@@ -46,12 +46,15 @@ def test_the_guard_floors_what_mirrors_declines_or_chats_and_lets_referrals_thro
     everything = ("ai_disclaimer", "dont_know", "echo_twice", "echo_typos", "echo_upper",
                   "smalltalk", "not_qualified")  # fmt: skip
     assert {form: counts[form] for form in everything} == dict.fromkeys(everything, 50)
+    # since the floor of evidence (docs/guard-study.md) a form one detector doubts near its
+    # threshold is not floored: fewer of those that name the question's words are (topic_dodge
+    # 43 -> 28, search_advice 38 -> 24, hedge_mention 42 -> 31), and the ranker places them
     assert counts == {
         **dict.fromkeys(everything, 50),
-        "generic_health": 2, "topic_dodge": 43, "keywords_sentence": 36, "yes_echo": 49,
-        "medicine_definition": 0, "search_advice": 38, "restate_long": 49, "wellness": 0,
-        "encyclopedic": 2, "ref_mention": 22, "vague_mention": 24, "hedge_mention": 42,
+        "generic_health": 0, "topic_dodge": 28, "keywords_sentence": 25, "yes_echo": 48,
+        "medicine_definition": 0, "search_advice": 24, "restate_long": 48, "wellness": 0,
+        "encyclopedic": 0, "ref_mention": 9, "vague_mention": 9, "hedge_mention": 31,
         # referrals in other words mostly pass (docs/validity.md: graded related by the judges)
-        "consult_named": 7, "pamphlet": 5, "forum": 15, "overview_vague": 19, "hotline": 6,
+        "consult_named": 3, "pamphlet": 0, "forum": 2, "overview_vague": 9, "hotline": 1,
         "generic_fact": 0,
     }  # fmt: skip
