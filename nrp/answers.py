@@ -48,6 +48,7 @@ from nrp.collection.formats._io import (
 )
 from nrp.collection.records import nfc
 from nrp.errors import InputError, quote
+from nrp.jsontext import MAX_DEPTH
 from nrp.tables import require_columns
 
 COLUMNS = ["answer_id", "llm", "prompt", "qid", "sample", "text"]
@@ -830,6 +831,8 @@ def _jsonl_columns(
     # lines (checked below); the records read it
     if facts is None or not facts.content or facts.longest > MAX_LINE_CHARS:
         return None  # (the longest line in bytes, at least as many as characters)
+    if facts.brackets > MAX_DEPTH:
+        return None
     read = _plain_columns(_json_batches(file), known_qids, keep_text)
     return read[0] if read is not None and read[1] == facts.lines else None
 
@@ -1004,6 +1007,10 @@ class _LineFacts:
     lines: int  # lines, the last one counted whether or not it ends with a line end
     longest: int  # the most bytes between two line ends (0 when none can be over the limit)
     content: bool  # a byte that is not ASCII whitespace somewhere
+    #: the most opening brackets ([ and {, in strings too) on one line: a line with no more than
+    #: ``MAX_DEPTH`` cannot nest deeper (pyarrow's reader overflows the stack on deep nesting,
+    #: killing the process; such a line is left to the records, which refuse it in one line)
+    brackets: int = 0
 
 
 _BLOCK = 1 << 24
@@ -1013,6 +1020,7 @@ def _line_facts(file: Path) -> _LineFacts | None:
     """What ``_jsonl_columns`` checks of a file's lines, read a block at a time (the file is
     never held whole); None when it cannot be read."""
     lines = longest = run = 0
+    brackets = open_run = 0  # the most opening brackets on a line; those of the line running on
     content = False
     last = b""
     try:
@@ -1020,6 +1028,7 @@ def _line_facts(file: Path) -> _LineFacts | None:
         with file.open("rb") as handle:
             while block := handle.read(_BLOCK):
                 content = content or re.search(rb"\S", block) is not None
+                brackets, open_run = _opening_brackets(block, brackets, open_run)
                 if size <= MAX_LINE_CHARS:  # no line can be longer
                     lines += block.count(b"\n")
                 else:  # where the line ends are: the bytes between two, and the lines
@@ -1034,7 +1043,20 @@ def _line_facts(file: Path) -> _LineFacts | None:
                 last = block[-1:]
     except OSError:
         return None
-    return _LineFacts(lines + (last != b"\n"), max(longest, run), content)
+    return _LineFacts(lines + (last != b"\n"), max(longest, run), content, brackets)
+
+
+def _opening_brackets(block: bytes, most: int, running: int) -> tuple[int, int]:
+    """(the most opening brackets on one line so far, those of the line that runs on past
+    ``block``), from the same before it (``most``, ``running``: of the line running into it)."""
+    if block.count(b"[") + block.count(b"{") + running <= most:
+        return most, running + block.count(b"[") + block.count(b"{")
+    data = np.frombuffer(block, np.uint8)
+    ends = np.flatnonzero(data == ord("\n"))
+    opening = np.flatnonzero((data == ord("[")) | (data == ord("{")))
+    per_line = np.bincount(np.searchsorted(ends, opening), minlength=len(ends) + 1)
+    per_line[0] += running
+    return max(most, int(per_line.max())), int(per_line[-1])
 
 
 def _names(column: Any) -> list[str] | None:

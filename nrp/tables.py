@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from nrp import jsontext
 from nrp.errors import ColumnsError, InputError
 
 DELIMITERS = {".csv": ",", ".tsv": "\t"}
@@ -359,7 +360,7 @@ def read_jsonl(path: Path) -> tuple[list[dict], list[int]]:
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = jsontext.loads(line)
         except json.JSONDecodeError as error:
             raise InputError(path, number, f"not valid JSON: {error.msg}") from None
         if not isinstance(value, dict):

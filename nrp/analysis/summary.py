@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from nrp import statistics
+from nrp import jsontext, statistics
 from nrp.analysis.flags import FLAG_NAMES, FLAGS_FILE, flag_shares, flags_beside
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, InputError, NrpError
@@ -398,7 +398,7 @@ def scoring_beside(results: str | Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = jsontext.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         line = getattr(error, "lineno", None)
         raise InputError(path, line, "not a JSON scoring record") from None

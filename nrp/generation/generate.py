@@ -52,6 +52,7 @@ from typing import Any
 
 import pandas as pd
 
+from nrp import jsontext
 from nrp.errors import ConfigError, InputError
 from nrp.executors.base import Executor, active_executor
 from nrp.generation.partitions import GenerationTask, generate_with_executor
@@ -193,7 +194,7 @@ class AnswerStore:
             if not raw.strip():
                 continue
             try:
-                record = json.loads(raw)
+                record = jsontext.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError):
                 if number == len(lines) and not complete:  # torn last line: drop it
                     self._truncate(len(data) - len(raw))

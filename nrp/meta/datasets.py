@@ -68,6 +68,7 @@ from typing import Any
 
 import pandas as pd
 
+from nrp import jsontext
 from nrp.errors import ConfigError, InputError
 from nrp.evaluators.base import ITEM_COLUMNS
 from nrp.evaluators.items import REFERENCE
@@ -217,7 +218,7 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = jsontext.loads(line)
         except json.JSONDecodeError as error:
             raise InputError(path, number, f"not valid JSON: {error.msg}") from None
         if not isinstance(value, dict):
@@ -495,7 +496,7 @@ def _load_usr(name: str, file: str, prefix: str) -> Callable[..., MetaSet]:
         if not path.is_file():
             raise InputError(path, None, "file not found")
         try:
-            contexts = json.loads(path.read_text(encoding="utf-8"))
+            contexts = jsontext.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as error:
             raise InputError(path, error.lineno, f"not valid JSON: {error.msg}") from None
         items, human, responses = [], [], 0

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nrp import jsontext
 from nrp.errors import InputError
 from nrp.tables import JSONL_SUFFIXES, find_table, read_jsonl, read_table_file, require_columns
 
@@ -216,7 +217,7 @@ def _is_ranking_file(path: Path) -> bool:
         with path.open(encoding="utf-8") as handle:
             for line in handle:
                 if line.strip():
-                    first = json.loads(line)
+                    first = jsontext.loads(line)
                     return isinstance(first, dict) and "ranking" in first
     except (UnicodeDecodeError, json.JSONDecodeError):
         return False  # read_table reports it with its line

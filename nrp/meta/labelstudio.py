@@ -41,6 +41,7 @@ from typing import Any
 
 import pandas as pd
 
+from nrp import jsontext
 from nrp.errors import InputError, quote
 from nrp.meta.human import line_of, read_table, tie_group_grades
 from nrp.tables import require_columns
@@ -170,7 +171,7 @@ def read_label_studio_rankings(
 
 def _tasks(path: Path) -> list[Any]:
     try:
-        tasks = json.loads(path.read_text(encoding="utf-8"))
+        tasks = jsontext.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise InputError(path, getattr(err, "lineno", None), f"not a JSON file ({err})") from None
     if not isinstance(tasks, list):

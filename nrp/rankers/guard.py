@@ -122,6 +122,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from nrp import jsontext
 from nrp.errors import ConfigError, InputError, NrpError
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
@@ -319,7 +320,7 @@ class GuardModel:
     def from_json(cls, path: str | Path) -> GuardModel:
         path = Path(path)
         try:
-            return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+            return cls.from_dict(jsontext.loads(path.read_text(encoding="utf-8")))
         except FileNotFoundError:
             raise InputError(path, None, "file not found") from None
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:

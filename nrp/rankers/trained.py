@@ -16,7 +16,6 @@ parameter through ``TrainedFolds``:
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -25,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from nrp import jsontext
 from nrp.errors import ConfigError
 from nrp.models.checksums import checksum_path
 from nrp.rankers.registry import Param
@@ -90,7 +90,7 @@ class TrainedFolder:
             return None
         raw = path.read_bytes()
         try:
-            data = json.loads(raw)
+            data = jsontext.loads(raw)
             if data.get("format") != TRAINING_FORMAT:
                 raise ValueError(f"format {data.get('format')!r}, expected {TRAINING_FORMAT}")
             folds = data["folds"]

@@ -51,6 +51,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from nrp import jsontext
 from nrp.analysis.flags import flags_path, read_flags
 from nrp.analysis.summary import read_results
 from nrp.collection.formats._io import folder_files
@@ -206,7 +207,7 @@ def read_agreement(path: str | Path) -> dict[str, Any]:
 def _json(path: str | Path) -> Any:
     path = Path(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return jsontext.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(path, None, "file not found") from None
     except UnicodeDecodeError:

@@ -29,6 +29,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from nrp import jsontext
 from nrp.errors import InputError
 from nrp.meta.labelstudio import RANKER, ranker_groups
 from nrp.review.project import ReviewItem, ReviewProject
@@ -199,7 +200,7 @@ def read_label_studio(project: ReviewProject, path: str | Path) -> list[Review]:
     values checked against their items. Versions are 0 (not yet stored)."""
     path = Path(path)
     try:
-        tasks = json.loads(path.read_text(encoding="utf-8"))
+        tasks = jsontext.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise InputError(path, getattr(err, "lineno", None), f"not a JSON file ({err})") from None
     if not isinstance(tasks, list):

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nrp import jsontext
 from nrp.errors import InputError
 from nrp.tables import write_text
 
@@ -213,7 +214,7 @@ class ReviewProject:
         if not path.is_file():
             raise InputError(path, None, "no such review project file")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = jsontext.loads(path.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             line = getattr(err, "lineno", None)
             raise InputError(path, line, f"not valid JSON ({getattr(err, 'msg', err)})") from None

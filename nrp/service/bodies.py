@@ -6,7 +6,8 @@ or cannot be written back is refused before a route sees it.
   them could not be serialised (a 500);
 - a lone surrogate in a string (``"x\\ud800y"``, or encoded in the bytes): not Unicode; no
   file, table or response can hold it; a body that is not UTF-8;
-- an integer of over 4,300 digits, or nesting deeper than Python's recursion limit.
+- an integer of over 4,300 digits, or arrays and objects nested more than
+  ``nrp.jsontext.MAX_DEPTH`` levels deep (the bound of every JSON nrp reads).
 
 Each is a ``json.JSONDecodeError`` from ``StrictJSONRequest.json``, which FastAPI answers with
 its own 422 (``json_invalid``, the reason under ``ctx.error``). Every router is made with
@@ -24,7 +25,7 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
-from nrp import api
+from nrp import api, jsontext
 
 # an escaped surrogate in the raw body: only then can a parsed string hold a lone one
 _ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -72,7 +73,7 @@ def strict_loads(body: bytes | str) -> Any:
     raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
     try:
         text = raw.decode("utf-8")
-        value = json.loads(
+        value = jsontext.loads(
             text, object_pairs_hook=api.unique_keys, parse_float=_float, parse_constant=_constant
         )
     except UnicodeDecodeError as err:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nrp import jsontext
 from nrp.errors import InputError, NrpError
 from nrp.tables import FrameView
 from nrp.validation.selection import WEIGHTING_RULE, Choice, default_weights
@@ -306,7 +307,7 @@ class ValidationResult(FrameView):
 def _load(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return jsontext.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(path, None, "file not found") from None
     except UnicodeDecodeError:

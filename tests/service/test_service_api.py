@@ -580,3 +580,30 @@ def test_answers_file_paths_inside_roots_are_read(env, admin, read):
     job = admin.post("/v1/jobs", json=body).json()
     assert job["params"]["answers_path"] == "sub/more.jsonl"
     assert wait_for_job(read, job["id"])["status"] == "done"
+
+
+def test_json_nested_too_deep_is_refused_and_the_worker_lives_on(env, admin, read):
+    """Issue 60, item 1: an answers file one of whose lines nests 20,000 brackets deep killed
+    the server (pyarrow's JSON reader overflowed the stack) and gave no answer; a body nested
+    deeper than the bound got a 500. Both are a 422 with the one line ``nrp score`` gives, and
+    the next job is scored."""
+    path = env["root"] / "data" / "deep.jsonl"
+    deep = "[" * 20_000 + "]" * 20_000
+    row = json.dumps({**answer_records()[0], "extra": "X"}).replace('"X"', deep)
+    path.write_text(json.dumps(answer_records()[1]) + "\n" + row + "\n")
+    try:
+        body = {"collection": "synth", "answers_path": path.name, "rankers": "bm25"}
+        refused = admin.post("/v1/jobs", json=body)
+    finally:
+        path.unlink()
+    assert refused.status_code == 422, refused.text
+    detail = "deep.jsonl:2: invalid JSON: nested more than 100 levels deep at column 228"
+    assert refused.json()["detail"] == detail  # the path as the client named it
+    body = '{"collection": "synth", "answers": ' + "[" * 150 + "]" * 150 + "}"
+    refused = admin.post("/v1/jobs", content=body, headers={"Content-Type": "application/json"})
+    assert refused.status_code == 422
+    assert "nested more than 100 levels deep" in refused.text
+    with env["server"].client(None) as anonymous:
+        assert anonymous.get("/readyz").json()["worker"] == "ready"
+    body = {"collection": "synth", "answers_path": "answers.jsonl", "rankers": "bm25"}
+    assert wait_for_job(read, admin.post("/v1/jobs", json=body).json()["id"])["status"] == "done"

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nrp import jsontext
 from nrp.errors import InputError, clip, quote
 
 #: the most characters one CSV/TSV field may hold. Real documents (CLEF pages) exceed csv's 128 KiB
@@ -225,8 +226,9 @@ def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
 
 def loads_strict(text: str) -> object:
     """``json.loads`` of one JSON text, refusing an object that gives a key twice (as manifests
-    refuse a YAML key given twice): the one JSON parser of every input file reader."""
-    return json.loads(text, object_pairs_hook=unique_keys)
+    refuse a YAML key given twice) and one nested deeper than ``nrp.jsontext.MAX_DEPTH``: the one
+    JSON parser of every input file reader."""
+    return jsontext.loads(text, object_pairs_hook=unique_keys)
 
 
 def json_problem(err: ValueError) -> str:
