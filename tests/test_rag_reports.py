@@ -6,6 +6,7 @@ track's runner, and bad report files as one-line errors with exit 2."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -199,6 +200,21 @@ def test_judge_settings_are_checked(indexes):
         api.NrpJudge().judge(rag_responses=[])
     with pytest.raises(ConfigError, match="no setting 'rankers'"):
         api.NrpJudge(collection="rag-tiny", rankers="tfidf")
+    # issue 60, item 8: a TypeError deep inside, and "no" taken as true, before
+    for bad, message in [
+        ({"ranker": 5}, "setting ranker must be a ranker spec, a validation JSON, or a mapping "
+         "of dimension to either, not int 5"),
+        ({"ranker": {"relevance": 5}}, "setting ranker must be"),
+        ({"skip_invalid": "no"}, "setting skip_invalid must be true or false, not str 'no'"),
+        ({"weights": {"relevance": "1"}}, "setting weights must be a mapping of dimension to a "
+         "number"),
+        ({"collection": ["rag-tiny"]}, "setting collection must be the name of an ingested"),
+    ]:  # fmt: skip
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            api.NrpJudge(**{"collection": "rag-tiny", **bad})
+        with pytest.raises(ConfigError, match=re.escape(message)):  # given to judge() alike
+            api.NrpJudge().judge(rag_responses=[], **bad)
+    assert api.NrpJudge(collection="rag-tiny", ranker={"relevance": "tfidf"}, skip_invalid=False)
 
 
 def test_report_without_citations_writes_no_citations_file(indexes, tmp_path):

@@ -31,7 +31,7 @@ unaffected.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,9 +136,47 @@ class NrpJudge:
 
 
 def _check_settings(settings: dict[str, Any]) -> None:
+    """A ``ConfigError`` for a setting NrpJudge lacks, or one of a type it cannot mean: a
+    workflow file's ``skip_invalid: "no"`` is a string, and a string is not false."""
     unknown = [key for key in settings if key not in SETTINGS]
     if unknown:
         raise ConfigError(f"NrpJudge has no setting {unknown[0]!r} (it has: {', '.join(SETTINGS)})")
+    for key, value in settings.items():
+        if value is not None and not _SETTING_TYPES[key](value):
+            raise ConfigError(
+                f"NrpJudge setting {key} must be {_SETTING_KINDS[key]}, not "
+                f"{type(value).__name__} {value!r}"[:300]
+            )
+
+
+def _ranker_choice(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and isinstance(v, str | Path) for k, v in value.items())
+    return isinstance(value, str | Path)
+
+
+_SETTING_TYPES: dict[str, Callable[[Any], bool]] = {
+    "collection": lambda value: isinstance(value, str),
+    "indexes": lambda value: isinstance(value, str | Path),
+    "ranker": _ranker_choice,
+    "weights": lambda value: (
+        isinstance(value, Mapping)
+        and all(
+            isinstance(k, str) and isinstance(w, int | float) and not isinstance(w, bool)
+            for k, w in value.items()
+        )
+    ),
+    "ties": lambda value: isinstance(value, str),
+    "skip_invalid": lambda value: isinstance(value, bool),
+}
+_SETTING_KINDS = {
+    "collection": "the name of an ingested collection",
+    "indexes": "a folder",
+    "ranker": "a ranker spec, a validation JSON, or a mapping of dimension to either",
+    "weights": "a mapping of dimension to a number",
+    "ties": "a tie rule's name",
+    "skip_invalid": "true or false",
+}
 
 
 def report_answers(

@@ -180,6 +180,10 @@ _ASKS = re.compile(r"\?[\"'\u201d\u2019)\]]*$")
 #: train+val: scripts/tune_guard.py) and at least ``QUOTED_WORDS`` words
 QUOTED_SHARE = 0.3
 QUOTED_WORDS = 4
+#: ``content``'s largest weight: the reward of a text of ten thousand new terms (log 1e4 = 9.2)
+#: stays far below ``FLAG_OFFSET / 2``, so that a flagged text still ranks below every other (at
+#: 1e308 every text was pushed past it and every answer came last)
+MAX_CONTENT = 100.0
 #: ``calibrate``: the share of a bound collection's judged answers each detector flags (the share
 #: of the fitting answers each was fitted to flag: ``scripts/fit_guard.py --max-flagged``)
 CALIBRATED_SHARE = 0.01
@@ -855,6 +859,8 @@ PARAMS: dict[str, Param] = {
         0.0,
         "add this times log(1 + the text's distinct content terms beyond the question) to the "
         "guarded ranker's score (0.06 for dense's cosine, chosen on MEDIQA train+val)",
+        minimum=0,
+        maximum=MAX_CONTENT,
     ),
     "quoted": Param(
         float,

@@ -679,7 +679,10 @@ _FORMULA = Param(
     "(N-df+0.5)/(df+0.5)); dph: each term's weight floored at 0); terrier: Terrier's own formula",
     choices=(NONNEGATIVE, TERRIER),
 )
-_K1 = Param(float, 1.2, "k1, term frequency saturation", minimum=0)
+#: the largest k1 and k3: far past any saturation a tuning finds (0.5-3), and small enough that
+#: ``tf * (k + 1)`` stays a finite number (at 1e308 it overflowed: every score NaN)
+MAX_SATURATION = 1000.0
+_K1 = Param(float, 1.2, "k1, term frequency saturation", minimum=0, maximum=MAX_SATURATION)
 _B = Param(float, 0.75, "b, document length normalisation", minimum=0, maximum=1)
 
 
@@ -705,7 +708,9 @@ _PARAMS: dict[str, dict[str, Param]] = {
     "bm25": {
         "k1": _K1,
         "b": _B,
-        "k3": Param(float, 8.0, "k3, query term frequency saturation", minimum=0),
+        "k3": Param(
+            float, 8.0, "k3, query term frequency saturation", minimum=0, maximum=MAX_SATURATION
+        ),
         "formula": _FORMULA,
         "stats": _STATS,
         "collection": _COLLECTION,

@@ -681,8 +681,11 @@ def test_spec_and_parameters():
         GuardRanker({}, ranker=make_ranker("guard"))
     with pytest.raises(ConfigError, match="threshold must lie in"):
         make_ranker("guard:threshold=2")
+    for bad in ("-1", "1e308"):  # 1e308 pushed every text past the floor: all answers last
+        with pytest.raises(ConfigError, match="content must be from 0 to 100"):
+            make_ranker(f"guard:content={bad}")
     with pytest.raises(ConfigError, match="content must be at least 0"):
-        make_ranker("guard:content=-1")
+        GuardRanker({"content": -1})
     assert make_ranker("guard").fingerprint() != make_ranker("guard:quoted=0").fingerprint()
     for bad in ("-1", "2"):
         with pytest.raises(ConfigError, match="quoted"):
