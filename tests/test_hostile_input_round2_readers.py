@@ -154,7 +154,8 @@ def test_a_run_matching_no_judged_document_is_a_one_line_error(demo, tmp_path):
 @pytest.mark.parametrize(
     ("spec", "problem"),
     [
-        ("bm25:k1=-1", "ranker 'bm25': parameter k1='-1' is out of range (k1 must be >= 0)"),
+        ("bm25:k1=-1",
+         "ranker 'bm25': parameter k1='-1' is out of range (k1 must be from 0 to 1000)"),
         ("bm25:b=1.5", "ranker 'bm25': parameter b='1.5' is out of range (b must be from 0 to 1)"),
         ("dense:batch=0",
          "ranker 'dense': parameter batch='0' is out of range (batch must be >= 1)"),
@@ -177,9 +178,10 @@ def test_score_refuses_a_ranker_parameter_out_of_range_in_one_line(demo, tmp_pat
     answers = tmp_path / "answers.jsonl"
     answers.write_text(json.dumps(ANSWER) + "\n")
     code, _, err = score(demo, answers, tmp_path / "out", "--ranker", "bm25:k1=-1")
-    assert one_line_error(code, err).endswith("parameter k1='-1' is out of range (k1 must be >= 0)")
+    line = one_line_error(code, err)
+    assert line.endswith("parameter k1='-1' is out of range (k1 must be from 0 to 1000)")
     code, _, err = nrp("rankers")
-    assert "    k1=1.2 (float; >= 0): k1, term frequency saturation" in err + _
+    assert "    k1=1.2 (float; from 0 to 1000): k1, term frequency saturation" in err + _
 
 
 # --- 4. YAML alias bombs, fields that must be strings, long values in errors --------------------
