@@ -12,8 +12,10 @@ are public: they hold no data, and the page asks for a token.
 
 Why twice: FastAPI reads and parses a body before it runs a route's dependencies, so without
 the middleware a request with no token but a malformed body would learn a 422 about its body
-instead of a 401. The middleware answers 401 first (authentication); the dependency then says
-whether the scope allows the route (authorization, 403).
+instead of a 401. The middleware answers 401 first (authentication); a route that reads a body
+then checks the scope before it parses it (``nrp.service.bodies.StrictJSONRoute``: a read
+token learns a 403, not whether its body parses), and the dependency checks it again for every
+route (authorization, 403).
 """
 
 from __future__ import annotations
@@ -60,9 +62,24 @@ def authenticate(config: ServiceConfig, authorization: str | None) -> str:
     return found
 
 
+def authorize(request: Request, scope: str) -> str:
+    """The scope of the request's token (``authenticate``), or HTTPException 403 when it does
+    not allow a route that needs ``scope`` (``read``: read or admin; ``admin``: admin;
+    ``review``: a reviewer or admin)."""
+    found = authenticate(request.app.state.auth_config, request.headers.get("authorization"))
+    allowed = found == "admin" or (
+        found == "read" if scope == "read" else scope == "review" and bool(reviewer_of(found))
+    )
+    if not allowed:
+        kind = "review" if reviewer_of(found) else found
+        raise HTTPException(403, f"this token's scope ({kind}) does not allow this request")
+    return found
+
+
 def require(scope: str) -> Any:
-    """A dependency that admits a request whose token has ``scope`` (``read``: read or admin;
-    ``admin``: admin; ``review``: a reviewer or admin) and gives the token's scope."""
+    """A dependency that admits a request whose token has ``scope`` (``authorize``) and gives
+    the token's scope. The check carries its scope (``required_scope``), so that a route that
+    reads a body authorizes before it parses it (``nrp.service.bodies.StrictJSONRoute``)."""
 
     async def check(  # async: checked on the event loop, no thread for a dict lookup
         request: Request,
@@ -70,15 +87,9 @@ def require(scope: str) -> Any:
         # by ``authenticate``, as the middleware reads it
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
     ) -> str:
-        found = authenticate(request.app.state.auth_config, request.headers.get("authorization"))
-        allowed = found == "admin" or (
-            found == "read" if scope == "read" else scope == "review" and bool(reviewer_of(found))
-        )
-        if not allowed:
-            kind = "review" if reviewer_of(found) else found
-            raise HTTPException(403, f"this token's scope ({kind}) does not allow this request")
-        return found
+        return authorize(request, scope)
 
+    check.required_scope = scope  # type: ignore[attr-defined]
     return Depends(check)
 
 

@@ -26,6 +26,7 @@ from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
 from nrp import api, jsontext
+from nrp.service.auth import authorize
 
 # an escaped surrogate in the raw body: only then can a parsed string hold a lone one
 _ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -101,12 +102,21 @@ class StrictJSONRequest(Request):
 
 
 class StrictJSONRoute(APIRoute):
-    """A route whose body is read with ``strict_loads``."""
+    """A route whose body is read with ``strict_loads``, after the token's scope is checked
+    (authorization first: a token the route refuses learns a 403, not whether its body
+    parses)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        scopes = [
+            d.call.required_scope
+            for d in self.dependant.dependencies
+            if hasattr(d.call, "required_scope")
+        ]
 
         async def strict(request: Request) -> Response:
+            for scope in scopes:
+                authorize(request, scope)
             return await handler(StrictJSONRequest(request.scope, request.receive))
 
         return strict

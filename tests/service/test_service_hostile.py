@@ -90,6 +90,18 @@ def test_malformed_json_without_a_token_is_401_before_the_body_is_parsed(plain, 
             assert response.json()["detail"] in ("missing bearer token", "invalid token")
 
 
+@pytest.mark.parametrize("path", ["/v1/jobs", "/v1/collections"])
+def test_a_scope_the_route_refuses_is_403_before_the_body_is_parsed(read, path):
+    """Issue 60, item 7: a read token sent malformed JSON to an admin route got a 422 about its
+    body (a valid body got 403): it learnt that the route parses bodies before it refuses.
+    Authorization comes first, whatever the body."""
+    for body in (b"{not json", b'{"collection": "x", "deep": ' + b"[" * 500 + b"]" * 500 + b"}",
+                 b'{"manifest": "m.yaml", "collection": "synth"}'):  # fmt: skip
+        response = read.post(path, content=body, headers={"Content-Type": "application/json"})
+        assert response.status_code == 403, response.text
+        assert response.json()["detail"] == "this token's scope (read) does not allow this request"
+
+
 # -- models and the data roots ---------------------------------------------------------------
 def test_a_model_name_without_a_slash_never_loads_a_folder_beside_the_server(plain, read):
     for spec in (
