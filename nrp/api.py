@@ -49,7 +49,6 @@ from nrp.answers import (
 from nrp.collection.build import default_indexes_dir, ingest
 from nrp.collection.collection import Collection, list_collections
 from nrp.collection.formats import all_formats
-from nrp.collection.formats._io import DuplicateKey, unique_keys
 from nrp.collection.formats.irds import irds_manifest
 from nrp.collection.info import collection_info, render_info
 from nrp.collection.manifest import COMBINED, DATASET_PREFIX, Manifest, first_outside, inside_roots
@@ -65,6 +64,7 @@ from nrp.executors import EXECUTOR_KINDS, make_executor, using_executor
 from nrp.executors.base import Executor
 from nrp.experiments.run import ExperimentResult, run, run_experiment
 from nrp.generation.generate import GenerationSettings, generate_answers, parse_llm
+from nrp.jsontext import DuplicateKey, unique_keys
 from nrp.llm.backends import GenerationOptions
 from nrp.meta.annotators import annotator_agreement
 from nrp.meta.labelstudio import QueryMap

@@ -1,4 +1,5 @@
-"""JSON text as nrp reads it from anything a user or a client hands over: one bound on nesting.
+"""JSON text as nrp reads it from anything a user or a client hands over: one bound on nesting,
+and no key given twice.
 
 Python's ``json`` parser recurses once per nested array or object. A line of an answers file
 nested some thousands of brackets deep raises ``RecursionError`` in it, and deeper still, where a
@@ -17,6 +18,8 @@ import json
 import re
 from typing import Any
 
+from nrp.errors import quote
+
 #: the most arrays and objects one JSON text may nest inside each other
 MAX_DEPTH = 100
 
@@ -27,6 +30,21 @@ _BYTE_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
 
 class TooDeep(json.JSONDecodeError):
     """JSON nested more than ``MAX_DEPTH`` levels: refused before it is parsed."""
+
+
+class DuplicateKey(ValueError):
+    """A JSON object that gives one key twice (``json.loads`` would keep the last silently)."""
+
+
+def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """``json.loads``' ``object_pairs_hook`` that refuses a key given twice (``DuplicateKey``):
+    what every reader of input files and request bodies passes."""
+    found: dict[str, object] = {}
+    for key, value in pairs:
+        if key in found:
+            raise DuplicateKey(f"key {quote(key)} given twice in one object")
+        found[key] = value
+    return found
 
 
 def check_depth(text: str | bytes) -> None:

@@ -33,7 +33,6 @@ id) ranks a query once. Every problem is one ``InputError`` naming the file and 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ import pandas as pd
 
 from nrp import jsontext
 from nrp.errors import InputError, quote
+from nrp.jsontext import unique_keys
 from nrp.meta.human import line_of, read_table, tie_group_grades
 from nrp.tables import require_columns
 
@@ -170,13 +170,24 @@ def read_label_studio_rankings(
 
 
 def _tasks(path: Path) -> list[Any]:
+    """The export's tasks, read as every input file is (a key given twice in one object, NaN or
+    Infinity, nesting past ``nrp.jsontext.MAX_DEPTH``: refused, as the other readers refuse
+    them, where ``json`` would keep the last key and read NaN)."""
     try:
-        tasks = jsontext.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(path, getattr(err, "lineno", None), f"not a JSON file ({err})") from None
+        tasks = jsontext.loads(
+            path.read_text(encoding="utf-8"), object_pairs_hook=unique_keys,
+            parse_constant=_no_constant,
+        )  # fmt: skip
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        line = getattr(err, "lineno", None)
+        raise InputError(path, line, f"not a JSON file ({err})") from None
     if not isinstance(tasks, list):
         raise InputError(path, None, "a Label Studio export is a JSON list of tasks")
     return tasks
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def _task_data(task: Any, where: str, path: Path) -> dict[str, Any]:
@@ -225,6 +236,14 @@ def _item_names(data: dict[str, Any], where: str, path: Path) -> dict[str, str]:
         given.add(str(name))
         names.setdefault(str(name), str(name))
         if label is not None:
+            if isinstance(label, list | dict) or not str(label).strip():
+                raise InputError(path, None, f"{where}: data.items entry {number} has an id "
+                                 f"that is no name: {quote(str(label))}")  # fmt: skip
+            if names.get(str(label), str(name)) != str(name):
+                raise InputError(
+                    path, None, f"{where}: id {quote(str(label))} names two items "
+                    f"({quote(names[str(label)])} and {quote(str(name))})",
+                )  # fmt: skip
             names[str(label)] = str(name)  # the ranker's id comes first
     return names
 

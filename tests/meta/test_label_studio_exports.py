@@ -238,6 +238,19 @@ def bad_exports(tmp_path) -> dict[str, tuple[str, str]]:
             json.dumps(export((QUERY_2, ITEMS_2, [{"completed_by": 7, "result": []}]))),
             "task 1 (id 11): one ranker result expected, found 0",
         ),
+        # issue 60, item 5: taken silently before (the last key kept, NaN an id, one item lost)
+        "dupkey.json": (
+            json.dumps(export((QUERY_2, ITEMS_2, [good]))).replace('"id": 11', '"id": 1, "id": 2'),
+            "dupkey.json: not a JSON file (key 'id' given twice in one object)",
+        ),
+        "nanid.json": (
+            json.dumps(export((QUERY_2, ITEMS_2, [good]))).replace('"id": 11', '"id": NaN'),
+            "nanid.json: not a JSON file (NaN is not a JSON value)",
+        ),
+        "sameid.json": (
+            json.dumps(export((QUERY_2, [{**i, "id": "x"} for i in ITEMS_2], [good]))),
+            "task 1 (id 11): id 'x' names two items ('a' and 'b')",
+        ),
         "nrp.json": (
             json.dumps([{"id": 1, "data": {"nrp_item": "rank-1", "items": ITEMS_2}}]),
             "task 1 (id 1): an export of an nrp review project (data.nrp_item): import it with "
@@ -249,7 +262,7 @@ def bad_exports(tmp_path) -> dict[str, tuple[str, str]]:
 @pytest.mark.parametrize(
     "name",
     ["notjson.json", "noitems.json", "unknown.json", "unmapped.json",
-     "twice.json", "noranker.json", "nrp.json"],
+     "twice.json", "noranker.json", "nrp.json", "dupkey.json", "nanid.json", "sameid.json"],
 )  # fmt: skip
 @pytest.mark.parametrize("command", ["meta", "annotators"])
 def test_a_bad_export_is_one_line_and_exit_2(files, nrp_here, name, command):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from nrp import jsontext
 from nrp.errors import InputError, clip, quote
+from nrp.jsontext import DuplicateKey, unique_keys
 
 #: the most characters one CSV/TSV field may hold. Real documents (CLEF pages) exceed csv's 128 KiB
 #: default; a larger field is refused as an error naming its line (most often a quote left open
@@ -208,20 +209,6 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
         if not isinstance(value, dict):
             raise InputError(path, number, f"expected a JSON object, found {type(value).__name__}")
         yield number, value
-
-
-class DuplicateKey(ValueError):
-    """A JSON object that gives one key twice (``json.loads`` would keep the last silently)."""
-
-
-def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    """``json.loads``' ``object_pairs_hook`` that refuses a key given twice (``DuplicateKey``)."""
-    found: dict[str, object] = {}
-    for key, value in pairs:
-        if key in found:
-            raise DuplicateKey(f"key {quote(key)} given twice in one object")
-        found[key] = value
-    return found
 
 
 def loads_strict(text: str) -> object:
