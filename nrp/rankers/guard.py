@@ -123,7 +123,7 @@ import numpy as np
 import pandas as pd
 
 from nrp import jsontext
-from nrp.errors import ConfigError, InputError, NrpError
+from nrp.errors import ConfigError, InputError, ModelError, NrpError
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
 from nrp.rankers.fusion import (
@@ -312,6 +312,14 @@ class GuardModel:
         unknown = [f for f in model.features if f not in FEATURES]
         if unknown or len(model.weights) != len(model.features):
             raise ValueError(f"unknown features {unknown} or weights of another length")
+        numbers = [*model.weights, model.intercept, *model.answer_direction, model.answer_offset]
+        if not all(math.isfinite(x) for x in numbers):
+            raise ValueError("a weight, intercept or offset that is not a finite number")
+        if not 0 < model.threshold <= 1 or not 0 <= model.floor_evidence < math.inf:
+            raise ValueError(
+                f"threshold {model.threshold} (must lie in (0, 1]) or floor_evidence "
+                f"{model.floor_evidence} (must be a finite number >= 0)"
+            )
         if root:
             read = {f for detector in (model, *model.also) for f in detector.features}
             if read & {"idf_new", "oov_new"} and not model.reference_documents:
@@ -838,7 +846,7 @@ PARAMS: dict[str, Param] = {
         "the ranker guarded (its own parameters separated by ;, as in fuse: bm25;k1=0.9)",
         nested=True,
     ),
-    "model": Param(str, "", "a fitted guard model file (default: the packaged one)", kind="path"),
+    "model": Param(str, "", "a fitted guard model file (default: the packaged one)", kind="model"),
     "threshold": Param(
         float,
         -1.0,
@@ -910,9 +918,16 @@ class GuardRanker(Ranker):
 
     @cached_property
     def model(self) -> GuardModel:
-        """The fitted model, read once per ranker (it is read on every scoring call)."""
+        """The fitted model, read once per ranker (it is read on every scoring call). A file
+        that is none is a ``ModelError`` (the CLI says why; the service answers as for any model
+        it does not offer, and tells nothing of the file)."""
         path = str(self.params["model"])
-        return GuardModel.from_json(path) if path else packaged_model()
+        if not path:
+            return packaged_model()
+        try:
+            return GuardModel.from_json(path)
+        except InputError as error:
+            raise ModelError(str(error), spec="guard", param="model", value=path) from None
 
     def parts(self) -> tuple[Ranker, ...]:
         return (self.ranker,)

@@ -46,10 +46,10 @@ from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from nrp.errors import NrpError
+from nrp.errors import ModelError, NrpError
 from nrp.service.config import ServiceConfig
 from nrp.service.disclosure import internal_error, redact_paths
-from nrp.service.inputs import RequestError
+from nrp.service.inputs import ModelPlaces, RequestError
 from nrp.service.middleware import Authenticate, BodyLimit, Observe
 from nrp.service.routes import ROUTERS
 from nrp.service.routes.review import open_desks
@@ -128,9 +128,15 @@ async def _request_error(request: Request, err: RequestError) -> JSONResponse:
 
 async def _nrp_error(request: Request, err: NrpError) -> JSONResponse:
     # bad input, a bad spec or option (ConfigError): the request cannot be served as sent; the
-    # library's message names server files, which the caller knows relative to a root
-    roots = request.app.state.service.config.server_roots
-    return JSONResponse({"detail": redact_paths(str(err), roots)}, status_code=422)
+    # library's message names server files, which the caller knows relative to a root; a model
+    # the library refused is a model the server does not offer, nothing more (the worker's rule)
+    config = request.app.state.service.config
+    if isinstance(err, ModelError):
+        log.warning("model refused", extra={"fields": {"error": str(err)}})
+        places = ModelPlaces.of(config)
+        refusal = places.refusal(err.what, places.as_sent(err.value))
+        return JSONResponse({"detail": str(refusal)}, status_code=422)
+    return JSONResponse({"detail": redact_paths(str(err), config.server_roots)}, status_code=422)
 
 
 async def _internal_error(request: Request, err: Exception) -> JSONResponse:

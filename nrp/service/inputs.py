@@ -171,8 +171,9 @@ class ModelPlaces:
 
 
 def _is_model_place(path: Path) -> bool:
-    """A model lives in a folder (a GGUF file for a local LLM): any other file is none."""
-    return path.is_dir() or (path.is_file() and path.suffix == ".gguf")
+    """A model lives in a folder (a GGUF file for a local LLM, a JSON file for a fitted guard):
+    any other file is none."""
+    return path.is_dir() or (path.is_file() and path.suffix in (".gguf", ".json"))
 
 
 def check_spec_paths(

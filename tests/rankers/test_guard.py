@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nrp.errors import ConfigError, InputError
+from nrp.errors import ConfigError
 from nrp.rankers.guard import (
     FEATURES,
     FLAG_OFFSET,
@@ -695,10 +695,24 @@ def test_spec_and_parameters():
             make_ranker(f"guard:calibrate={bad}")
 
 
-def test_a_bad_model_file_is_one_input_error(tmp_path):
+def test_a_bad_model_file_is_one_model_error(tmp_path):
+    """A ``ModelError`` (a ``ConfigError``: one line in the CLI; the service answers "not a
+    model this server offers" and tells nothing of the file). A NaN threshold scored before
+    (issue 60, item 4)."""
+    from nrp.errors import ModelError
+
     bad = tmp_path / "guard.json"
     bad.write_text('{"features": ["nope"], "weights": [1], "intercept": 0, "threshold": 0.5}')
-    with pytest.raises(InputError, match="unknown features"):
+    with pytest.raises(ModelError, match="unknown features"):
         _ = make_ranker(f"guard:model={bad}").model
-    with pytest.raises(InputError, match="file not found"):
+    with pytest.raises(ModelError, match="file not found"):
         _ = make_ranker(f"guard:model={tmp_path / 'missing.json'}").model
+    for field, value in (("threshold", "NaN"), ("threshold", "0"), ("intercept", "Infinity"),
+                         ("floor_evidence", "-1")):  # fmt: skip
+        values = {"threshold": "0.5", "intercept": "0", field: value}
+        bad.write_text(f'{{"features": ["log_novel"], "weights": [1], "intercept": '
+                       f'{values["intercept"]}, "threshold": {values["threshold"]}'
+                       + (f', "floor_evidence": {value}' if field == "floor_evidence" else "")
+                       + "}")  # fmt: skip
+        with pytest.raises(ModelError, match="not a guard model"):
+            _ = make_ranker(f"guard:model={bad}").model

@@ -153,10 +153,11 @@ def test_a_file_of_a_ranker_inside_a_fusion_lies_in_the_data_roots(tmp_path):
     for value in ("/etc/passwd", "guard.json"):
         with pytest.raises(RequestError) as err:
             canonical(f"fuse:rankers=bm25+guard:ranker=bm25;model={value}")
-        assert (err.value.status, str(err.value)) == (
+        assert (err.value.status, str(err.value)) == (  # a guard's model file is a model
             422,
-            f"ranker 'fuse': its ranker 'guard' parameter model: {value!r} is not an absolute "
-            "path inside the data roots",
+            f"ranker 'fuse': its ranker 'guard' parameter model: {value!r} is not a model this "
+            "server offers (it offers: minilm, mpnet; or an absolute folder inside its data "
+            "roots)",
         )
 
 

@@ -130,6 +130,31 @@ def test_a_model_the_loader_refuses_is_refused_as_unknown_and_the_log_has_the_de
     assert len(logged) == 1
 
 
+def test_a_guard_model_file_is_refused_as_a_model_the_server_does_not_offer(plain, read):
+    """Issue 60, item 4: ``guard:model=NAME`` told a read token which files exist (a file beside
+    the server "outside the data roots", a missing one "file not found"), quoted pieces of a
+    data-root file ("could not convert string to float: 'SECRET'"), and scored with a NaN
+    threshold. Now every one is the refusal a model folder gets, and a fitted model in a data
+    root scores."""
+    from nrp.rankers.guard import GuardModel
+
+    data, cwd = plain["root"] / "data", plain["root"] / "cwd"
+    (cwd / "beside.json").write_text("{}")
+    (data / "secret-guard.json").write_text(json.dumps({"features": [SECRET]}) + "\nextra")
+    nan = {"features": ["log_novel"], "weights": [1.0], "intercept": 0.0, "threshold": "NaN"}
+    (data / "nan-guard.json").write_text(json.dumps(nan).replace('"NaN"', "NaN"))
+    GuardModel(("log_novel",), (1.0,), 0.0, 0.5).to_json(data / "fitted-guard.json")
+    offers = "(it offers: minilm, mpnet; or a folder relative to one of its data roots)"
+    for name in ("beside.json", "missing.json", "secret-guard.json", "nan-guard.json"):
+        response = read.post("/v1/score", json=score_body(f"guard:ranker=bm25,model={name}"))
+        assert response.status_code == 422, response.text
+        assert response.json()["detail"] == (
+            f"ranker 'guard' parameter model: {name!r} is not a model this server offers {offers}"
+        )
+    response = read.post("/v1/score", json=score_body("guard:ranker=bm25,model=fitted-guard.json"))
+    assert response.status_code == 200, response.text
+
+
 def test_an_unexpected_error_in_a_route_is_a_json_500_with_an_error_id(plain, read):
     broken = plain["root"] / "indexes" / "zz-broken"
     broken.mkdir()
