@@ -196,7 +196,7 @@ def test_a_run_of_one_part_keeps_the_rows_of_the_others(ran):
         (["--epochs", "x"], "argument --epochs: invalid int value: 'x'"),
         (["--also", "nowhere"], "training collection 'nowhere' is not one of"),
         (["--also-query", "summary", "summary"], "also_query names a field twice"),
-        (["--lr", "0"], "training: lr must be above 0, got 0.0"),
+        (["--lr", "0"], "training: lr must be a finite number above 0, got 0.0"),
         (["--base", "nowhere"], "base model folder nowhere does not exist"),
     ],
 )

@@ -115,7 +115,12 @@ def frozen_layers(model: Any, train_layers: int) -> int:
             f"train_layers={train_layers} needs a BERT-style encoder (embeddings and "
             f"encoder.layer); {type(model).__name__} is not: use train_layers=0"
         )
-    return max(0, len(layers) - train_layers)
+    if train_layers > len(layers):
+        raise ConfigError(
+            f"train_layers={train_layers} is more than the model's {len(layers)} layers (0 trains "
+            "them all, and the embeddings)"
+        )
+    return len(layers) - train_layers
 
 
 def freeze(model: Any, frozen: int) -> list[Any]:

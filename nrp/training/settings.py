@@ -3,6 +3,7 @@ the output folder, as one object; checked (``checked``) before anything is read 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -63,12 +64,13 @@ class TrainSettings:
             ("folds", self.folds >= 2, "at least 2"),
             ("epochs", self.epochs >= 1, "at least 1"),
             ("batch", self.batch >= 2, "at least 2 (pairs need two documents)"),
-            ("lr", self.lr > 0, "above 0"),
+            ("lr", 0 < self.lr < math.inf, "a finite number above 0"),
             ("warmup", 0 <= self.warmup < 1, "in [0, 1)"),
             ("weight_decay", self.weight_decay >= 0, "at least 0"),
             ("max_length", self.max_length >= 8, "at least 8"),
             ("train_layers", self.train_layers >= 0, "at least 0"),
             ("max_steps", self.max_steps >= 0, "at least 0"),
+            ("seed", 0 <= self.seed < 2**32, "from 0 to 2**32 - 1 (a random generator's seed)"),
         ]
         for name, ok, what in limits:
             if not ok:

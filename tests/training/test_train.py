@@ -217,6 +217,11 @@ def test_a_question_asked_twice_is_left_out_of_the_other_fold_model(built, tmp_p
         (["--also", "nowhere"], "unknown collection 'nowhere'"),
         (["--folds", "1"], "training: folds must be at least 2, got 1"),
         (["--base", "BROKEN"], "/broken: no usable tokenizer"),
+        # issue 60, item 6: each of these started training before
+        (["--lr", "inf"], "training: lr must be a finite number above 0, got inf"),
+        (["--seed", "-1"], "training: seed must be from 0 to 2**32 - 1 (a random generator's "
+         "seed), got -1"),
+        (["--train-layers", "999"], "train_layers=999 is more than the model's 2 layers"),
     ],
     ids=[
         "one-grade",
@@ -226,6 +231,9 @@ def test_a_question_asked_twice_is_left_out_of_the_other_fold_model(built, tmp_p
         "no-collection",
         "one-fold",
         "broken",
+        "lr-inf",
+        "seed-negative",
+        "layers-over",
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(built, tmp_path, capsys, args, problem):
