@@ -49,6 +49,7 @@ TOKENS = [
     b".W", b"{", b"}", b"[", b"]", b":", b"- ", b"\\", b"#", b"!!binary", b"&a;", b"*a", b"? ",
     b"=", b"x" * 300, b"\x0c", b"sample", b'"sample": 1180591620717411303424',
     b"relevance: {grades: {0: a}}\n", b"path: /etc/passwd", b"../", b"allow_outside_root: true\n",
+    b"[" * 3000, b'{"x": ' * 300,  # nesting past nrp.jsontext's bound (issue 60)
 ]  # fmt: skip
 
 

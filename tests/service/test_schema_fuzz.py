@@ -143,3 +143,45 @@ def test_no_route_answers_5xx_or_a_server_path(server, label):
 
     check()
     assert not found, "\n".join(found[:10])
+
+
+#: bodies no schema draws (issue 60): nesting far past any bound, a body past the size limit,
+#: top-level values of the wrong type, NaN and Infinity, a lone surrogate, a key twice, an
+#: integer of 5,000 digits, invalid UTF-8; each inside a valid-looking object too
+ADVERSARIAL = [
+    b"[" * 20_000 + b"]" * 20_000,
+    b'{"collection": "synth", "answers": ' + b"[" * 20_000 + b"]" * 20_000 + b"}",
+    b'{"collection": "synth", "rankers": "bm25", "pad": "' + b"x" * 300_000 + b'"}',
+    b"[]", b'"x"', b"1", b"null", b"true",
+    b'{"collection": "synth", "rankers": "bm25", "weights": {"relevance": NaN}}',
+    b'{"collection": "synth", "rankers": "bm25", "weights": {"relevance": Infinity}}',
+    b'{"collection": "synth", "rankers": "bm25\\ud800"}',
+    b'{"collection": "synth", "collection": "other"}',
+    b'{"collection": "synth", "sample": ' + b"9" * 5_000 + b"}",
+    b'{"collection": "\xff\xfe"}',
+]  # fmt: skip
+BODY_ROUTES = [
+    ("POST", "/v1/score"),
+    ("POST", "/v1/jobs"),
+    ("POST", "/v1/collections"),
+    ("PUT", "/v1/review/projects/fuzz/items/grade:a1"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
+def test_adversarial_bodies_get_a_4xx_and_the_server_stays_ready(server, method, path):
+    running, root = server
+    found = []
+    for scope, token in TOKENS.items():
+        with running.client(token) as client:
+            for body in ADVERSARIAL:
+                response = client.request(
+                    method, path, content=body, headers={"Content-Type": "application/json"}
+                )
+                problem = _problem(response, root)
+                if problem is not None or not 400 <= response.status_code < 500:
+                    found.append(f"{scope} {body[:60]!r}: {response.status_code} "
+                                 f"{response.text[:200]}")  # fmt: skip
+    with running.client(None) as anonymous:
+        assert anonymous.get("/readyz").json()["worker"] == "ready"
+    assert not found, "\n".join(found[:10])
