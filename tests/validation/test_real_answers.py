@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from test_validity_selection import MANIFEST, QuestionOverlap
 
 from nrp import Collection, ingest
-from nrp.rankers.base import Ranker
 from nrp.rankers.guard import GuardModel, GuardRanker
 from nrp.validation import ValidationResult, validate
 from nrp.validation.validity import (
@@ -28,17 +28,6 @@ from nrp.validation.validity import (
     with_real_answers,
 )
 
-MANIFEST = """\
-name: remedies
-data_root: .
-dimensions:
-  relevance:
-    grades: {0: wrong, 1: partial, 2: good}
-sources:
-  - {format: table, path: topics.tsv, holds: topics}
-  - {format: table, path: docs.tsv, holds: documents}
-  - {format: trec-qrels, path: rel.qrels, dimension: relevance}
-"""
 TOPICS = {"q1": "knee pain", "q2": "dry cough", "q3": "sore throat", "q4": "back pain"}
 #: qid -> its two judged answers (both relevant) and the new content terms each adds
 DOCS = {
@@ -57,42 +46,33 @@ REAL = [
 ]  # fmt: skip
 
 
-class QuestionOverlap(Ranker):
-    """Score = the share of the question's words found in the text: an echo scores 1."""
-
-    name = "question_overlap"
-
-    def score_frame(self, frame: pd.DataFrame) -> np.ndarray:
-        def words(text: str) -> set[str]:
-            return {w.strip("?.,").lower() for w in text.split()}
-
-        return np.array(
-            [
-                len(words(q) & words(t)) / len(words(q))
-                for q, t in zip(frame["query"], frame["text"], strict=True)
-            ]
-        )
+def _collection(root: Path, name: str, topics: dict, docs: dict, qrels: str) -> Collection:
+    """A collection of ``topics`` (qid -> query), ``docs`` (docno -> text) and TREC ``qrels``,
+    ingested under ``root``."""
+    data = root / "data"
+    data.mkdir()
+    (data / "manifest.yaml").write_text(MANIFEST.replace("name: answers", f"name: {name}"))
+    (data / "topics.tsv").write_text(
+        "qid\tquery\n" + "".join(f"{q}\t{t}\n" for q, t in topics.items())
+    )
+    (data / "docs.tsv").write_text(
+        "docno\ttext\n" + "".join(f"{d}\t{t}\n" for d, t in docs.items())
+    )
+    (data / "rel.qrels").write_text(qrels)
+    ingest(data / "manifest.yaml", indexes_dir=root / "ix")
+    return Collection.load(name, root / "ix")
 
 
 @pytest.fixture(scope="module")
 def remedies(tmp_path_factory) -> Collection:
     root = tmp_path_factory.mktemp("real")
-    data = root / "data"
-    data.mkdir()
-    (data / "manifest.yaml").write_text(MANIFEST)
-    (data / "topics.tsv").write_text(
-        "qid\tquery\n" + "".join(f"{q}\t{t}\n" for q, t in TOPICS.items())
-    )
-    docs = [(d, text) for rows in DOCS.values() for d, text, _ in rows]
-    (data / "docs.tsv").write_text("docno\ttext\n" + "".join(f"{d}\t{t}\n" for d, t in docs))
-    (data / "rel.qrels").write_text(
-        "".join(f"{q} 0 {d} 2\n" for q, rows in DOCS.items() for d, _, _ in rows)
-    )
-    ingest(data / "manifest.yaml", indexes_dir=root / "ix")
+    docs = {d: text for rows in DOCS.values() for d, text, _ in rows}
+    qrels = "".join(f"{q} 0 {d} 2\n" for q, rows in DOCS.items() for d, _, _ in rows)
+    collection = _collection(root, "remedies", TOPICS, docs, qrels)
     # floored on any evidence (a detector below its threshold at all), and on half (ln 2)
     GuardModel(("log_novel",), (1.0,), 0.0, 0.99, floor_evidence=0.0).to_json(root / "novel.json")
     GuardModel(("log_novel",), (1.0,), 0.0, 0.99).to_json(root / "half.json")
-    return Collection.load("remedies", root / "ix")
+    return collection
 
 
 def _guard(collection: Collection, model_file: str = "novel.json") -> GuardRanker:
@@ -245,17 +225,6 @@ def test_the_cli_reports_real_answers_and_refuses_a_bad_file_before_any_work(rem
     assert not (remedies.path / "validation.json").exists()
 
 
-METFORMIN = """\
-name: metformin
-data_root: .
-dimensions:
-  relevance:
-    grades: {0: wrong, 1: partial, 2: good}
-sources:
-  - {format: table, path: topics.tsv, holds: topics}
-  - {format: table, path: docs.tsv, holds: documents}
-  - {format: trec-qrels, path: rel.qrels, dimension: relevance}
-"""
 QUESTION = "Should my 85 year old father stop his metformin?"
 JUDGED = {
     "m1": "Lactic acidosis is a rare but serious side effect of metformin. The risk is higher in "
@@ -279,16 +248,7 @@ LABEL = (
 @pytest.fixture(scope="module")
 def metformin(tmp_path_factory) -> Collection:
     root = tmp_path_factory.mktemp("metformin")
-    data = root / "data"
-    data.mkdir()
-    (data / "manifest.yaml").write_text(METFORMIN)
-    (data / "topics.tsv").write_text(f"qid\tquery\nm\t{QUESTION}\n")
-    (data / "docs.tsv").write_text(
-        "docno\ttext\n" + "".join(f"{d}\t{t}\n" for d, t in JUDGED.items())
-    )
-    (data / "rel.qrels").write_text("m 0 m1 2\nm 0 m2 2\nm 0 m3 1\n")
-    ingest(data / "manifest.yaml", indexes_dir=root / "ix")
-    return Collection.load("metformin", root / "ix")
+    return _collection(root, "metformin", {"m": QUESTION}, JUDGED, "m 0 m1 2\nm 0 m2 2\nm 0 m3 1\n")
 
 
 def test_a_drug_label_sentence_one_detector_doubts_keeps_its_place_and_an_echo_does_not(

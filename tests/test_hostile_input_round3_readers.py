@@ -1,5 +1,8 @@
-"""Hostile input, third round (issue 60, item 1): JSON nested deeper than any input needs, in every
-file a user hands over. Python's parser recursed once per level (a RecursionError traceback at a
+"""Hostile input, third round (issue 60), the readers' items: JSON nested deeper than any input
+needs, in every file a user hands over (item 1), and numbers inside a parameter's range where the
+arithmetic does not hold (item 3, below).
+
+Item 1. Python's parser recursed once per level (a RecursionError traceback at a
 thousand levels) and pyarrow's JSON reader overflowed the stack at twenty thousand (a segfault,
 exit 139, killing a service's worker with it). Every reader now checks the nesting first
 (``nrp.jsontext``): one line ``nrp: error: FILE:LINE: ... nested more than 100 levels deep``,
@@ -9,12 +12,14 @@ fails the test instead of ending the test run."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
-from test_hostile_input import DEMO
+from test_hostile_input import DEMO, nrp, one_line_error
 
 from nrp import jsontext
 
@@ -122,3 +127,52 @@ def test_a_deeply_nested_validation_or_guard_model_file_is_one_line(demo, tmp_pa
                       "--indexes", demo, cwd=tmp_path)  # fmt: skip
     refused(code, err, f"{deep}")
     assert not (tmp_path / "out").exists()
+
+
+# --- item 3: ranges where the arithmetic holds ---------------------------------------------------
+# Hostile input, third round (issue 60, item 3): numbers inside a parameter's range where the
+# arithmetic does not hold. ``bm25:k1=1e308`` (and tfidf's, and k3) overflowed ``tf * (k1 + 1)``:
+# every score NaN, a ValueError traceback in ``nrp score``, an IntegrityError in ``nrp validate``
+# (a NaN stored as NULL); ``guard:content=1e308`` pushed every text past the guard's floor, every
+# answer last with no warning. The ranges now end where the arithmetic holds (k1, k3 at most 1000;
+# content at most 100): one line, exit 2, nothing written; the largest value scores.
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("bm25:k1=1e308", "ranker 'bm25': parameter k1='1e308' is out of range (k1 must be from 0 "
+         "to 1000)"),
+        ("tfidf:k1=1e200", "ranker 'tfidf': parameter k1='1e200' is out of range (k1 must be from "
+         "0 to 1000)"),
+        ("bm25:k3=1e308", "ranker 'bm25': parameter k3='1e308' is out of range (k3 must be from 0 "
+         "to 1000)"),
+        ("guard:ranker=bm25,content=1e308", "ranker 'guard': parameter content='1e308' is out of "
+         "range (content must be from 0 to 100)"),
+    ],
+)  # fmt: skip
+def test_a_number_past_where_the_arithmetic_holds_is_one_line(demo, tmp_path, spec, message):
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps(ANSWER) + "\n")
+    out = tmp_path / "out"
+    scored = nrp("score", "demo", answers, "--ranker", spec, "--out", out, "--indexes", demo)
+    assert one_line_error(*scored[::2]).endswith(message)
+    assert not out.exists()
+    validated = nrp("validate", "demo", "--rankers", f"{spec},tfidf", "--no-validity",
+                    "--out", tmp_path / "v.json", "--indexes", demo)  # fmt: skip
+    assert one_line_error(*validated[::2]).endswith(message)
+    assert not (tmp_path / "v.json").exists()
+
+
+def test_the_largest_values_in_range_score_finite_numbers(demo, tmp_path):
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps(ANSWER) + "\n")
+    for spec in ("bm25:k1=1000,k3=1000", "tfidf:k1=1000", "guard:ranker=bm25,content=100"):
+        out = tmp_path / spec.replace(":", "_").replace(",", "_").replace("=", "_")
+        code, _, err = nrp("score", "demo", answers, "--ranker", spec, "--out", out,
+                           "--indexes", demo)  # fmt: skip
+        assert code == 0, err
+        results = pd.read_parquet(out / "results.parquet")
+        ranked = results[results["dimension"] != "weighted"]  # (a weighted row has no score)
+        assert len(ranked) == 2 and all(math.isfinite(v) for v in ranked["score"])  # two dimensions
+        assert results["nrp"].notna().all()
