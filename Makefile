@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup setup-mpnet test demo bench lint format clean openapi loadtest
+.PHONY: setup setup-mpnet test test-quick demo bench lint format clean openapi loadtest
 
 setup: $(VENV)/.installed
 	@# Headless Chromium renders the HTML report in its test (skipped without it). Installed
@@ -38,6 +38,13 @@ setup-mpnet: setup
 test: setup
 	$(BIN)/lint-imports
 	$(BIN)/pytest -q
+
+# The inner loop: every test that takes at most about two seconds (the layer contracts first);
+# `make test` runs them all, as CI does. What counts as slow: tests/conftest.py's SLOW and the
+# files marked `slow` themselves.
+test-quick: setup
+	$(BIN)/lint-imports
+	$(BIN)/pytest -q -m "not slow"
 
 # The whole pipeline on the demo collection (SmolLM2 answers 4 queries under 2 prompts; a few
 # minutes on 2 CPU cores, seconds when run again: every step is cached). Ends with the report.

@@ -64,3 +64,55 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+#: the tests (or whole files, where a module fixture is what costs) that take more than about two
+#: seconds on 2 cores beside those marked ``slow`` in their own file (``pytest --durations``):
+#: ``make test-quick`` (``pytest -m "not slow"``) leaves them out, ``make test`` runs them all
+SLOW = (
+    "tests/test_notebook_example.py",  # validates MEDIQA with every default ranker (211 s)
+    "tests/validation/test_validation_mediqa.py",
+    "tests/validation/test_guard_outside_forms.py",
+    "tests/validation/test_guard_calibration_clef.py",
+    "tests/experiments/test_run_experiment.py",
+    "tests/test_trained_rankers_study.py",
+    "tests/test_cli_nrp.py::test_a_reader_that_stops_reading_ends_the_command_quietly_with_141",
+    "tests/test_cli_nrp.py::test_a_damaged_validation_json_is_a_one_line_error_naming_it",
+    "tests/test_cli_nrp.py::test_score_summary_agreement_on_the_demo",
+    "tests/test_cli_nrp.py::test_a_ranker_spec_ending_in_json_is_a_ranker_and_a_missing_",
+    "tests/test_cli_nrp.py::test_score_rejects_an_unknown_qid_in_one_line",
+    "tests/test_cli_validate.py",
+    "tests/validation/test_validity_selection.py::test_the_cli_prints_who_was_passed_over_and_why",
+    "tests/rankers/test_term_arrays.py::test_every_line_of_the_shared_files_equals_analyse",
+    "tests/test_pyterrier_example.py",
+    "tests/validation/test_validation_statistics.py::test_holm_and_bonferroni_equal_statsmodels_",
+    "tests/test_score_blocks.py::test_parquet_from_blocks_keeps_the_row_groups_and_bytes_of_to_",
+    "tests/training/",
+    "tests/probes/",
+    "tests/review/test_review_browser.py",
+    "tests/review/test_review_server.py",
+    "tests/evaluators/test_reference_based.py",
+    "tests/evaluators/test_rouge.py",
+    "tests/test_ingest.py::test_cli_ingest_collections_info",
+    "tests/validation/test_real_answers.py::test_the_cli_reports_real_answers_and_refuses_a_bad_",
+    "tests/rankers/test_lexical.py::test_porter_port_equals_nltk_on_every_distinct_token",
+    "tests/test_plugins.py",
+    "tests/formats/test_irds.py",
+    "tests/test_trec_runs_out.py",
+    "tests/test_progress.py",
+    "tests/rankers/test_fusion.py::test_fitted_fusion_",
+    "tests/test_hostile_input_round3_readers.py",  # each reader in a child process
+    "tests/test_flags.py::test_flags_aside_shares_the_slices_and_gives_the_bytes_of_flag_answers",
+    "tests/service/",
+    "tests/rankers/test_t5.py::test_batched_sentencepiece_ids_equal_the_tokenizers_own",
+    "tests/positioning/test_injection.py::test_monot5_fast_equals_full",
+    "tests/meta/test_cli_meta.py::test_meta_writes_tables_with_hand_values",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests of ``SLOW`` (a file, a folder, or a test id's start) ``slow``."""
+    for item in items:
+        node = item.nodeid
+        if any(node == s or node.startswith(s) for s in SLOW):
+            item.add_marker(pytest.mark.slow)
