@@ -112,7 +112,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import cache, cached_property
 from itertools import pairwise
@@ -771,9 +771,9 @@ def evidence_of(shares: np.ndarray) -> np.ndarray:
 
 def flooring_evidence(evidence: np.ndarray, share: float) -> float:
     """The least floor of evidence at which at most ``share`` of ``evidence`` (real answers')
-    lies above it: the ``floor(share * n) + 1``-th largest."""
-    ordered = np.sort(np.asarray(evidence, dtype=float))[::-1]
-    return float(ordered[min(len(ordered) - 1, int(np.floor(share * len(ordered))))])
+    lies above it: the ``floor(share * n) + 1``-th largest (``flagging_threshold`` of the
+    evidence turned round)."""
+    return -flagging_threshold(-np.asarray(evidence, dtype=float), share)
 
 
 def floored(evidence: np.ndarray, floor: float) -> np.ndarray:
@@ -1034,9 +1034,8 @@ class GuardRanker(Ranker):
         being no answer (``GuardModel.evidence``) and whether it is flagged, and floored
         (``flagged``: the evidence above the model's ``floor_evidence``, ``floored``)."""
         table = self.features().frame(*_queries_and_texts(frame))
-        given = float(self.params["threshold"])
         detectors = self.detectors()
-        shares = detectors.shares(table, None if given == -1.0 else given)
+        shares = detectors.shares(table, self._given_threshold)
         evidence = evidence_of(shares)
         return table.assign(
             answer_share=shares.min(axis=1),
@@ -1056,36 +1055,52 @@ class GuardRanker(Ranker):
             self._detectors = self._calibrated(share)
         return self._detectors
 
-    def _calibration_key(self, share: float, *more: Any) -> str:
-        """A key of what calibration reads (model, encoder, feature definitions, rule, share,
-        the collection's questions and judged answers) and ``more``: the name of a file kept
-        beside the collection."""
-        rows = [(q, t) for q, docs in self._documents.items() for t in docs]
+    @property
+    def _given_threshold(self) -> float | None:
+        """``threshold=``: the first detector's threshold, None for the model's own (-1)."""
+        given = float(self.params["threshold"])
+        return None if given == -1.0 else given
+
+    def _judged_rows(self) -> list[tuple[str, str]]:
+        """(question, judged answer) of the bound collection: what calibration reads."""
+        return [(q, t) for q, docs in self._documents.items() for t in docs]
+
+    def _kept(self, kind: str, key: list[Any], compute: Callable[[], Any], read: Callable) -> Any:
+        """What ``compute`` gives (JSON), kept beside the collection in
+        ``guard-KIND-KEY.json`` (``KEY``: a hash of what calibration reads and ``key``) and
+        read back with ``read`` by the next guard; a file that cannot be read is computed and
+        written again, a folder that cannot be written keeps nothing."""
+        rows = self._judged_rows()
         digest = hashlib.sha256(
             json.dumps([self.model.digest, self.features().encoder.fingerprint(),
-                        FEATURE_DEFINITIONS, CALIBRATION, share, self._others, rows,
-                        *more]).encode("utf-8", "surrogatepass")
+                        FEATURE_DEFINITIONS, CALIBRATION, *key[:1], self._others, rows,
+                        *key[1:]]).encode("utf-8", "surrogatepass")
         )  # fmt: skip
-        return digest.hexdigest()[:24]
-
-    def _calibrated(self, share: float) -> GuardModel:
-        features = self.features()
-        rows = [(q, t) for q, docs in self._documents.items() for t in docs]
-        name = f"guard-thresholds-{self._calibration_key(share)}.json"
-        path = self._store / name if self._store is not None else None
+        path = None
+        if self._store is not None:
+            path = self._store / f"guard-{kind}-{digest.hexdigest()[:24]}.json"
         if path is not None and path.is_file():
             with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-                return _with_thresholds(self.model, json.loads(path.read_text(encoding="utf-8")))
-        table = features.frame([q for q, _ in rows], [t for _, t in rows])
-        calibrated = self.model.calibrated(table, share)
-        kept = {
-            "thresholds": [d.threshold for d in (calibrated, *calibrated.also)],
-            "floor_evidence": calibrated.floor_evidence,
-        }
+                return read(json.loads(path.read_text(encoding="utf-8")))
+        found = compute()
         if path is not None:
-            with contextlib.suppress(OSError):  # a folder that cannot be written keeps nothing
-                write_aside(path, lambda part: part.write_text(json.dumps(kept) + "\n"))
-        return calibrated
+            with contextlib.suppress(OSError):
+                write_aside(path, lambda part: part.write_text(json.dumps(found) + "\n"))
+        return read(found)
+
+    def _calibrated(self, share: float) -> GuardModel:
+        def compute() -> dict[str, Any]:
+            rows = self._judged_rows()
+            table = self.features().frame([q for q, _ in rows], [t for _, t in rows])
+            calibrated = self.model.calibrated(table, share)
+            return {
+                "thresholds": [d.threshold for d in (calibrated, *calibrated.also)],
+                "floor_evidence": calibrated.floor_evidence,
+            }
+
+        return self._kept(
+            "thresholds", [share], compute, lambda kept: _with_thresholds(self.model, kept)
+        )
 
     def guarded(self) -> Ranker:
         return self.ranker
@@ -1098,26 +1113,18 @@ class GuardRanker(Ranker):
         collection (``guard-crossfit-KEY.json``). None unbound, with ``calibrate=0`` or with
         fewer than two questions."""
         share = float(self.params["calibrate"])
-        questions = list(self._documents)
-        if share <= 0 or folds < 2 or len(questions) < 2:
+        if share <= 0 or folds < 2 or len(self._documents) < 2:
             return None
-        given = float(self.params["threshold"])
-        name = f"guard-crossfit-{self._calibration_key(share, folds, seed, given)}.json"
-        path = self._store / name if self._store is not None else None
-        if path is not None and path.is_file():
-            with contextlib.suppress(OSError, ValueError, TypeError):
-                answers, floored = json.loads(path.read_text(encoding="utf-8"))
-                return int(answers), int(floored)
-        found = self._cross_fitted(share, folds, seed, given)
-        if path is not None:
-            with contextlib.suppress(OSError):  # a folder that cannot be written keeps nothing
-                write_aside(path, lambda part: part.write_text(json.dumps(list(found)) + "\n"))
-        return found
+        key = [share, folds, seed, float(self.params["threshold"])]
+        return self._kept(
+            "crossfit", key, lambda: list(self._cross_fitted(share, folds, seed)),
+            lambda kept: (int(kept[0]), int(kept[1])),
+        )  # fmt: skip
 
-    def _cross_fitted(self, share: float, folds: int, seed: int, given: float) -> tuple[int, int]:
+    def _cross_fitted(self, share: float, folds: int, seed: int) -> tuple[int, int]:
         """``cross_fitted_floors`` computed: (judged answers, of them floored)."""
         questions = list(self._documents)
-        rows = [(q, t) for q in questions for t in self._documents[q]]
+        rows = self._judged_rows()
         table = self.features().frame([q for q, _ in rows], [t for _, t in rows])
         drawn = np.random.default_rng(seed).permutation(len(questions)) % folds
         part = dict(zip(questions, drawn.tolist(), strict=True))
@@ -1125,7 +1132,7 @@ class GuardRanker(Ranker):
         count = 0
         for k in range(folds):
             model = self.model.calibrated(table[parts != k], share)
-            evidence = model.evidence(table[parts == k], None if given == -1.0 else given)
+            evidence = model.evidence(table[parts == k], self._given_threshold)
             count += int(floored(evidence, model.floor_evidence).sum())
         return len(rows), count
 

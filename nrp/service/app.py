@@ -133,9 +133,7 @@ async def _nrp_error(request: Request, err: NrpError) -> JSONResponse:
     config = request.app.state.service.config
     if isinstance(err, ModelError):
         log.warning("model refused", extra={"fields": {"error": str(err)}})
-        places = ModelPlaces.of(config)
-        refusal = places.refusal(err.what, places.as_sent(err.value))
-        return JSONResponse({"detail": str(refusal)}, status_code=422)
+        return JSONResponse({"detail": ModelPlaces.of(config).refused(err)}, status_code=422)
     return JSONResponse({"detail": redact_paths(str(err), config.server_roots)}, status_code=422)
 
 

@@ -38,7 +38,7 @@ from typing import Any
 import pandas as pd
 
 from nrp import api
-from nrp.errors import ConfigError, InputError, NrpError
+from nrp.errors import ConfigError, InputError, ModelError, NrpError
 from nrp.service.keys import EVALUATE, RANK, BatchKey
 from nrp.spec import Param, parse_params
 
@@ -146,6 +146,12 @@ class ModelPlaces:
             f"{what}: {value!r} is not a model this server offers (it offers: {self.offered()}; "
             f"or a folder relative to one of its {self.label})",
         )
+
+    def refused(self, error: ModelError) -> str:
+        """The caller's line for a model the library refused (``ModelError``, from the request
+        checks or the worker): this refusal, nothing of what the file or folder held nor that
+        it exists (the caller's log keeps the library's message)."""
+        return str(self.refusal(error.what, self.as_sent(error.value)))
 
     def as_sent(self, resolved: str) -> str:
         """A model as a request names it: a named model's name, a folder relative to its root

@@ -440,8 +440,7 @@ class Worker:
         exists; the log keeps the loader's message); else the message, paths redacted."""
         if isinstance(err, ModelError):
             log.warning("model refused", extra={"fields": {"error": str(err)}})
-            places = ModelPlaces.of(self.config)
-            return str(places.refusal(err.what, places.as_sent(err.value)))
+            return ModelPlaces.of(self.config).refused(err)
         return redact_paths(str(err), self.config.server_roots)
 
     def _fail(self, job_id: str, err: Exception) -> None:

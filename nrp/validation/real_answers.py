@@ -56,16 +56,11 @@ class RealAnswerTexts:
     sources: tuple[str, ...]
 
 
-def read_real_answers(
-    collection: Collection, paths: Sequence[str | Path] | str | Path | None
-) -> RealAnswerTexts | None:
-    """The answers of ``paths`` (answer files or folders, ``nrp.answers.read_answers``: a bad
-    file is an ``InputError`` naming it, its line and the problem; ``REFERENCES``: the
-    collection's reference answers) as texts to rank among D_q; None without paths. Read
-    before any ranker runs: a bad file costs nothing."""
-    if paths is None:
-        return None
-    paths = [paths] if isinstance(paths, str | Path) else list(paths)
+def read_real_answers(collection: Collection, paths: Sequence[str]) -> RealAnswerTexts | None:
+    """The answers of ``paths`` (checked settings' ``real_answers``: answer files or folders,
+    ``nrp.answers.read_answers``: a bad file is an ``InputError`` naming it, its line and the
+    problem; ``REFERENCES``: the collection's reference answers) as texts to rank among D_q;
+    None without paths. Read before any ranker runs: a bad file costs nothing."""
     if not paths:
         return None
     answers = pd.concat([_answers(collection, path) for path in paths], ignore_index=True)
