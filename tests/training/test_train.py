@@ -219,8 +219,10 @@ def test_a_question_asked_twice_is_left_out_of_the_other_fold_model(built, tmp_p
         (["--base", "BROKEN"], "/broken: no usable tokenizer"),
         # issue 60, item 6: each of these started training before
         (["--lr", "inf"], "training: lr must be a finite number above 0, got inf"),
-        (["--seed", "-1"], "training: seed must be from 0 to 2**32 - 1 (a random generator's "
-         "seed), got -1"),
+        (
+            ["--seed", "-1"],
+            "training: seed must be from 0 to 2**32 - 1 (a random generator's seed), got -1",
+        ),
         (["--train-layers", "999"], "train_layers=999 is more than the model's 2 layers"),
     ],
     ids=[
