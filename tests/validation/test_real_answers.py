@@ -17,6 +17,7 @@ import pytest
 from test_validity_selection import MANIFEST, QuestionOverlap
 
 from nrp import Collection, ingest
+from nrp.errors import ConfigError
 from nrp.rankers.guard import GuardModel, GuardRanker
 from nrp.validation import ValidationResult, validate
 from nrp.validation.validity import (
@@ -223,6 +224,16 @@ def test_the_cli_reports_real_answers_and_refuses_a_bad_file_before_any_work(rem
         assert len(failed.stderr.strip().splitlines()) == 1 and expected in failed.stderr
         assert "Traceback" not in failed.stderr and not fresh.exists()
     assert not (remedies.path / "validation.json").exists()
+    for bound in ("1.5", "-0.1"):  # a share: from 0 to 1
+        failed = _nrp("validate", "remedies", "--indexes", indexes, "--rankers", "tfidf",
+                      "--validity-max-floored", bound, "--real-answers", str(good),
+                      "--out", str(tmp_path / "bound.json"), cwd=tmp_path)  # fmt: skip
+        assert failed.returncode == 2 and failed.stderr.strip() == (
+            "nrp: error: validity_max_floored must lie between 0 and 1"
+        )
+        assert not (tmp_path / "bound.json").exists()
+    with pytest.raises(ConfigError, match="real answers are ranked in validity"):
+        validate(remedies, ["tfidf"], cache=False, validity=False, real_answers=[str(good)])
 
 
 QUESTION = "Should my 85 year old father stop his metformin?"
