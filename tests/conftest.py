@@ -21,6 +21,12 @@ os.environ.setdefault("HF_HOME", str(_cache_root / "hf"))
 os.environ.setdefault("MPLCONFIGDIR", str(_cache_root / "mpl"))
 os.environ.setdefault("NRP_MODELS", str(_cache_root / "nrp-models"))
 os.environ.setdefault("IR_DATASETS_HOME", str(_cache_root / "ir_datasets"))
+# Under pytest-xdist (``make test``: two workers on two cores) each worker and the processes it
+# starts compute on one thread: two workers of two threads each would share two cores by
+# preemption. The variables are set before any test imports torch.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_threads, "1")
 
 
 def _absl_handler_on_the_real_stderr() -> None:
@@ -110,9 +116,29 @@ SLOW = (
 )
 
 
+#: the files that take longest (``pytest --durations``), run first and in this order: under
+#: pytest-xdist (``--dist loadfile``: a file's tests on one worker) the long ones start while the
+#: many short files fill the other worker, instead of one of them ending the run alone
+FIRST = (
+    "tests/test_notebook_example.py",
+    "tests/rankers/test_colbert.py",
+    "tests/validation/test_validation_mediqa.py",
+    "tests/executors/test_ray_executor.py",
+    "tests/validation/test_guard_outside_forms.py",
+    "tests/validation/test_guard_calibration_clef.py",
+    "tests/evaluators/test_judge.py",
+    "tests/llm/test_local_backend.py",
+    "tests/test_trained_rankers_study.py",
+    "tests/service/test_service_recovery.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the tests of ``SLOW`` (a file, a folder, or a test id's start) ``slow``."""
+    """Mark the tests of ``SLOW`` (a file, a folder, or a test id's start) ``slow``; move the
+    files of ``FIRST`` to the front (each file's tests keep their order)."""
     for item in items:
         node = item.nodeid
         if any(node == s or node.startswith(s) for s in SLOW):
             item.add_marker(pytest.mark.slow)
+    first = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: first.get(item.nodeid.split("::")[0], len(FIRST)))
