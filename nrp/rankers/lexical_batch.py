@@ -33,8 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from nrp.rankers import text_pipeline
+from nrp.rankers.base import StatisticsScorer
 from nrp.rankers.lexical import CorpusStatistics, LexicalIndex, TermStatistics, WeightingModel
-from nrp.rankers.term_arrays import TermArrays
+from nrp.rankers.term_arrays import TermArrays, Vocabulary, analyse_texts
 
 
 @dataclass(frozen=True, eq=False)
@@ -223,3 +224,25 @@ def score_frozen(
     )
     weights = model.weight(pair_tf[scored].astype(np.float64), lengths[owner], stats)
     return np.bincount(owner, weights=weights, minlength=count)
+
+
+def scores_with_each_text(
+    ranker: StatisticsScorer,
+    query: str,
+    documents: Sequence[str],
+    docnos: Sequence[str],
+    texts: Sequence[str],
+) -> tuple[np.ndarray, np.ndarray]:
+    """D_q (``documents``, one per docno of ``docnos``) plus each of ``texts`` in turn, scored
+    by ``ranker`` for ``query`` with statistics that count the text, as a fresh index of D_q
+    plus the text gives them (``ranker.build_index([*documents, text], [*docnos, DOCNO])`` for
+    a docno neither D_q nor the ranker's background corpus holds): D_q's scores per text (one
+    row per text, D_q's order) and each text's own score. D_q is tokenised once, the texts in
+    one vectorised pass (module docstring)."""
+    index = ranker.build_index(list(documents), list(docnos))
+    postings = QueryPostings.of(index, query)
+    scored = score_with_each_extra(
+        [postings] * len(texts), analyse_texts(list(texts), Vocabulary()), ranker.model
+    )
+    doc_scores, _ = scored.document_scores()
+    return doc_scores.reshape(len(texts), len(docnos)), scored.answer_scores()
