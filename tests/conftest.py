@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -60,6 +62,50 @@ def shared_data():
     return shared
 
 
+def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder ``name``, built by ``build(folder)`` once per test run: under pytest-xdist the
+    workers share it (the first to ask builds it under a lock, the others wait and read it).
+    A fixture hands tests copies of it, never the folder itself."""
+    from filelock import FileLock
+
+    root = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, above each worker's own
+    folder = root / "built-once" / name
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(folder.parent / f"{name}.lock")):
+        done = folder / ".built"
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
+@pytest.fixture(scope="session")
+def mediqa_validated(tmp_path_factory) -> Callable[[Path], Path]:
+    """``copy_to(dest)``: a copy at ``dest`` of an indexes folder with MEDIQA 2019 ingested and
+    validated with the default rankers as docs/examples/notebook.py does it (validation.json
+    saved; the scores and the guard's calibration kept beside the collection), built once per
+    test run. Skipped with a reason when ../shared/data is absent."""
+    data = shared("mediqa-2019")
+
+    def build(folder: Path) -> None:
+        import nrp
+
+        nrp.ingest(ROOT / "manifests" / "mediqa-2019.yaml", indexes_dir=folder, data_root=data)
+        nrp.validate(nrp.Collection.load("mediqa-2019", folder), save=True)
+
+    folder = built_once(tmp_path_factory, "mediqa-validated", build)
+
+    def copy_to(dest: Path) -> Path:
+        shutil.copytree(folder, dest, ignore=shutil.ignore_patterns(".built"))
+        return dest
+
+    return copy_to
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """One torch thread while a module's tests run: tiny models on a shared 2-core machine run
@@ -76,9 +122,9 @@ def one_torch_thread():
 #: seconds on 2 cores beside those marked ``slow`` in their own file (``pytest --durations``):
 #: ``make test-quick`` (``pytest -m "not slow"``) leaves them out, ``make test`` runs them all
 SLOW = (
-    "tests/test_notebook_example.py",  # validates MEDIQA with every default ranker (211 s)
+    "tests/test_notebook_example.py",  # validates MEDIQA with every default ranker
     "tests/validation/test_validation_mediqa.py",
-    "tests/validation/test_guard_outside_forms.py",
+    "tests/validation/test_guard_outside_forms.py",  # reads the MEDIQA validation built once
     "tests/validation/test_guard_calibration_clef.py",
     "tests/experiments/test_run_experiment.py",
     "tests/test_trained_rankers_study.py",
@@ -124,12 +170,13 @@ FIRST = (
     "tests/rankers/test_colbert.py",
     "tests/validation/test_validation_mediqa.py",
     "tests/executors/test_ray_executor.py",
-    "tests/validation/test_guard_outside_forms.py",
     "tests/validation/test_guard_calibration_clef.py",
     "tests/evaluators/test_judge.py",
     "tests/llm/test_local_backend.py",
     "tests/test_trained_rankers_study.py",
     "tests/service/test_service_recovery.py",
+    # reads the MEDIQA validation the notebook's test builds (``mediqa_validated``): late
+    "tests/validation/test_guard_outside_forms.py",
 )
 
 

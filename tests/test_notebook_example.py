@@ -19,7 +19,10 @@ EXAMPLE = ROOT / "docs" / "examples" / "notebook.py"
 
 
 @pytest.fixture(scope="module")
-def tables(tmp_path_factory, shared_data):
+def tables(tmp_path_factory, shared_data, mediqa_validated):
+    """The notebook's tables, run on a copy of the test run's MEDIQA validation (built by the
+    same calls as the notebook's): its ingest finds the collection built, its validation
+    serves every score and calibration from what is kept beside it."""
     mediqa = shared_data("mediqa-2019")
     pytest.importorskip("pyterrier_t5")
     pytest.importorskip("sentencepiece")
@@ -31,7 +34,7 @@ def tables(tmp_path_factory, shared_data):
     spec = importlib.util.spec_from_file_location("nrp_docs_notebook_example", EXAMPLE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    indexes = root / "indexes"
+    indexes = mediqa_validated(root / "indexes")
     return module.main(str(indexes), mediqa, str(model)), indexes
 
 
