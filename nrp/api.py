@@ -92,6 +92,7 @@ from nrp.progress import ProgressLines
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, ScoreCache
 from nrp.rankers.coerce import as_ranker
+from nrp.rankers.passages import spec_passages
 from nrp.rankers.pyterrier import TransformerRanker, from_transformer
 from nrp.rankers.registry import (
     DEFAULT_RANKERS,
@@ -256,6 +257,7 @@ __all__ = [
     "score",
     "score_answers",
     "scoring_record",
+    "spec_passages",
     "split_specs",
     "summarize",
     "synthesize",

@@ -89,7 +89,13 @@ class OwnServer:
     """``nrp serve`` on a free loopback port over a collection ingested into a temp folder."""
 
     def __init__(
-        self, manifest: Path, name: str | None, workdir: Path, batch_wait_ms: float, threads: int
+        self,
+        manifest: Path,
+        name: str | None,
+        workdir: Path,
+        batch_wait_ms: float,
+        threads: int,
+        settings: dict[str, Any] | None = None,
     ):
         import nrp
         from nrp import ingest
@@ -109,6 +115,7 @@ class OwnServer:
                     "batch_max_wait_ms": batch_wait_ms,
                     "score_max_answers": 64,
                     "torch_threads": threads,
+                    **(settings or {}),
                 }
             )
         )

@@ -13,7 +13,7 @@ so the dense, ColBERT, T5 and cross-encoder rankers spell and apply them the sam
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -45,6 +45,38 @@ def split_passages(text: str, length: int, stride: int = 0) -> list[str]:
             break
         start += stride
     return passages
+
+
+def count_passages(text: str, length: int, stride: int = 0) -> int:
+    """How many passages ``split_passages`` cuts ``text`` into, without cutting it."""
+    if length <= 0:
+        return 1
+    stride = stride if stride > 0 else max(1, length // 2)
+    words = len(text.split())
+    return 1 if words <= length else -(-(words - length) // stride) + 1
+
+
+def spec_passages(spec: str, texts: Sequence[str]) -> int:
+    """The passages a ranker spec cuts ``texts`` (answers) into, summed over the spec and the
+    rankers nested in it (``guard:ranker=``, ``fuse:rankers=``): ``count_passages`` for each
+    ranker with ``passages=N`` (N > 0, ``aggregate=max``), nothing for one that reads a text
+    whole or only its first passage. What a request costs a neural ranker beyond one model
+    input per answer, known before anything is computed."""
+    from nrp.rankers.fusion import RANKER_SEPARATOR, sub_spec
+    from nrp.rankers.registry import parse_spec
+
+    info, params = parse_spec(spec)
+    total = 0
+    length = int(params.get("passages", 0) or 0)
+    if length > 0 and params.get("aggregate", "max") != "first":
+        stride = int(params.get("stride", 0) or 0)
+        total += sum(count_passages(str(t), length, stride) for t in texts)
+    for key, param in info.params.items():
+        if param.nested and params.get(key):
+            for part in str(params[key]).split(RANKER_SEPARATOR):
+                if part.strip():
+                    total += spec_passages(sub_spec(part), texts)
+    return total
 
 
 def explode_passages(

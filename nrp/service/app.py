@@ -175,7 +175,16 @@ def serve(config: ServiceConfig) -> None:
     app = create_app(config)
     loop, http = server_stack()
     log.info("server stack", extra={"fields": {"loop": loop, "http": http}})
-    uvicorn.run(
+    service = app.state.service
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            # the first signal: score requests in hand are answered (or 503) before uvicorn's
+            # graceful wait ends and cancels them
+            service.shutdown_soon()
+            super().handle_exit(sig, frame)
+
+    settings = uvicorn.Config(
         app,
         host=config.host,
         port=config.port,
@@ -186,6 +195,7 @@ def serve(config: ServiceConfig) -> None:
         timeout_graceful_shutdown=int(config.shutdown_timeout_s),
         server_header=False,
     )
+    Server(settings).run()
 
 
 __all__ = ["Service", "create_app", "openapi_document", "serve"]

@@ -16,6 +16,7 @@ its only say.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -106,7 +107,10 @@ def run_evaluate_units(
 
 # -- synchronous requests ------------------------------------------------------------------------
 def score_requests(
-    pool: ModelPool, requests: list[Payload], chunk_size: int
+    pool: ModelPool,
+    requests: list[Payload],
+    chunk_size: int,
+    spent: dict[str, tuple[float, int]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The reply to each request (by id): ``RESULT_COLUMNS`` rows of its ranked answers. The
     answers of all requests that share a ``PositionKey`` are positioned together (one
@@ -120,13 +124,16 @@ def score_requests(
     answer ids repeat across requests, so positions and rows are joined to answers by number,
     and a request's reply holds the rows of its own numbers. Every row is computed from its
     own answer's positions alone, so a request's rows do not depend on the requests batched
-    with it."""
+    with it.
+
+    ``spent``, when given, gets each ranker spec's seconds of positioning in this call and the
+    characters of the answers it positioned (what the worker sizes its turns by)."""
     ranked = {p["id"]: [a for a in p["answers"] if a["ranked"]] for p in requests}
     numbers, start = {}, 0
     for p in requests:
         numbers[p["id"]] = range(start, start + len(ranked[p["id"]]))
         start += len(ranked[p["id"]])
-    positions = _positions_now(pool, requests, ranked, numbers, chunk_size)
+    positions = _positions_now(pool, requests, ranked, numbers, chunk_size, spent)
     rows_of: dict[int, list[list[Any]]] = {}  # an answer's number -> its rows
     for key, group in _row_groups(requests, ranked).items():
         answers = [a for p in group for a in ranked[p["id"]]]
@@ -172,9 +179,11 @@ def _positions_now(
     ranked: dict[str, list[dict[str, Any]]],
     numbers: dict[str, range],
     chunk_size: int,
+    spent: dict[str, tuple[float, int]] | None = None,
 ) -> dict[PositionKey, dict[int, tuple]]:
     """The ``POSITION_COLUMNS`` tuple of each ranked answer of the requests that share a
-    ``PositionKey``, by its number in the batch; one ``position_rows`` call per round."""
+    ``PositionKey``, by its number in the batch; one ``position_rows`` call per round (each
+    spec's seconds and characters added to ``spent``)."""
     groups: dict[PositionKey, list[Payload]] = {}
     for p in requests:
         if ranked[p["id"]]:
@@ -190,6 +199,7 @@ def _positions_now(
             api.PositionOptions(key.frozen_stats, key.full_rerank, chunk_size),
         )
         found: dict[int, tuple] = {}
+        started = time.perf_counter()
         for part in _distinct_rounds([(str(a["qid"]), str(a["answer_id"])) for a in answers]):
             rows = positioner.position_rows(
                 [str(answers[n]["answer_id"]) for n in part],
@@ -198,7 +208,19 @@ def _positions_now(
             )
             found.update(zip([answer_numbers[n] for n in part], rows, strict=True))
         positions[key] = found
+        if spent is not None:
+            seconds, characters = spent.get(key.spec, (0.0, 0))
+            spent[key.spec] = (
+                seconds + time.perf_counter() - started,
+                characters + sum(answer_characters(a) for a in answers),
+            )
     return positions
+
+
+def answer_characters(answer: dict[str, Any]) -> int:
+    """The size of an answer's text as the worker's turns count it (characters; at least 1)."""
+    text = answer.get("text")
+    return max(1, len(text) if isinstance(text, str) else len(str(text)))
 
 
 # -- finished jobs -------------------------------------------------------------------------------

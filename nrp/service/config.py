@@ -43,6 +43,15 @@ Choices, and why:
   answer at 8 clients and halved the rate of 16). ``batch_delay_ms`` sleeps after every job
   batch: it exists for tests that need a job to stay in flight (kill -9 mid-job), never for
   production.
+- **Turns.** The worker computes synchronous requests in turns: each turn gives every request
+  waiting a slice of its answers worth about ``score_slice_ms`` of work (at the rates measured
+  for its rankers; one answer while a ranker's rate is unknown), so a cheap request waits for
+  one slice of an expensive one, not for all of it, and a request past its deadline
+  (``score_timeout_s``) is dropped at the end of its slice. One answer is the smallest
+  slice, so ``score_max_passages`` bounds what rankers that cut answers into passages
+  (``dense:passages=N``) may read for one request: more is a ``422`` (submit a job). On
+  SIGTERM the worker keeps serving the requests in hand for half of ``shutdown_timeout_s``
+  and answers those left ``503``; new ones get ``503`` at once.
 - **Executor.** ``executor: ray`` (with ``ray_address``, else ``$RAY_ADDRESS``, else a Ray
   instance started by the worker) runs job units on a Ray cluster (``nrp.service.worker``);
   ``local`` (the default) runs them in the worker process. ``ray_address`` without ``ray`` is
@@ -178,7 +187,9 @@ class ServiceConfig:
     batch_max_wait_ms: float = 0.0
     batch_delay_ms: float = 0.0
     score_max_answers: int = 64
+    score_max_passages: int = 4096  # passages a synchronous request's rankers cut its answers into
     score_timeout_s: float = 120.0
+    score_slice_ms: float = 250.0  # a synchronous request's work per turn of the worker
     poll_interval_s: float = 0.5
     lease_s: float = 600.0
     shutdown_timeout_s: float = 30.0
@@ -219,6 +230,7 @@ class ServiceConfig:
             "max_body_bytes",
             "batch_max_size",
             "score_max_answers",
+            "score_max_passages",
             "results_page_max",
             "pool_max_entries",
             "pool_max_bytes",
@@ -230,7 +242,13 @@ class ServiceConfig:
         for name in ("batch_max_wait_ms", "batch_delay_ms"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("score_timeout_s", "poll_interval_s", "lease_s", "shutdown_timeout_s"):
+        for name in (
+            "score_timeout_s",
+            "score_slice_ms",
+            "poll_interval_s",
+            "lease_s",
+            "shutdown_timeout_s",
+        ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
         executor = self.executor.strip().lower()

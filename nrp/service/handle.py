@@ -221,6 +221,12 @@ class WorkerHandle:
         with contextlib.suppress(Exception):
             self._send(("wake", {}))
 
+    def drain(self, seconds: float) -> None:
+        """Shutting down: the worker serves the score requests it holds for ``seconds`` more,
+        then answers those left ``503`` (from any thread)."""
+        with contextlib.suppress(Exception):
+            self._send(("drain", {"seconds": seconds}))
+
     def stop(self, timeout: float) -> None:
         """Ask the worker to finish its batch and exit; terminate it after ``timeout`` (from
         any thread but the loop's)."""

@@ -161,6 +161,7 @@ class RequestPlanner:
         weights = default_weights(body.rankers, body.weights, view)
         api.normalised_weights(weights, list(rankers))
         rows, skipped = score_answers_of(body, view)
+        self._check_passages(rankers, rows)
         check_answer_ids([r["answer_id"] for r in rows], [r["qid"] for r in rows], view)
         payload = {
             "id": uuid.uuid4().hex,
@@ -173,6 +174,23 @@ class RequestPlanner:
             "weights": weights,
         }
         return payload, skipped
+
+
+    def _check_passages(self, rankers: Mapping[str, str], rows: list[dict[str, Any]]) -> None:
+        """422 when the request's rankers cut its answers into more passages than
+        ``score_max_passages`` (``api.spec_passages``): a model reads each, and one answer is the
+        smallest slice the worker computes between other requests."""
+        texts = [str(r["text"]) for r in rows if r["ranked"]]
+        limit = self.config.score_max_passages
+        counts = {spec: api.spec_passages(spec, texts) for spec in dict.fromkeys(rankers.values())}
+        if sum(counts.values()) > limit:
+            spec = max(counts, key=lambda s: counts[s])
+            raise inputs.RequestError(
+                422,
+                f"POST /v1/score: ranker {spec!r} cuts these answers into {counts[spec]:,} "
+                f"passages ({sum(counts.values()):,} in all), more than the {limit:,} a request "
+                "may (score_max_passages); submit a job for more",
+            )
 
 
 def default_weights(

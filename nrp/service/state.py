@@ -34,6 +34,8 @@ class Service:
         self.planner = RequestPlanner(config, self.collections)
         self.leaderboards = Leaderboards(config.indexes)
         self.metrics = ServiceMetrics(self)
+        self.shutting_down = False
+        self.loop: asyncio.AbstractEventLoop | None = None  # the server's (``open``)
 
     def require_store(self) -> Store:
         """The open store (503 while the service starts)."""
@@ -54,12 +56,28 @@ class Service:
     def open(self, loop: asyncio.AbstractEventLoop) -> None:
         """Open the store and start the worker, whose socket ``loop`` serves (called from
         another thread: it waits for the loop)."""
+        self.loop = loop
         self.store = Store(self.config.store_url)
         if self.start_worker:
             from nrp.service.handle import WorkerHandle
 
             self.worker = WorkerHandle(self.config, loop, self.metrics.on_worker_metrics)
             self.worker.start()
+
+    def begin_shutdown(self) -> None:
+        """SIGTERM or Ctrl-C (on the event loop): new score requests get ``503`` and the worker
+        serves those in hand for half of ``shutdown_timeout_s``, then answers the rest ``503``,
+        so that every request in flight is answered before the server's graceful wait ends."""
+        if self.shutting_down:
+            return
+        self.shutting_down = True
+        if self.worker is not None:
+            self.worker.drain(self.config.shutdown_timeout_s / 2)
+
+    def shutdown_soon(self) -> None:
+        """``begin_shutdown`` on the event loop (from a signal handler or another thread)."""
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.begin_shutdown)
 
     def close(self) -> None:
         if self.worker is not None:

@@ -77,7 +77,13 @@ from typing import Any
 
 from nrp import api
 from nrp.errors import ModelError, NrpError
-from nrp.service.compute import job_tables, run_evaluate_units, run_rank_units, score_requests
+from nrp.service.compute import (
+    answer_characters,
+    job_tables,
+    run_evaluate_units,
+    run_rank_units,
+    score_requests,
+)
 from nrp.service.config import ServiceConfig
 from nrp.service.disclosure import internal_error, redact_paths, trace
 from nrp.service.inputs import ModelPlaces
@@ -87,24 +93,76 @@ from nrp.service.store import Store
 
 log = logging.getLogger("nrp.service.worker")
 QUIET_S = 1.0  # no score request for this long: measure used pool entries, freeze objects
+SHUTTING_DOWN = {"ok": False, "status": 503, "error": "the server is shutting down; try again"}
 ACCOUNT_DEFER_S = 30.0  # under steady requests, measure them after this long anyway
 
 
 # -- the loop ------------------------------------------------------------------------------------
 @dataclass
 class _ScoreRequest:
+    """A synchronous request and how far the worker has got with it: its answers are computed
+    a slice per turn (``part`` answers from ``done`` on), its rows gathered until the last."""
+
     id: str
     payload: dict[str, Any]
     received: float = field(default_factory=time.monotonic)
+    done: int = 0  # answers computed in earlier turns
+    part: int = 0  # answers computed in this turn
+    rows: list[list[Any]] = field(default_factory=list)
 
     @property
     def size(self) -> int:
         return len(self.payload["answers"])
 
     @property
+    def left(self) -> int:
+        return self.size - self.done
+
+    @property
     def abandoned(self) -> bool:
         """Its requester has had its 504 (``deadline``, wall clock, set by the route)."""
         return time.time() > self.payload.get("deadline", float("inf"))
+
+    def specs(self) -> list[str]:
+        return list(dict.fromkeys(self.payload.get("rankers", {}).values()))
+
+    def slice(self) -> dict[str, Any]:
+        """The payload of this turn's slice: the same request, ``part`` of its answers."""
+        answers = self.payload["answers"][self.done : self.done + self.part]
+        return {**self.payload, "answers": answers}
+
+
+class TurnCosts:
+    """What a ranker spec costs a synchronous request: seconds per character of answer text,
+    measured on the turns that used it (the mean of the last measure and the one before), so
+    that a turn gives each waiting request a slice of about ``score_slice_ms`` of work."""
+
+    def __init__(self) -> None:
+        self.rates: dict[str, float] = {}
+
+    def learn(self, spent: dict[str, tuple[float, int]]) -> None:
+        for spec, (seconds, characters) in spent.items():
+            rate = seconds / max(1, characters)
+            known = self.rates.get(spec)
+            self.rates[spec] = rate if known is None else (known + rate) / 2
+
+    def part(self, request: _ScoreRequest, budget_s: float, room: int) -> int:
+        """How many of the request's answers left go into this turn: as many as fit in
+        ``budget_s`` at its rankers' rates (at least one), at most ``room``; one answer while
+        a ranker's rate is unknown (its first turn measures it)."""
+        limit = min(request.left, room)
+        rates = [self.rates.get(spec) for spec in request.specs()]
+        if limit <= 1 or any(rate is None for rate in rates):
+            return min(1, limit) if request.left else 0
+        rate = sum(r for r in rates if r is not None)
+        answers = request.payload["answers"]
+        part, cost = 0, 0.0
+        while part < limit:
+            cost += rate * answer_characters(answers[request.done + part])
+            if part and cost > budget_s:
+                break
+            part += 1
+        return part
 
 
 class Worker:
@@ -125,7 +183,9 @@ class Worker:
             config.indexes, PoolLimits(config.pool_max_entries, config.pool_max_bytes)
         )
         self.stopping = False
+        self.drain_until: float | None = None  # shutting down: requests left then get a 503
         self.pending: list[_ScoreRequest] = []
+        self.costs = TurnCosts()
         self.busy = True
         self.last_requeue = 0.0
         self.executor: api.Executor | None = None  # made on the first job batch (None: local)
@@ -152,13 +212,16 @@ class Worker:
             self.pending.append(_ScoreRequest(payload["id"], payload))
         elif kind == "stop":
             self.stopping = True
+        elif kind == "drain":
+            self.drain_until = time.monotonic() + float(payload.get("seconds", 0.0))
         elif kind == "wake":
             self.busy = True
         return True
 
     def _collect(self) -> list[_ScoreRequest]:
-        """Pending score requests: after the first, wait up to ``batch_max_wait_ms`` for more,
-        up to ``batch_max_size`` answers."""
+        """This turn's score requests, each with its slice (``part``): after the first, wait up
+        to ``batch_max_wait_ms`` for more; every request waiting gets a slice of about
+        ``score_slice_ms`` of work, oldest first, up to ``batch_max_size`` answers in all."""
         while self._take(0):
             pass
         if not self.pending:
@@ -173,20 +236,43 @@ class Worker:
             left = deadline - time.monotonic()
             if left <= 0 or not self._take(left):
                 break
-        batch, size = [], 0
-        limit = self.config.batch_max_size
-        while self.pending and (not batch or size + self.pending[0].size <= limit):
-            request = self.pending.pop(0)
-            batch.append(request)
-            size += request.size
+        batch, room = [], self.config.batch_max_size
+        budget = self.config.score_slice_ms / 1000
+        while self.pending and (not batch or room > 0):
+            request = self.pending[0]
+            request.part = self.costs.part(request, budget, room)
+            if batch and request.left and not request.part:
+                break
+            batch.append(self.pending.pop(0))
+            room -= request.part
         return batch
 
     def _drop_abandoned(self) -> None:
-        """Forget the requests whose requester has gone (answered 504): nobody reads them."""
+        """Forget the requests whose requester has gone (answered 504): nobody reads them. A
+        request computed a slice at a time is dropped at the end of its slice, its answers left
+        never computed."""
         dropped = [r.id for r in self.pending if r.abandoned]
         if dropped:
             self.pending = [r for r in self.pending if not r.abandoned]
             log.warning("dropped abandoned score requests", extra={"fields": {"ids": dropped}})
+
+    def _drained(self) -> bool:
+        """Shutting down and past the time given to the requests in hand: each one left gets
+        a 503 (the server is stopping) instead of a cancelled request."""
+        if self.drain_until is None or time.monotonic() < self.drain_until:
+            return False
+        self._refuse_pending()
+        return True
+
+    def _refuse_pending(self) -> None:
+        for request in self.pending:
+            self._send("result", {"id": request.id, **SHUTTING_DOWN})
+        if self.pending:
+            log.warning(
+                "refused score requests: shutting down",
+                extra={"fields": {"ids": [r.id for r in self.pending]}},
+            )
+        self.pending = []
 
     # -- main loop -------------------------------------------------------------------------
     def run(self) -> None:
@@ -202,6 +288,7 @@ class Worker:
         try:
             self._loop(expired_only)
         finally:
+            self._refuse_pending()
             self._close_executor()
         self._send("stopped", {"pid": os.getpid()})
         log.info("worker stopped", extra={"fields": {"worker": self.name}})
@@ -211,12 +298,18 @@ class Worker:
             self._check_parent()
             requests = self._collect()
             if self.stopping:
+                self.pending[:0] = requests
                 break
             if requests:
                 self._serve(requests)
                 self._account(measure_used=self._measure_due(quiet=False))
                 if self.pool.changes != self.frozen_at:
                     self._freeze()
+                self._drained()
+                continue
+            if self.drain_until is not None:  # shutting down: no new job batch
+                self._drained()
+                self.busy = False
                 continue
             try:
                 did = self._job_batch() or self._finalize()
@@ -295,34 +388,52 @@ class Worker:
 
     # -- synchronous requests --------------------------------------------------------------
     def _serve(self, requests: list[_ScoreRequest]) -> None:
+        """One turn: each request's slice computed (together, per ranker); a request whose
+        last slice this was gets its reply, the others wait for their next turn behind the
+        requests that came meanwhile. A request's rows are those of its slices in order: every
+        row depends on its own answer alone (``score_requests``), so they are the rows of the
+        request computed at once."""
         self.last_score = time.monotonic()
         self.served_since_freeze = True
         started = time.perf_counter()
+        spent: dict[str, tuple[float, int]] = {}
         try:
-            replies = self._score(requests)
+            replies = self._score(requests, spent)
         except Exception:  # isolate the request at fault
-            replies = {}
+            replies, spent = {}, {}
             for request in requests:
                 try:
-                    replies.update(self._score([request]))
+                    replies.update(self._score([request], spent))
                 except Exception as err:
                     replies[request.id] = self._error_reply(err)
+        self.costs.learn(spent)
         for request in requests:
-            self._send("result", {"id": request.id, **replies[request.id]})
+            reply = replies[request.id]
+            if not reply.get("ok"):
+                self._send("result", {"id": request.id, **reply})
+                continue
+            request.rows.extend(reply["rows"])
+            request.done += request.part
+            if request.left:
+                self.pending.append(request)
+            else:
+                self._send("result", {**reply, "id": request.id, "rows": request.rows})
         self._send(
             "metrics",
             {
                 "kind": "score",
-                "answers": sum(r.size for r in requests),
+                "answers": sum(r.part for r in requests),
                 "requests": len(requests),
                 "seconds": time.perf_counter() - started,
             },
         )
 
-    def _score(self, requests: list[_ScoreRequest]) -> dict[str, dict[str, Any]]:
-        """The reply to every request (``score_requests``)."""
-        payloads = [request.payload for request in requests]
-        return score_requests(self.pool, payloads, self.config.batch_max_size)
+    def _score(
+        self, requests: list[_ScoreRequest], spent: dict[str, tuple[float, int]]
+    ) -> dict[str, dict[str, Any]]:
+        """The reply to every request's slice (``score_requests``)."""
+        payloads = [request.slice() for request in requests]
+        return score_requests(self.pool, payloads, self.config.batch_max_size, spent)
 
     # -- jobs ------------------------------------------------------------------------------
     def _job_batch(self) -> bool:
