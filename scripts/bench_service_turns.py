@@ -125,10 +125,17 @@ def _phase(target: Target, cheap: str, texts, load: Load, spec: str | None, answ
         "p99_ms": pct(99),
         "max_ms": round(float(ms.max()), 1) if len(ms) else None,
         "expensive": dict(Counter(str(s) for s, _ in expensive.replies)) if expensive else {},
-        "expensive_seconds": [s for _, s in expensive.replies] if expensive else [],
+        "expensive_seconds": _spread([s for _, s in expensive.replies]) if expensive else {},
         "probe_after_ms": round((time.perf_counter() - began) * 1000, 1),
         "probe_status": status,
     }
+
+
+def _spread(seconds: list[float]) -> dict[str, float]:
+    """The expensive requests' round trips: median and longest (seconds)."""
+    if not seconds:
+        return {}
+    return {"median": round(float(np.median(seconds)), 1), "max": round(max(seconds), 1)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,11 +17,13 @@ import threading
 import time
 
 import pytest
+from fastapi.testclient import TestClient
 from service_helpers import ADMIN_TOKEN, READ_TOKEN, WORDS, Server, write_config, write_synth
 
 from nrp import ingest
 from nrp.models.folders import minilm_path
 from nrp.rankers.passages import count_passages, spec_passages, split_passages
+from nrp.service.app import create_app
 from nrp.service.compute import score_requests
 from nrp.service.config import ServiceConfig
 from nrp.service.inputs import Collections, RequestError
@@ -184,6 +186,21 @@ def test_a_request_past_the_passage_bound_is_refused_before_any_work(tmp_path):
         "submit a job for more"
     )
     planner.score_payload(body("bm25", 100_000), "read")  # lexical rankers cut nothing
+
+
+def test_a_score_request_after_shutdown_began_gets_503(tmp_path):
+    ingest(write_synth(tmp_path / "data"), indexes_dir=tmp_path / "indexes")
+    app = create_app(ServiceConfig(indexes=tmp_path / "indexes", auth=False).check(), False)
+    body = {"collection": "synth", "rankers": "bm25", "answers": [{"qid": "t0", "text": "x"}]}
+    with TestClient(app) as client:
+        assert client.post("/v1/score", json=body).status_code == 503  # no worker: not ready
+        assert client.post("/v1/score", json=body).json()["detail"] == (
+            "the worker is not ready yet"
+        )
+        app.state.service.begin_shutdown()  # what SIGTERM does on the event loop
+        refused = client.post("/v1/score", json=body)
+    assert refused.status_code == 503
+    assert refused.json()["detail"] == "the server is shutting down; try again"
 
 
 def test_the_slice_budget_must_be_positive():
