@@ -201,6 +201,17 @@ class Ranker(Component, pt.Transformer):
         reads them here instead of searching the ranker's attributes."""
         return ()
 
+    def collection_work(self) -> str | None:
+        """What scoring with this bound ranker would first compute over the whole collection,
+        once, before the first answer (a guard's calibration on every judged answer): a short
+        description, or None when nothing of the kind is pending. The service does not make a
+        synchronous request wait for it. A composite ranker answers for its parts."""
+        for part in self.parts():
+            found = part.collection_work()
+            if found is not None:
+                return found
+        return None
+
     # -- scoring ------------------------------------------------------------------------------
     def score_frame(self, frame: pd.DataFrame) -> np.ndarray:
         raise NotImplementedError

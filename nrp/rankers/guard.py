@@ -1043,6 +1043,21 @@ class GuardRanker(Ranker):
             flagged=floored(evidence, detectors.floor_evidence),
         )
 
+    def collection_work(self) -> str | None:
+        """``Ranker.collection_work``: calibrating the detectors on the bound collection's
+        judged answers (every one's features), when this ``calibrate`` has no thresholds kept
+        beside the collection and none calibrated in this process; else the guarded ranker's."""
+        share = float(self.params["calibrate"])
+        rows = sum(len(docs) for docs in self._documents.values())
+        pending = (
+            self._detectors is None
+            and enough_to_calibrate(rows, share)
+            and not self._kept_path("thresholds", [share]).is_file()
+        )
+        if pending:
+            return f"calibrating the guard (calibrate={share:g}) on {rows:,} judged answers"
+        return super().collection_work()
+
     def detectors(self) -> GuardModel:
         """The model whose thresholds flag texts: bound to a collection, each detector's
         threshold calibrated on the collection's judged answers (``calibrate``; kept beside the
@@ -1070,15 +1085,7 @@ class GuardRanker(Ranker):
         ``guard-KIND-KEY.json`` (``KEY``: a hash of what calibration reads and ``key``) and
         read back with ``read`` by the next guard; a file that cannot be read is computed and
         written again, a folder that cannot be written keeps nothing."""
-        rows = self._judged_rows()
-        digest = hashlib.sha256(
-            json.dumps([self.model.digest, self.features().encoder.fingerprint(),
-                        FEATURE_DEFINITIONS, CALIBRATION, *key[:1], self._others, rows,
-                        *key[1:]]).encode("utf-8", "surrogatepass")
-        )  # fmt: skip
-        path = None
-        if self._store is not None:
-            path = self._store / f"guard-{kind}-{digest.hexdigest()[:24]}.json"
+        path = self._kept_path(kind, key) if self._store is not None else None
         if path is not None and path.is_file():
             with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
                 return read(json.loads(path.read_text(encoding="utf-8")))
@@ -1087,6 +1094,15 @@ class GuardRanker(Ranker):
             with contextlib.suppress(OSError):
                 write_aside(path, lambda part: part.write_text(json.dumps(found) + "\n"))
         return read(found)
+
+    def _kept_path(self, kind: str, key: list[Any]) -> Path:
+        """Where ``_kept`` keeps what it computes for ``kind`` and ``key`` (bound)."""
+        digest = hashlib.sha256(
+            json.dumps([self.model.digest, self.features().encoder.fingerprint(),
+                        FEATURE_DEFINITIONS, CALIBRATION, *key[:1], self._others,
+                        self._judged_rows(), *key[1:]]).encode("utf-8", "surrogatepass")
+        )  # fmt: skip
+        return Path(self._store or ".") / f"guard-{kind}-{digest.hexdigest()[:24]}.json"
 
     def _calibrated(self, share: float) -> GuardModel:
         def compute() -> dict[str, Any]:

@@ -175,7 +175,6 @@ class RequestPlanner:
         }
         return payload, skipped
 
-
     def _check_passages(self, rankers: Mapping[str, str], rows: list[dict[str, Any]]) -> None:
         """422 when the request's rankers cut its answers into more passages than
         ``score_max_passages`` (``api.spec_passages``): a model reads each, and one answer is the

