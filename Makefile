@@ -78,6 +78,9 @@ bench: setup
 	$(BIN)/python scripts/bench_scaling.py --answers 1000,10000,100000,200000,400000
 	@# whole `nrp probe` processes, entity cache cold and warm, beside their goals (issue 28)
 	$(BIN)/python scripts/bench_probe.py
+	@# the service: cheap bm25 requests' p99 alone and beside one client's expensive requests
+	@# (passages past score_max_passages, an uncalibrated guard share, requests within the bound)
+	$(BIN)/python scripts/bench_service_turns.py
 	@# dense cold fast vs full re-rank on the CLEF eHealth answer set (150 of the first query's
 	@# 400 answers: the full re-rank embeds D_q again for every answer)
 	$(BIN)/python scripts/bench_nrp.py --rankers dense --no-cached --limit-queries 1 \

@@ -49,7 +49,7 @@ from load_test import (
 )
 
 #: SPEC@N: N answers of ``--words`` words (64 without @); the issue's three, then requests within
-#: the default ``score_max_passages`` (4,096): 8 answers cut into 497 passages each, 2 into 1,999
+#: the default ``score_max_passages`` (4,096): 8 answers cut into 498 passages each, 2 into 2,000
 EXPENSIVE = (
     "dense:passages=2,stride=1",
     "dense:passages=16,stride=4",

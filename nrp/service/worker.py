@@ -146,6 +146,16 @@ class TurnCosts:
             known = self.rates.get(spec)
             self.rates[spec] = rate if known is None else (known + rate) / 2
 
+    def light(self, request: _ScoreRequest, budget_s: float) -> bool:
+        """Whether the request's slice in this turn (``part``) should take at most
+        ``budget_s`` at its rankers' measured rates (False while a rate is unknown)."""
+        rates = [self.rates.get(spec) for spec in request.specs()]
+        if any(rate is None for rate in rates):
+            return False
+        answers = request.payload["answers"][request.done : request.done + request.part]
+        characters = sum(answer_characters(a) for a in answers)
+        return sum(r for r in rates if r is not None) * characters <= budget_s
+
     def part(self, request: _ScoreRequest, budget_s: float, room: int) -> int:
         """How many of the request's answers left go into this turn: as many as fit in
         ``budget_s`` at its rankers' rates (at least one), at most ``room``; one answer while
@@ -388,15 +398,27 @@ class Worker:
 
     # -- synchronous requests --------------------------------------------------------------
     def _serve(self, requests: list[_ScoreRequest]) -> None:
-        """One turn: each request's slice computed (together, per ranker); a request whose
-        last slice this was gets its reply, the others wait for their next turn behind the
-        requests that came meanwhile. A request's rows are those of its slices in order: every
-        row depends on its own answer alone (``score_requests``), so they are the rows of the
-        request computed at once."""
+        """One turn: the slices expected to take at most ``score_slice_ms`` at the rates
+        measured are computed first (together, per ranker) and their replies sent, then the
+        others (a rate not measured yet counts as heavy), so a cheap request that came during
+        an expensive slice waits for that slice alone. A request whose last slice this was
+        gets its reply, the others wait for their next turn behind the requests that came
+        meanwhile. A request's rows are those of its slices in order: every row depends on its
+        own answer alone (``score_requests``), so they are the rows of the request computed at
+        once."""
         self.last_score = time.monotonic()
         self.served_since_freeze = True
-        started = time.perf_counter()
         requests = [r for r in requests if not self._waits_on_collection_work(r)]
+        budget = self.config.score_slice_ms / 1000
+        light = [r for r in requests if self.costs.light(r, budget)]
+        heavy = [r for r in requests if not self.costs.light(r, budget)]
+        for group in (light, heavy):
+            if group:
+                self._compute(group)
+
+    def _compute(self, requests: list[_ScoreRequest]) -> None:
+        """This turn's slices of ``requests``, computed in one ``score_requests`` call."""
+        started = time.perf_counter()
         spent: dict[str, tuple[float, int]] = {}
         try:
             replies = self._score(requests, spent)

@@ -114,6 +114,19 @@ def test_a_cheap_request_is_answered_in_the_turn_after_it_came(worker):
     assert [row[0] for row in rows[::3]] == [a["answer_id"] for a in EXPENSIVE]
 
 
+def test_a_light_slice_is_answered_before_the_heavy_slices_of_its_turn_are_computed(worker):
+    later = time.time() + 600
+    worker.inbox.put(("score", request("expensive", EXPENSIVE, "tfidf", later)))
+    worker.inbox.put(("score", request("cheap", CHEAP, "bm25", later)))
+    assert turn(worker) == ["expensive", "cheap"]
+    sent = []
+    while not worker.outbox.empty():
+        kind, payload = worker.outbox.get_nowait()
+        sent.append((kind, payload.get("id") or payload.get("kind"), payload.get("answers")))
+    # the cheap request's reply, then its batch's metrics, then the expensive slice's
+    assert sent == [("result", "cheap", None), ("metrics", "score", 2), ("metrics", "score", 1)]
+
+
 def test_the_rates_measured_size_the_slices(worker):
     worker.costs.rates["tfidf"] = 1e-9  # as cheap as bm25: the whole request in one turn
     worker.inbox.put(("score", request("expensive", EXPENSIVE, "tfidf", time.time() + 600)))
