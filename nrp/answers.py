@@ -7,8 +7,9 @@ Formats (by suffix; a folder is read file by file, see ``read_answers``):
   columns ``llm, prompt, qid, text`` and optionally ``answer_id`` and ``sample``;
 - TREC RAG reports (JSON Lines, detected by content: the file's first record has ``metadata``,
   ``answer``, ``responses`` or ``references`` and no ``llm``): the report format of TREC RAG
-  2024/2025, RAGTIME, DRAGUN and the AutoJudge track. One report is one answer: llm = the
-  run_id, qid = the topic_id (or narrative_id), prompt = ``REPORT_PROMPT``, text = the
+  2024/2025, RAGTIME, DRAGUN and the AutoJudge track, ids in a ``metadata`` object or (TREC
+  RAG 2024's guidelines) at the top level (``report_layout``). One report is one answer: llm =
+  the run_id, qid = the topic_id (or narrative_id), prompt = ``REPORT_PROMPT``, text = the
   sentences' texts joined by one space, answer_id = ``run_id/topic_id``, and the column
   ``citations``: the cited doc ids in citation order, each once (``report_citations``);
 - wide layout of the source study (``answers/<llm>/<prompt>.csv``): columns ``qid``, ``query`` and
@@ -116,6 +117,15 @@ class AnswerSet:
     answers: pd.DataFrame
     skipped: list[SkippedRow] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    #: TREC RAG reports read per layout (``REPORT_LAYOUTS``: "2024", "2025"); {} without reports
+    report_layouts: dict[str, int] = field(default_factory=dict)
+
+    def layout_lines(self) -> list[str]:
+        """One line per report layout read: how many reports, in which layout."""
+        return [
+            f"read {count:,} TREC RAG report(s) in the {REPORT_LAYOUTS[layout]} layout"
+            for layout, count in self.report_layouts.items()
+        ]
 
     def __len__(self) -> int:
         return len(self.answers)
@@ -182,7 +192,8 @@ def read_answers(
             first = reader.skipped[0]
             problem = f"no valid answers: all {len(reader.skipped)} skipped (first: {first})"
         raise InputError(path, None, problem)
-    return AnswerSet(reader.frame(), reader.skipped, [str(f) for f in reader.files])
+    files = [str(f) for f in reader.files]
+    return AnswerSet(reader.frame(), reader.skipped, files, reader.report_layouts)
 
 
 #: answers ``read_answer_blocks`` hands over at a time from a file larger than one block
@@ -380,6 +391,7 @@ class AnswerReader:
         self.group_position: dict[tuple[str, str, str], int] = {}
         self.citations: list[tuple[str, ...]] = []
         self.has_reports = False  # the frame has the column CITATIONS when a report was read
+        self.report_layouts: dict[str, int] = {}  # reports read per layout (``REPORT_LAYOUTS``)
         # answers read column by column (``_read_jsonl_columns``), in order with ``rows``: the
         # frames read so far, each after the rows that came before it
         self.parts: list[pd.DataFrame] = []
@@ -502,10 +514,14 @@ class AnswerReader:
         """One TREC RAG report at ``where`` (see the module docstring): added, skipped or an
         error. A report without ``metadata`` or sentences is an error even under
         ``skip_invalid`` (the file is not what it seems); a bad value in it is skippable."""
+        layout = report_layout(where, report)
         sentences = _report_sentences(where, report)
         llm = None
         try:
-            llm, qid = _report_ids(report["metadata"])
+            if layout == "2025":
+                llm, qid = _report_ids(report["metadata"])
+            else:
+                llm, qid = _report_ids(report, prefix="")
             position = self.group_position.get((llm, REPORT_PROMPT, qid), 0)
             self.group_position[(llm, REPORT_PROMPT, qid)] = position + 1
             texts = [_sentence_text(number, s) for number, s in enumerate(sentences, start=1)]
@@ -513,6 +529,7 @@ class AnswerReader:
             cited = report_citations(sentences, report.get("references"))
             self.has_reports = True
             self._add(where, f"{llm}/{qid}", llm, REPORT_PROMPT, qid, position, text, cited)
+            self.report_layouts[layout] = self.report_layouts.get(layout, 0) + 1
         except _Invalid as invalid:
             self._invalid(where, invalid.kind, invalid.reason, llm, REPORT_PROMPT)
 
@@ -709,12 +726,34 @@ def _unicode(value: str, what: str) -> str:
 # --- TREC RAG reports ----------------------------------------------------------------------------
 
 
+#: the layouts of a TREC RAG report, told apart by their shape (``report_layout``)
+REPORT_LAYOUTS = {
+    "2024": "TREC RAG 2024 (run_id and topic_id at the top level; citations index references)",
+    "2025": "TREC RAG 2025 / AutoJudge (run_id and topic_id in metadata; citations by doc id)",
+}
+
+
+def report_layout(where: AnswerLocation, report: dict[str, Any]) -> str:
+    """``2025`` for a report with a ``metadata`` object (TREC RAG 2025, RAGTIME, DRAGUN, the
+    AutoJudge track), ``2024`` for one with ``run_id`` at the top level and no metadata (TREC
+    RAG 2024, as its guidelines write it: ``run_id``, ``topic_id``, ``topic``, ``references``,
+    ``response_length``, ``answer``); an error at ``where`` for anything else."""
+    if "metadata" in report:
+        if not isinstance(report["metadata"], dict):
+            found = type(report["metadata"]).__name__
+            raise where.error(f"a TREC RAG report's metadata must be an object (found: {found})")
+        return "2025"
+    if "run_id" in report:
+        return "2024"
+    raise where.error(
+        "a TREC RAG report needs run_id and topic_id: in a metadata object (2025 layout) or at "
+        "the top level (2024 layout); found neither"
+    )
+
+
 def _report_sentences(where: AnswerLocation, report: dict[str, Any]) -> list[Any]:
     """The report's sentences (``responses``, else ``answer``; both: the same list); an error at
-    ``where`` when metadata or sentences are missing or not what the format says."""
-    if not isinstance(report.get("metadata"), dict):
-        found = "missing" if "metadata" not in report else type(report["metadata"]).__name__
-        raise where.error(f"a TREC RAG report needs a metadata object (found: {found})")
+    ``where`` when they are missing or not what the format says."""
     given = [report[key] for key in ("responses", "answer") if report.get(key) is not None]
     if not given:
         raise where.error("a TREC RAG report needs its sentences as answer or responses")
@@ -725,19 +764,21 @@ def _report_sentences(where: AnswerLocation, report: dict[str, Any]) -> list[Any
     return given[0]
 
 
-def _report_ids(metadata: dict[str, Any]) -> tuple[str, str]:
-    """run_id and the topic id (topic_id, else narrative_id; both: the same) of a report."""
-    llm = _name(metadata.get("run_id"), "metadata.run_id")
-    topic = _optional_name(metadata.get("topic_id"), "metadata.topic_id")
-    narrative = _optional_name(metadata.get("narrative_id"), "metadata.narrative_id")
+def _report_ids(fields: dict[str, Any], prefix: str = "metadata.") -> tuple[str, str]:
+    """run_id and the topic id (topic_id, else narrative_id; both: the same) of a report, from
+    its metadata (2025 layout) or its top level (2024: ``prefix`` empty)."""
+    llm = _name(fields.get("run_id"), f"{prefix}run_id")
+    topic = _optional_name(fields.get("topic_id"), f"{prefix}topic_id")
+    narrative = _optional_name(fields.get("narrative_id"), f"{prefix}narrative_id")
     if topic is not None and narrative is not None and topic != narrative:
         raise _Invalid(
             "invalid_value",
-            f"metadata.topic_id {quote(topic)} and narrative_id {quote(narrative)} differ",
+            f"{prefix}topic_id {quote(topic)} and narrative_id {quote(narrative)} differ",
         )
     qid = topic if topic is not None else narrative
     if qid is None:
-        raise _Invalid("missing_value", "metadata has no topic_id or narrative_id")
+        where = prefix.rstrip(".") or "the report"
+        raise _Invalid("missing_value", f"{where} has no topic_id or narrative_id")
     return llm, qid
 
 

@@ -126,6 +126,46 @@ def test_reports_read_as_answers(reports):
                                            ("w1", "w2")]  # fmt: skip
 
 
+def guideline_2024(report: dict) -> dict:
+    """A RUN_A report as the TREC RAG 2024 guidelines write it: run_id and topic_id at the top
+    level beside topic, references, response_length and answer; no metadata."""
+    meta = report["metadata"]
+    words = sum(len(s["text"].split()) for s in report["answer"])
+    return {"run_id": meta["run_id"], "topic_id": meta["narrative_id"], "topic": "a question",
+            "references": report["references"], "response_length": words,
+            "answer": report["answer"]}  # fmt: skip
+
+
+def test_the_2024_guidelines_layout_is_read_as_the_metadata_one(tmp_path):
+    flat = write_reports(tmp_path / "flat" / "runA.jsonl", [guideline_2024(r) for r in RUN_A])
+    nested = write_reports(tmp_path / "nested" / "runA.jsonl", RUN_A)
+    read = read_answers(flat)
+    pd.testing.assert_frame_equal(read.answers, read_answers(nested).answers)
+    assert read.report_layouts == {"2024": 2}
+    assert read_answers(nested).report_layouts == {"2025": 2}  # metadata: by its shape
+    assert read.layout_lines() == [
+        "read 2 TREC RAG report(s) in the TREC RAG 2024 (run_id and topic_id at the top level; "
+        "citations index references) layout"
+    ]
+
+
+def test_nrp_score_scores_the_2024_layout_and_says_which_layout_it_read(indexes, tmp_path, capsys):
+    path = write_reports(tmp_path / "runA.jsonl", [guideline_2024(r) for r in RUN_A])
+    both = write_reports(tmp_path / "both" / "runs.jsonl", [guideline_2024(RUN_A[0]), RUN_B[1]])
+    code, _, err = run(capsys, "score", "rag-tiny", str(path), "--ranker", "tfidf", "--out",
+                       str(tmp_path / "out"), "--indexes", indexes)  # fmt: skip
+    assert code == 0 and "in the TREC RAG 2024 (run_id and topic_id at the top level" in err
+    results = pd.read_csv(tmp_path / "out" / "results.csv", dtype={"qid": str})
+    for row in results.itertuples():
+        assert row.nrp == pytest.approx(NRP[row.llm, row.qid])
+    cited = pd.read_csv(tmp_path / "out" / api.CITATIONS_FILE, dtype={"qid": str})
+    assert set(zip(cited["qid"], cited["n_cited"], strict=True)) == {("q1", 3), ("q2", 1)}
+    code, _, err = run(capsys, "score", "rag-tiny", str(both), "--ranker", "tfidf", "--out",
+                       str(tmp_path / "out-both"), "--indexes", indexes)  # fmt: skip
+    assert code == 0 and "read 1 TREC RAG report(s) in the TREC RAG 2024" in err
+    assert "read 1 TREC RAG report(s) in the TREC RAG 2025 / AutoJudge" in err
+
+
 def test_report_citation_shapes():
     """2024 indices, 2025 doc ids, RAGTIME {doc: confidence} (highest first, ties in order)."""
     sentences = [{"text": "a", "citations": [1, "d9"]}, {"text": "b", "citations": None},
@@ -229,7 +269,16 @@ def test_report_without_citations_writes_no_citations_file(indexes, tmp_path):
 BAD = {
     "missing_metadata": (
         [RUN_B[0], {"responses": [{"text": "x", "citations": []}]}],
-        ":2: a TREC RAG report needs a metadata object (found: missing)",
+        ":2: a TREC RAG report needs run_id and topic_id: in a metadata object (2025 layout) or "
+        "at the top level (2024 layout); found neither",
+    ),
+    "metadata_not_an_object": (
+        [{**RUN_B[0], "metadata": ["runB", "q1"]}],
+        ":1: a TREC RAG report's metadata must be an object (found: list)",
+    ),
+    "2024_without_topic": (
+        [{"run_id": "r", "references": [], "answer": [{"text": "x", "citations": []}]}],
+        ":1: the report has no topic_id or narrative_id",
     ),
     "index_out_of_range": (
         [{**RUN_A[0], "references": ["c1", "c3"]}],

@@ -112,6 +112,9 @@ def read_answer_set(path: Path, collection: object, skip_invalid: bool) -> Any:
 
 
 def _print_skipped(answer_set: Any) -> None:
+    """The report layouts read and the rows skipped, on stderr."""
+    for line in answer_set.layout_lines():
+        print(line, file=sys.stderr)
     for row in answer_set.skipped:
         print(f"skipped: {row}", file=sys.stderr)
     if answer_set.skipped:
