@@ -37,6 +37,12 @@ class NrpError(Exception):
     """Base class of every error nrp reports to a user (the CLI prints it and exits 2)."""
 
 
+class NrpWarning(UserWarning):
+    """A result that holds less than was asked of it (validation chose no ranker for a
+    dimension), said in Python where nobody prints the result; the same text is in the result's
+    ``warnings`` and its printed tables, which the CLI prints instead of this warning."""
+
+
 class InputError(NrpError):
     """Bad input: names the file, the line where known, and the problem, on one line."""
 

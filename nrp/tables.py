@@ -40,6 +40,10 @@ class FrameView:
     def _repr_html_(self) -> str:
         return self.to_frame().to_html(index=False, na_rep="")
 
+    def __str__(self) -> str:
+        """The text the CLI prints (``format``), not the fields' dump (``repr``)."""
+        return self.format()  # type: ignore[attr-defined]
+
 
 def one_row(frame: pd.DataFrame, **keys: Any) -> pd.Series:
     """The one row of ``frame`` whose columns equal ``keys`` (KeyError naming the keys when

@@ -11,13 +11,14 @@ import argparse
 import os
 import select
 import sys
+import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
 from nrp import api
-from nrp.errors import MESSAGE_LIMIT, NrpError, one_line
+from nrp.errors import MESSAGE_LIMIT, NrpError, NrpWarning, one_line
 
 
 def add_indexes_option(parser: argparse.ArgumentParser) -> None:
@@ -218,7 +219,9 @@ def run_command(args: argparse.Namespace) -> int:
     lines = None if getattr(args, "quiet", False) else api.ProgressLines()
     _progress = lines or _no_progress
     try:
-        code = args.run(args)
+        with warnings.catch_warnings():  # the command prints what these say, in its tables
+            warnings.simplefilter("ignore", NrpWarning)
+            code = args.run(args)
         sys.stdout.flush()  # so that a reader gone away is met below, not at exit
         return code
     except BrokenPipeError as err:

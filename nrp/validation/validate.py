@@ -14,13 +14,14 @@ import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
+from warnings import warn
 
 import numpy as np
 import pandas as pd
 
 from nrp import statistics
 from nrp.collection.collection import Collection
-from nrp.errors import ConfigError, InputError, NrpError
+from nrp.errors import ConfigError, InputError, NrpError, NrpWarning
 from nrp.executors.base import Executor, active_executor
 from nrp.measures import (
     DimensionQrels,
@@ -434,8 +435,10 @@ def _evaluate(
         dimensions[dimension] = _dimension_result(qrels, per_query, settings, validity, control)
         if not qrels.evaluated_qids:
             warnings.append(f"{dimension!r}: no query to average over; nothing chosen")
+            warn(f"{warnings[-1]} (print the result for its tables)", NrpWarning, stacklevel=3)
         elif validity and dimensions[dimension].choice is None:
             warnings.append(_nothing_passed(collection.name, dimension, validity))
+            warn(f"{warnings[-1]} (print the result for its tables)", NrpWarning, stacklevel=3)
     _, _, unvalidated = default_weights({d: r.choice for d, r in dimensions.items()})
     if unvalidated:
         warnings.append(unvalidated)

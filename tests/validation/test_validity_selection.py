@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from nrp import Collection, ingest
+from nrp.errors import NrpWarning
 from nrp.rankers.base import Ranker
 from nrp.validation import ValidationResult, validate
 from nrp.validation.selection import choose
@@ -122,7 +124,8 @@ def test_a_ranker_of_question_words_is_passed_over_with_its_reason(answers):
 
 
 def test_nothing_passes_nothing_is_chosen_and_a_warning_names_the_command(answers):
-    result = validate(answers, [QuestionOverlap()], cache=False, validity_kinds=KINDS)
+    with pytest.warns(NrpWarning):  # said in Python too (the next test)
+        result = validate(answers, [QuestionOverlap()], cache=False, validity_kinds=KINDS)
     assert result.dimensions["relevance"].choice is None
     assert result.chosen() == {}
     (warning,) = result.warnings
@@ -133,6 +136,22 @@ def test_nothing_passes_nothing_is_chosen_and_a_warning_names_the_command(answer
     assert validate(answers, [QuestionOverlap()], cache=False, validity=False).chosen() == {
         "relevance": "question_overlap"
     }
+
+
+def test_python_says_why_nothing_was_chosen_and_prints_the_clis_tables(answers):
+    reason = r"'relevance': no ranker passed validity .* \(print the result for its tables\)"
+    with pytest.warns(NrpWarning, match=reason):
+        result = validate(answers, {"overlap": QuestionOverlap()}, cache=False,
+                          validity_kinds=KINDS)  # fmt: skip
+    assert result.chosen() == {}
+    text = str(result)
+    assert text == result.format() and not text.startswith("ValidationResult(")
+    assert "no ranker passed validity: nothing chosen" in text and "overlap" in text
+    assert "FAIL" in text and "echo" in text  # the validity table, as the CLI prints it
+    assert text.endswith(f"warnings:\n  {result.warnings[0]}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NrpWarning)  # a choice made: no warning
+        validate(answers, [QuestionOverlap(), "guard"], cache=False, validity_kinds=KINDS)
 
 
 def test_the_cli_prints_who_was_passed_over_and_why(answers):
