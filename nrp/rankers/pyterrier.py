@@ -32,7 +32,9 @@ of (qid, query, docno, text) rows: it is given rows and must return a score for 
   a warning, once per spec in a process, and ``depends_on_candidate_set`` is set, so NRP re-ranks
   D_q plus each answer in full; ``description`` says so. ``check_batch=False`` skips the probe.
 - **A display name.** ``name`` is what result tables show for the ranker (``str(ranker)``, the
-  validation's system name); the spec (and the score cache) keeps the key.
+  validation's system name); the spec (and the score cache) keeps the key. Without a name and
+  a fingerprint, a ``pt.apply`` transformer is shown by its function's name and another by its
+  short repr (``shown_name``); a fingerprint given is shown as the spec that names it.
 - **Found again by spec in this process.** The ranker's spec is ``pyterrier:key=KEY``; a
   validation result that chose it names that spec, and ``nrp.rankers.coerce.as_ranker`` turns
   it back into the wrapped transformer, in the process that wrapped it (a spec cannot carry a
@@ -99,6 +101,8 @@ class TransformerRanker(Ranker):
         self.tolerance = float(tolerance)
         self.depends_on_candidate_set = bool(depends_on_candidate_set)
         self.label = _checked_name(name)
+        if self.label is None and self.key_is_derived:
+            self.label = shown_name(transformer, key)
         self.check_batch = bool(check_batch)
         #: the batch probe's largest relative difference (None: not probed)
         self.batch_difference: float | None = None
@@ -247,6 +251,35 @@ def _checked_name(name: str | None) -> str | None:
     if not isinstance(name, str) or not name.strip() or "\n" in name:
         raise ConfigError(f"name {name!r}: give a non-empty one-line string")
     return name.strip()
+
+
+#: the longest repr a wrapped transformer is shown by when no name is given (``shown_name``)
+SHOWN_REPR_LIMIT = 60
+_SHOWN: dict[str, str] = {}  # name shown -> the key of the first ranker shown by it
+
+
+def shown_name(transformer: Any, key: str) -> str | None:
+    """The name result tables show for a transformer wrapped without ``name`` and without a
+    fingerprint: a ``pt.apply`` transformer's function name (``overlap_score``; not a lambda's),
+    else its short repr as PyTerrier shows it (``BM25(k1=0.9)``; not one with a memory address
+    or the generic ``pt.apply...`` one), else None (the spec, ``pyterrier:key=repr-...``). A
+    name another key took first in this process gets the key's first characters
+    (``score [repr-71a39bc1]``), so two functions of one name stay apart in a table."""
+    fn = getattr(transformer, "fn", None)
+    name = getattr(fn, "__name__", None)
+    if not isinstance(name, str) or not name.isidentifier():
+        text = describe(transformer)
+        shown = (
+            len(text) <= SHOWN_REPR_LIMIT
+            and " at 0x" not in text
+            and "\n" not in text
+            and not text.startswith("pt.apply")
+        )
+        name = text if shown else None
+    if name is None:
+        return None
+    first = _SHOWN.setdefault(name, key)
+    return name if first == key else f"{name} [{key[:13]}]"
 
 
 def describe(transformer: Any) -> str:

@@ -180,6 +180,31 @@ def test_monot5_reranker_with_batches_of_four_is_re_ranked_in_full(words, tiny_t
     assert injection_mode(ranker) == FULL_TRANSFORM
 
 
+def scorer_of(constant: float):
+    def score(row) -> float:  # one name for every constant: two rankers, one function name
+        return constant
+
+    return pt.apply.doc_score(score)
+
+
+def test_without_a_name_a_function_or_short_repr_is_shown_not_the_derived_key(words):
+    shown = from_transformer(overlap())
+    assert str(shown) == "overlap_score" and shown.spec().startswith("pyterrier:key=repr-")
+    result = api.validate(words, [shown, brevity()], validity=False, random_control=False)
+    assert [info.name for info in result.systems] == ["overlap_score", "brevity_score"]
+    assert result.chosen()["relevance"] == shown.spec()
+    anonymous = from_transformer(pt.apply.doc_score(lambda row: 1.0))
+    assert str(anonymous) == anonymous.spec()  # a lambda: nothing to show but the key
+    fingerprinted = from_transformer(overlap(), fingerprint="overlap-v2")
+    assert str(fingerprinted) == "pyterrier:key=overlap-v2"  # the user's own name for it
+    one, two = from_transformer(scorer_of(1.0)), from_transformer(scorer_of(2.0))
+    assert str(one) == "score" and str(two) == f"score [{two.params['key'][:13]}]"
+    assert str(from_transformer(scorer_of(1.0))) == "score"  # the same key: the same name
+    assert str(from_transformer(pt.Transformer.from_df(words.candidates()))).startswith(
+        "pyterrier:key=repr-"
+    )  # a repr with an address, or too long to show
+
+
 def test_a_display_name_shows_in_tables_and_the_spec_still_finds_it(words):
     ranker = from_transformer(overlap(), name="overlap")
     assert str(ranker) == "overlap" and ranker.spec().startswith("pyterrier:key=repr-")
