@@ -32,9 +32,10 @@ def main(indexes_dir: str) -> dict:
     nrp.ingest(resources.files("nrp") / "data" / "demo" / "manifest.yaml", indexes_dir=indexes_dir)
     demo = nrp.Collection.load("demo", indexes_dir)
 
-    # 1. nrp's rankers re-rank D_q; qrels restricted to D_q are the ones validation uses
-    candidates = pt.Transformer.from_df(demo.candidates())
-    qrels = demo.qrels("relevance").merge(demo.candidates()[["qid", "docno"]])
+    # 1. nrp's rankers re-rank D_q (the collection's retriever gives it); the qrels of D_q are
+    # the ones validation uses
+    candidates = demo.retriever()
+    qrels = demo.qrels("relevance", scope="candidates")
     rankers = {spec: candidates >> nrp.make_ranker(spec) for spec in ("tfidf", "bm25")}
     ndcg = pt.Experiment(
         list(rankers.values()), demo.topics, qrels, [ir_measures.nDCG @ 10],

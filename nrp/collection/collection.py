@@ -18,6 +18,8 @@ from nrp.collection.store import STORE_FILE, read_meta, store_path
 from nrp.errors import ConfigError, NrpError, quote
 
 LabelMode = Literal["graded", "raw"]
+#: the judgments ``Collection.qrels`` gives: every one, or those of D_q's documents
+QrelsScope = Literal["all", "candidates"]
 #: the topic field rankers read unless their spec names another (``dense:query=paraphrase``)
 DEFAULT_QUERY_FIELD = "query"
 
@@ -124,11 +126,38 @@ class Collection:
         """qid, ref_id, text: reference answers, where the collection has them."""
         return self._query("SELECT qid, ref_id, text FROM reference_answers ORDER BY rowid")
 
-    def qrels(self, dimension: str, labels: LabelMode = "graded") -> pd.DataFrame:
+    def qrels(
+        self, dimension: str, labels: LabelMode = "graded", scope: QrelsScope = "all"
+    ) -> pd.DataFrame:
         """qid, docno, label in one dimension. ``graded``: the label scale's gains, with labels the
         scale excludes ("could not judge") left out. ``raw``: every judgment with its label as
         written, as a number (what the source study's scripts used): integers when every label
-        of the dimension is a whole number, else floats."""
+        of the dimension is a whole number, else floats. ``scope="candidates"``: only the
+        judgments of D_q's documents (judged documents with text), the qrels validation scores
+        rankers with, to pair with ``retriever()``; ``"all"``: every judgment, as trec_eval
+        reads the official qrels."""
+        if scope not in ("all", "candidates"):
+            raise NrpError(f"scope must be 'all' or 'candidates', not {scope!r}")
+        frame = self._qrels(dimension, labels)
+        if scope == "all":
+            return frame
+        in_dq = self.candidates()[["qid", "docno"]].drop_duplicates()
+        return frame.merge(in_dq, on=["qid", "docno"], how="inner").reset_index(drop=True)
+
+    def retriever(self, query_field: str = DEFAULT_QUERY_FIELD) -> Any:
+        """D_q as a PyTerrier retriever: for each query of its input, the query's judged
+        documents with text (qid, query, docno, text; score 0.0 and rank in D_q's order), the
+        candidate set nrp's rankers re-rank (they score the rows they are given, they do not
+        retrieve). ``c.retriever() >> ranker`` with ``c.qrels(DIM, scope="candidates")`` in
+        ``pt.Experiment`` gives the nDCG validation gives; the official qrels (``scope="all"``)
+        also count judged documents that have no text, which no ranker here can return."""
+        import pyterrier as pt
+
+        frame = self.candidates(query_field=query_field)
+        frame = frame.assign(score=0.0, rank=frame.groupby("qid", sort=False).cumcount())
+        return pt.Transformer.from_df(frame)
+
+    def _qrels(self, dimension: str, labels: LabelMode) -> pd.DataFrame:
         self._check_dimension(dimension)
         if labels == "graded":
             frame = self._query(
