@@ -192,8 +192,10 @@ def test_leaderboard_reads_back_with_the_tracks_reader(scored, tmp_path, capsys,
     path = tmp_path / "nrp.leaderboard"
     code, out, _ = run(capsys, "leaderboard", str(scored), "--out", str(path))
     assert code == 0 and "2 run(s), 7 measure(s)" in out
-    assert path.read_text().splitlines()[0] == "runA nrp_relevance q1 1.0"
-    loaded = autojudge.Leaderboard.load(path, format="tot")
+    lines = path.read_text().splitlines()
+    assert lines[:2] == ["runA q1 nrp_relevance 1.0000", "runA q1 nrp_credibility 1.0000"]
+    assert "runB all nrp_weighted 0.5625" in lines and lines[-1].startswith("runB all ")
+    loaded = autojudge.Leaderboard.load(path, format="ir_measures")  # the runner's default
     read = {
         (e.run_id, m, e.topic_id): float(v) for e in loaded.entries for m, v in e.values.items()
     }
@@ -213,7 +215,7 @@ def test_autojudge_runner_calls_nrp(indexes, reports, tmp_path, autojudge):
     result = run_judge(
         auto_judge=api.NrpJudge(), rag_responses=responses, rag_topics=topics, llm_config=no_llm,
         judge_settings={"collection": "rag-tiny", "indexes": indexes, "ranker": "tfidf"},
-        judge_output_path=tmp_path / "nrp", out_dir=tmp_path, leaderboard_format="tot",
+        judge_output_path=tmp_path / "nrp", out_dir=tmp_path,
         judge_uses_nuggets=False, judge_uses_qrels=False,
     )  # fmt: skip
     values = {(e.run_id, m, e.topic_id): v for e in result.leaderboard.entries
@@ -221,10 +223,14 @@ def test_autojudge_runner_calls_nrp(indexes, reports, tmp_path, autojudge):
     assert values == pytest.approx(expected_leaderboard())
     written = [p for p in tmp_path.iterdir() if p.is_file() and p.suffix != ".yml"]
     assert len(written) == 1  # the runner wrote the leaderboard
-    loaded = autojudge.Leaderboard.load(written[0], format="tot")
+    loaded = autojudge.Leaderboard.load(written[0], format="ir_measures")  # its default
     assert {(e.run_id, e.topic_id) for e in loaded.entries} == {
         (run, topic) for run in ("runA", "runB") for topic in ("q1", "q2", "all")
     }
+    # the runner's layout is nrp leaderboard's: run, topic, measure, value
+    run_id, topic, measure, _ = written[0].read_text().split("\n")[0].split()
+    assert run_id in ("runA", "runB") and topic in ("q1", "q2", "all")
+    assert measure in MEASURES
 
 
 def test_without_nltk_data_the_judge_says_why(monkeypatch, tmp_path):

@@ -1,8 +1,10 @@
 """A TREC leaderboard of NRP results: the file the TREC RAG and AutoJudge tools read.
 
-One line per run, measure and topic, whitespace separated: ``run_id measure topic_id value``
-(the ``tot`` layout of ``autojudge_base.Leaderboard``), and per run and measure a line with
-topic ``all``: the mean over the run's topics that have the measure.
+One line per run, topic and measure, whitespace separated: ``run_id topic_id measure value``
+(the ``ir_measures`` layout, ``autojudge_base.Leaderboard``'s default, which its runner writes
+too), values with 4 decimals as trec_eval prints them, and per run and measure a line with
+topic ``all``: the mean over the run's topics that have the measure (of the unrounded values).
+The table (``leaderboard``) keeps the values unrounded.
 
 - **Runs**: the LLM; when the results hold more than one prompt, ``llm/prompt``. Answers read
   from TREC RAG reports are llm = run_id, prompt ``report``, so their runs keep their ids.
@@ -102,12 +104,31 @@ def _check_names(table: pd.DataFrame) -> None:
             )
 
 
+#: how a value is written: as trec_eval prints a measure
+VALUE_FORMAT = "{:.4f}"
+
+
 def write_leaderboard(table: pd.DataFrame, path: str | Path) -> Path:
-    """``table`` (``leaderboard``) as a whitespace-separated file, written aside (never half)."""
+    """``table`` (``leaderboard``) as a whitespace-separated file, ``run_id topic_id measure
+    value``: each run's lines topic by topic (``all`` last, as in the table), the measures in
+    the table's order; written aside (never half)."""
     path = Path(path)
+    order = {
+        column: {value: n for n, value in enumerate(dict.fromkeys(table[column]))}
+        for column in ("run_id", "topic_id", "measure")
+    }
+    rows = sorted(
+        table.itertuples(index=False),
+        key=lambda r: (
+            order["run_id"][r.run_id],
+            r.topic_id == ALL_TOPICS,
+            order["topic_id"][r.topic_id],
+            order["measure"][r.measure],
+        ),
+    )
     lines = [
-        f"{row.run_id} {row.measure} {row.topic_id} {float(row.value)!r}\n"
-        for row in table.itertuples(index=False)
+        f"{row.run_id} {row.topic_id} {row.measure} {VALUE_FORMAT.format(float(row.value))}\n"
+        for row in rows
     ]
     write_aside(path, lambda partial: partial.write_text("".join(lines), encoding="utf-8"))
     return path

@@ -1,7 +1,7 @@
 """``nrp leaderboard``: a results folder of ``nrp score`` as a TREC leaderboard file
-(``run_id measure topic_id value``, with ``all`` rows), the file the TREC RAG and AutoJudge tools
-read: NRP per dimension, the weighted NRP, and the citation measures when ``citations.csv`` is
-beside the results."""
+(``run_id topic_id measure value``, 4 decimals, with ``all`` rows), the file the TREC RAG and
+AutoJudge tools read and write: NRP per dimension, the weighted NRP, and the citation measures
+when ``citations.csv`` is beside the results."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from nrp.cli.common import check_out
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "leaderboard",
-        help="results of nrp score as a TREC leaderboard (run_id measure topic_id value)",
+        help="results of nrp score as a TREC leaderboard (run_id topic_id measure value)",
     )
     parser.add_argument("results", type=Path, help="results folder or results.parquet/.csv")
     parser.add_argument("--out", type=Path, required=True, help="the leaderboard file to write")
