@@ -27,9 +27,12 @@ Choices, and why:
 - **One answer per query.** The first row of each query is its answer (pyterrier-rag's
   convention). It is positioned as answer ``qanswer:QID``; the results cache keys positions by
   the text's hash too, so two pipelines' answers to one query never mix.
-- **NaN, never a silent 0.** A query of the qrels that a pipeline did not answer, or whose judged
-  documents have no text (empty D_q), gets NaN (``DEFAULT``), so the mean shows that something is
-  missing. Pass the qrels of the queries the pipelines answer (e.g. ``collection.qrels(DIM)``).
+- **A missing query counts as ir_measures counts it.** A query of the qrels that a pipeline
+  did not answer, or whose judged documents have no text (empty D_q), gets 0 (``DEFAULT``), as
+  ir_measures and pytrec_eval give a query a run lacks, so ``nrp.relevance`` and ``nDCG@10`` of
+  one experiment average over the same queries alike. ``missing="nan"`` gives NaN instead, so
+  the mean shows that something is missing. Pass the qrels of the queries the pipelines answer
+  (e.g. ``collection.qrels(DIM)``).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import pandas as pd
 from ir_measures import Metric
@@ -60,6 +63,8 @@ log = logging.getLogger(__name__)
 
 #: the answer column of pyterrier-rag's pipelines
 ANSWER_COLUMN = "qanswer"
+#: ``nrp_measures(missing=...)``: the value of a query of the qrels that has no NRP
+MISSING_VALUES = {"zero": 0.0, "nan": float("nan")}
 #: the prefix of an answer's id (``qanswer:QID``): never a docno of D_q
 ANSWER_ID_PREFIX = "qanswer:"
 
@@ -126,13 +131,14 @@ class NRPMeasure(Measure):
 
     NAME: ClassVar[str] = "NRP"
     SUPPORTED_PARAMS: ClassVar[dict[str, Any]] = {}
-    DEFAULT: ClassVar[float] = float("nan")  # no answer, or no D_q: missing, not 0
+    DEFAULT: ClassVar[float] = 0.0  # no answer, or no D_q: 0, as ir_measures counts it
     QREL_INPUTS: ClassVar[list[str]] = ["query_id"]
 
-    def __init__(self, scorer: RunScorer, dimension: str):
+    def __init__(self, scorer: RunScorer, dimension: str, missing: float = 0.0):
         super().__init__()
         self.scorer = scorer
         self.dimension = dimension
+        self.DEFAULT = missing  # type: ignore[misc]  # this measure's value of a missing query
         self.__name__ = f"nrp.{dimension}"
         self.RUN_INPUTS = ["query_id", scorer.answer_column]
 
@@ -151,6 +157,7 @@ def nrp_measures(
     rankers: Any = None,
     *,
     answer_column: str = ANSWER_COLUMN,
+    missing: Literal["zero", "nan"] = "zero",
     **options: Any,
 ) -> list[NRPMeasure]:
     """NRP per dimension and weighted, as measures for ``pt.Experiment`` over pipelines that
@@ -158,8 +165,11 @@ def nrp_measures(
 
     ``rankers``: None for the collection's ``validation.json``, else anything ``score_answers``
     takes. ``options``: ``ScoreSettings`` fields (``ties="pessimistic"``, ``weights={...}``,
-    ``cache=False``, ...). Returns ``nrp.DIM`` for each ranked dimension, then
-    ``nrp.weighted``."""
+    ``cache=False``, ...). ``missing``: the value of a query of the qrels without an answer
+    or without D_q, ``"zero"`` as ir_measures counts a query a run lacks, or ``"nan"``.
+    Returns ``nrp.DIM`` for each ranked dimension, then ``nrp.weighted``."""
+    if missing not in MISSING_VALUES:
+        raise ConfigError(f"missing must be 'zero' or 'nan', not {missing!r}")
     if not isinstance(collection, Collection):
         collection = Collection.load(str(collection))
     if rankers is None:
@@ -172,4 +182,5 @@ def nrp_measures(
             )
     settings = settings_with(ScoreSettings, None, options)
     scorer = RunScorer(collection, rankers, settings, answer_column)
-    return [NRPMeasure(scorer, dimension) for dimension in scorer.dimensions]
+    value = MISSING_VALUES[missing]
+    return [NRPMeasure(scorer, dimension, value) for dimension in scorer.dimensions]

@@ -128,18 +128,32 @@ def test_weights_and_other_rankers_are_options(validated):
     assert table.loc["copy", "nrp.readability"] == pytest.approx((7 / 8 + 5 / 6) / 2)
 
 
-def test_a_query_without_an_answer_is_nan_not_zero(validated):
+def test_a_query_without_an_answer_counts_0_as_in_ir_measures_or_nan_when_asked(validated):
     words, _, _ = validated
     only_q1 = pt.apply.generic(
         lambda topics: topics[topics["qid"] == "q1"].assign(qanswer=DOCS["a1"][1])
     )
-    per_query = pt.Experiment(
+
+    def values(**options) -> dict:
+        per_query = pt.Experiment(
+            [only_q1], words.topics, words.qrels("relevance"), nrp_measures(words, **options),
+            names=["q1 only"], perquery=True, validate="ignore",
+        )  # fmt: skip
+        return {(r.measure, r.qid): r.value for r in per_query.itertuples()}
+
+    counted = values()
+    assert counted[("nrp.relevance", "q1")] == 7 / 8
+    assert counted[("nrp.relevance", "q2")] == 0.0  # as ir_measures counts a query a run lacks
+    means = pt.Experiment(
         [only_q1], words.topics, words.qrels("relevance"), nrp_measures(words),
-        names=["q1 only"], perquery=True, validate="ignore",
+        names=["q1 only"], validate="ignore",
     )  # fmt: skip
-    values = {(r.measure, r.qid): r.value for r in per_query.itertuples()}
-    assert values[("nrp.relevance", "q1")] == 7 / 8
-    assert math.isnan(values[("nrp.relevance", "q2")])
+    assert means["nrp.relevance"].iloc[0] == pytest.approx(7 / 8 / 2)  # over both queries
+    marked = values(missing="nan")
+    assert marked[("nrp.relevance", "q1")] == 7 / 8
+    assert math.isnan(marked[("nrp.relevance", "q2")])
+    with pytest.raises(ConfigError, match="missing must be 'zero' or 'nan', not 'none'"):
+        nrp_measures(words, missing="none")
 
 
 def test_errors_name_what_to_change(validated, tmp_path):
