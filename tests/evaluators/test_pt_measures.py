@@ -109,6 +109,28 @@ def test_experiment_reports_nrp_per_dimension_and_weighted(validated):
     assert found == pytest.approx(expected, abs=1e-12)
 
 
+def test_nrp_and_ndcg_in_one_experiment_over_a_pipeline_that_ranks_and_answers(validated):
+    words, _, _ = validated
+    ranker = from_transformer(pt.apply.doc_score(overlap_score), fingerprint="overlap-v1")
+    # D_q ranked by overlap, each query answered with its top document (the rows keep qanswer)
+    answer_top = pt.apply.generic(
+        lambda ranked: ranked.assign(
+            qanswer=ranked.sort_values("rank").groupby("qid")["text"].transform("first")
+        )
+    )
+    pipeline = words.retriever() >> ranker >> answer_top
+    table = pt.Experiment(
+        [pipeline], words.topics, words.qrels("relevance", scope="candidates"),
+        [ir_measures.nDCG @ 10, *nrp_measures(words, cache=False)], names=["ranks-and-answers"],
+        validate="ignore",
+    ).set_index("name")  # fmt: skip
+    row = table.loc["ranks-and-answers"]
+    assert row["nDCG@10"] == 1.0  # overlap orders D_q as the grades do (a1 > a2 > ...)
+    # the top documents as answers: a1 and b1, the copies of the "copy" pipeline
+    for measure, per_query in EXPECTED["copy"].items():
+        assert row[measure] == pytest.approx(_mean(per_query), abs=1e-12)
+
+
 def test_weights_and_other_rankers_are_options(validated):
     words, _, _ = validated
     weighted = nrp_measures(words, weights={"relevance": 3, "readability": 1})[-1]
