@@ -67,7 +67,7 @@ from nrp.generation.generate import GenerationSettings, generate_answers, parse_
 from nrp.jsontext import DuplicateKey, unique_keys
 from nrp.llm.backends import GenerationOptions
 from nrp.meta.annotators import annotator_agreement
-from nrp.meta.labelstudio import QueryMap
+from nrp.meta.labelstudio import QueryMap, is_label_studio_export, read_label_studio_scores
 from nrp.meta.report import meta_from_files, write_meta
 from nrp.models.folders import PACKAGED_MODELS, close_hub_unless_allowed
 from nrp.positioning.job import PositionCaches, PositionJob, PositionOptions
@@ -226,6 +226,7 @@ __all__ = [
     "ingest",
     "inside_roots",
     "irds_manifest",
+    "is_label_studio_export",
     "leaderboard",
     "list_collections",
     "make_evaluator",
@@ -244,6 +245,7 @@ __all__ = [
     "read_citations",
     "read_flags",
     "read_label_studio",
+    "read_label_studio_scores",
     "read_mapping_text",
     "read_run",
     "render_info",

@@ -20,16 +20,22 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "scores",
         type=Path,
-        help="score table: an `nrp evaluate` output folder, or CSV/TSV/JSONL/Parquet",
+        help="score table: an `nrp evaluate` output folder, or CSV/TSV/JSONL/Parquet, or a "
+        "Label Studio export (.json) of a ranking project whose items carry scores",
     )
     parser.add_argument(
         "human",
         type=Path,
+        nargs="?",
         help="human labels: a table with the item id and label columns, JSONL rankings "
         '{"qid": ..., "ranking": [ids, best first]}, or a Label Studio export (.json) of a '
-        "ranking project",
+        "ranking project (default: the scores file, when that is such an export)",
     )
-    parser.add_argument("--scores", dest="score_columns", help="score columns (default: numeric)")
+    parser.add_argument(
+        "--scores",
+        dest="score_columns",
+        help="score columns (default: numeric); of an export's items: items.FIELD",
+    )
     parser.add_argument("--human", dest="human_columns", help="human label columns (default: all)")
     parser.add_argument("--join", default="answer_id", help="item id column (default answer_id)")
     parser.add_argument("--query-column", default="qid", help="query column (default qid)")
@@ -70,8 +76,16 @@ def handle(args: argparse.Namespace) -> int:
     except ValueError:
         raise NrpError(f"--thresholds {args.thresholds!r} is not a list of numbers") from None
     system = None if args.system_column.lower() == "none" else args.system_column
+    human = args.human
+    if human is None:
+        if not api.is_label_studio_export(args.scores):
+            raise NrpError(
+                f"give the human labels file after {args.scores} (only a Label Studio export "
+                "holds both the rankings and the scores)"
+            )
+        human = args.scores  # the export's rankings, its items' scores
     run = api.meta_from_files(
-        args.scores, args.human, score_columns=_names(args.score_columns),
+        args.scores, human, score_columns=_names(args.score_columns),
         human_columns=_names(args.human_columns), join=args.join,
         query_column=args.query_column or None, system_column=system, by=args.by,
         categorical=args.categorical, label_column=args.label_column,

@@ -169,6 +169,61 @@ def read_label_studio_rankings(
     return frame
 
 
+#: the prefix of a score column read from the items of a Label Studio export (``items.score``)
+ITEM_SCORES = "items."
+
+
+def read_label_studio_scores(
+    path: str | Path,
+    fields: list[str] | None = None,
+    id_column: str = "answer_id",
+    query_map: QueryMap | str | Path | None = None,
+) -> pd.DataFrame:
+    """The scores a Label Studio export of a ranking project carries in its items (the study's
+    export holds each candidate's monoT5 score in ``data.items[].score``): one row per item
+    (``qid``, ``id_column``: the item's name as the rankings name it, ``items.FIELD`` per
+    field). ``fields``: ``items.FIELD`` names (or bare ``FIELD``); None: every field that is a
+    number in every item. An item that lacks a named field, or holds no number in it, is an
+    ``InputError`` naming the task."""
+    path = Path(path)
+    query_map = as_query_map(query_map)
+    wanted = None if fields is None else [f.removeprefix(ITEM_SCORES) for f in fields]
+    rows: list[dict[str, Any]] = []
+    for index, task in enumerate(_tasks(path), start=1):
+        named = isinstance(task, dict) and task.get("id") is not None
+        where = f"task {index}" + (f" (id {task['id']})" if named else "")
+        data = _task_data(task, where, path)
+        _item_names(data, where, path)  # the items' names are checked as for the rankings
+        qid, _ = _task_qid(data, where, path, query_map)
+        for number, item in enumerate(data["items"], start=1):
+            name = item.get("docno") if item.get("docno") is not None else item.get("id")
+            row: dict[str, Any] = {"qid": qid, id_column: str(name)}
+            for field in wanted if wanted is not None else _numeric_fields(item):
+                value = item.get(field)
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    raise InputError(
+                        path, None, f"{where}: data.items entry {number} has no number in "
+                        f"{quote(field)} (found {quote(value)})",
+                    )  # fmt: skip
+                row[ITEM_SCORES + field] = float(value)
+            rows.append(row)
+    frame = pd.DataFrame.from_records(rows)
+    if wanted is None:  # the fields every item holds a number in
+        frame = frame.dropna(axis=1, how="any")
+    if not any(str(c).startswith(ITEM_SCORES) for c in frame.columns):
+        raise InputError(path, None, "no numeric field in the items of this Label Studio export")
+    frame.attrs.update(path=str(path))
+    return frame
+
+
+def _numeric_fields(item: dict[str, Any]) -> list[str]:
+    return [
+        key for key, value in item.items()
+        if key not in ("id", "docno") and isinstance(value, int | float)
+        and not isinstance(value, bool)
+    ]  # fmt: skip
+
+
 def _tasks(path: Path) -> list[Any]:
     """The export's tasks, read as every input file is (a key given twice in one object, NaN or
     Infinity, nesting past ``nrp.jsontext.MAX_DEPTH``: refused, as the other readers refuse

@@ -35,6 +35,7 @@ from nrp.meta.human import (
     read_human,
     read_table,
 )
+from nrp.meta.labelstudio import is_label_studio_export, read_label_studio_scores
 from nrp.settings import settings_with
 from nrp.tables import FrameView, numeric_columns
 
@@ -174,6 +175,9 @@ def _read_scores(scores: str | Path, options: MetaFileSettings) -> pd.DataFrame:
     text += [c for c in IDENTITY_COLUMNS if c not in ("sample",)]
     if options.categorical and options.label_column:
         text.append(options.label_column)
+    if is_label_studio_export(Path(scores)):  # scores carried by a ranking project's items
+        fields = list(options.score_columns) if options.score_columns else None
+        return read_label_studio_scores(scores, fields, join, options.query_map)
     score_table = read_table(scores, text_columns=text)
     if join not in score_table.columns:
         raise InputError(

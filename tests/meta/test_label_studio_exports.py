@@ -150,6 +150,50 @@ def test_meta_on_an_export_gives_hand_computed_tau_b(files, indexes, nrp_here):
     assert f"{mean:.3f}" in stdout
 
 
+def scored(items: list[dict], qid: str) -> list[dict]:
+    """The items with the judge's scores of SCORES in ``score`` (as the study's export carries
+    each candidate's monoT5 score) and a rank that is no score."""
+    judge = {tuple(line.split(",")[:2]): float(line.split(",")[2])
+             for line in SCORES.splitlines()[1:]}  # fmt: skip
+    return [{**item, "score": judge[qid, item["docno"]], "shown": "yes"} for item in items]
+
+
+def test_meta_on_an_export_alone_reads_the_scores_its_items_carry(files, indexes, nrp_here):
+    carried = export(
+        (QUERY_1, scored(ITEMS_1, "d1"), [annotation("alice@lab.org", ALICE_1)]),
+        (QUERY_2, scored(ITEMS_2, "d3"), [annotation("alice@lab.org", ALICE_2)]),
+    )
+    path = write(files / "carried.json", carried)
+    for options in ((), ("--scores", "items.score")):
+        out = files / f"out{len(options)}"
+        code, stdout, stderr = nrp_here(
+            "meta", path, *options, "--collection", "demo", "--indexes", indexes,
+            "--bootstrap", "0", "--out", str(out),
+        )  # fmt: skip
+        assert code == 0, stderr
+        assert "7 items joined" in stdout and "items.score" in stdout
+        per_query = pd.read_csv(out / "meta_per_query.csv", dtype={"qid": str}).set_index("qid")
+        # the same scores as scores.csv's judge column: the hand-computed tau-b above
+        assert per_query.loc["d1", "kendall_tau"] == pytest.approx(3 / math.sqrt(30))
+        assert per_query.loc["d3", "kendall_tau"] == pytest.approx(1 / 3)
+
+
+def test_an_export_without_the_scores_asked_for_is_one_line_and_exit_2(files, nrp_here):
+    items = scored(ITEMS_1, "d1")
+    items[2] = {k: v for k, v in items[2].items() if k != "score"}
+    path = write(files / "partly.json", export((QUERY_1, items, [annotation("a@b", ALICE_1)])))
+    code, _, stderr = nrp_here("meta", path, "--scores", "items.score")
+    assert code == 2 and stderr == (
+        f"nrp: error: {path}: task 1 (id 11): data.items entry 3 has no number in 'score' "
+        "(found None)\n"
+    )
+    code, _, stderr = nrp_here("meta", str(files / "scores.csv"))
+    assert code == 2 and stderr == (
+        f"nrp: error: give the human labels file after {files / 'scores.csv'} (only a Label "
+        "Studio export holds both the rankings and the scores)\n"
+    )
+
+
 def test_meta_with_a_query_map_file_and_two_annotators_in_one_export(files, nrp_here):
     out = files / "out"
     code, _, stderr = nrp_here(
