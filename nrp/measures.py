@@ -55,6 +55,17 @@ QrelsScope = Literal["candidates", "all"]
 QuerySet = Literal["with_relevant", "judged"]
 
 DEFAULT_MEASURES: tuple[str, ...] = ("nDCG@10", "AP", "Bpref")
+#: measures that count (documents, queries) rather than lie between 0 and 1
+COUNTING_MEASURES = ("NumRet", "NumRel", "NumRelRet", "NumQ")
+
+
+def measure_bounds(measure: str) -> tuple[float, float] | None:
+    """(0, 1) for a measure that lies between 0 and 1 (every ranking measure nrp validates
+    with: nDCG, AP, Bpref, P, R, RR, ...), None for one that counts (``COUNTING_MEASURES``)."""
+    name = str(measure).split("@")[0].split("(")[0]
+    return None if name in COUNTING_MEASURES else (0.0, 1.0)
+
+
 PROVIDER = ir_measures.pytrec_eval
 RELEVANT_LABEL = 1  # label >= 1 is relevant: trec_eval's relevance_level, ir_measures' rel=1
 

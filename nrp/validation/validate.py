@@ -27,6 +27,7 @@ from nrp.measures import (
     DimensionQrels,
     MeasureEvaluator,
     load_qrels,
+    measure_bounds,
     parse_measures,
     run_from_frame,
 )
@@ -530,7 +531,12 @@ def _dimension_result(
             values = [per_query[name][measure][q] for q in qids]
             interval = (
                 statistics.confidence_interval(
-                    values, settings.ci, settings.confidence, settings.n_resamples, settings.seed
+                    values,
+                    settings.ci,
+                    settings.confidence,
+                    settings.n_resamples,
+                    settings.seed,
+                    measure_bounds(measure),
                 )
                 if values
                 else None

@@ -360,7 +360,10 @@ def _group(
     wins = per_query["wins"].dropna()
 
     def interval(values: pd.Series) -> tuple[float, float] | None:
-        found = statistics.confidence_interval(values.to_numpy(), "t", confidence)
+        # shares and NRP lie between 0 and 1: so does their interval
+        found = statistics.confidence_interval(
+            values.to_numpy(), "t", confidence, bounds=(0.0, 1.0)
+        )
         return None if found is None else (float(found[0]), float(found[1]))
 
     return GroupValidity(

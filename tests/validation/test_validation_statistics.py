@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from nrp.measures import measure_bounds
 from nrp.statistics import (
     bonferroni,
     bootstrap_interval,
+    confidence_interval,
     correct,
     holm,
     paired_randomization_test,
@@ -30,6 +32,20 @@ def test_t_interval_by_hand_and_against_scipy():
     assert high == pytest.approx(2 + 4.302653 / math.sqrt(3), abs=1e-6)
     expected = stats.t.interval(0.95, len(VALUES) - 1, loc=np.mean(VALUES), scale=stats.sem(VALUES))
     assert t_interval(VALUES) == pytest.approx(expected, abs=1e-12)
+
+
+def test_an_interval_of_a_bounded_measure_stays_within_its_bounds():
+    # [0.9, 1.0, 1.0, 1.0]: mean 0.975, s = 0.05, n = 4, t(0.975, 3) = 3.182446
+    # -> 0.975 +- 3.182446 * 0.05 / 2 = 0.975 +- 0.079561: 0.895439 to 1.054561, cut at 1
+    values = [0.9, 1.0, 1.0, 1.0]
+    low, high = t_interval(values)
+    assert high == pytest.approx(0.975 + 3.182446 * 0.025, abs=1e-6) and high > 1
+    clipped = confidence_interval(values, "t", bounds=(0.0, 1.0))
+    assert clipped == pytest.approx((low, 1.0), abs=1e-12)
+    assert confidence_interval([0.0, 0.1, 0.0, 0.0], bounds=(0.0, 1.0))[0] == 0.0
+    assert confidence_interval(values) == (low, high)  # no bounds given: as computed
+    assert measure_bounds("nDCG@10") == measure_bounds("AP(rel=2)") == (0.0, 1.0)
+    assert measure_bounds("NumRet") is None and measure_bounds("NumRel") is None
 
 
 def test_intervals_need_two_values():

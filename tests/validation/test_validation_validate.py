@@ -129,10 +129,12 @@ def test_validate_exact_per_query_ndcg_and_choice(tiny):
     summary = rel.summary["overlap"]["nDCG@10"]
     assert summary.mean == pytest.approx((OVERLAP_REL_Q1 + OVERLAP_REL_Q2) / 2)
     assert summary.n == 2
-    # t-interval with 2 queries: mean +- t(0.975, 1) * s / sqrt(2), t(0.975, 1) = 12.706205
+    # t-interval with 2 queries: mean +- t(0.975, 1) * s / sqrt(2), t(0.975, 1) = 12.706205,
+    # clipped to nDCG's range [0, 1] (its upper end, 1.2995, lies past 1)
     half = 12.706205 * abs(OVERLAP_REL_Q1 - OVERLAP_REL_Q2) / math.sqrt(2) / math.sqrt(2)
+    assert summary.mean + half > 1
     assert (summary.ci_low, summary.ci_high) == pytest.approx(
-        (summary.mean - half, summary.mean + half), abs=1e-6
+        (max(0.0, summary.mean - half), 1.0), abs=1e-6
     )
     # one pair; exact randomization over 2 queries (4 sign vectors): both differences positive,
     # only (+,+) and (-,-) reach |mean| -> p = 2/4 = 0.5; Holm over one test leaves it
