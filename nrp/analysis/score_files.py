@@ -57,6 +57,11 @@ def write_score_files(
     block is positioned (``flags_aside``), else here after it."""
     names = (RESULTS_PARQUET, RESULTS_CSV, FLAGS_FILE)
     partial = {name: partial_path(out / name) for name in names}
+    for path in partial.values():  # what a run killed outright (SIGKILL) could not remove
+        if path.exists():
+            path.unlink()
+            if progress:
+                progress(f"removed {path}: left by a run of nrp score that was killed")
     made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     try:

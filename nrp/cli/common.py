@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 import select
+import signal
 import sys
+import threading
 import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -209,6 +211,23 @@ def _os_error(err: OSError) -> int:
     return 2
 
 
+class Terminated(BaseException):
+    """SIGTERM received: raised where the command is, so that what it writes aside is removed
+    on the way out (as for Ctrl-C), instead of the process ending with partial files left."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+def _on_sigterm() -> Any:
+    """Turn SIGTERM into ``Terminated`` while a command runs (main thread only); the handler
+    it replaced, to restore, or None where none was installed."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _terminate)
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Run the sub-command ``args`` names; a library error is one line on stderr and exit 2
     (argparse's code for a usage error), and so is a file that cannot be read or written (no
@@ -218,6 +237,7 @@ def run_command(args: argparse.Namespace) -> int:
     global _progress
     lines = None if getattr(args, "quiet", False) else api.ProgressLines()
     _progress = lines or _no_progress
+    previous = _on_sigterm()
     try:
         with warnings.catch_warnings():  # the command prints what these say, in its tables
             warnings.simplefilter("ignore", NrpWarning)
@@ -238,7 +258,12 @@ def run_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("nrp: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("nrp: terminated (SIGTERM); nothing half-written was left", file=sys.stderr)
+        return 143
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         if lines is not None:
             lines.close()
         _progress = None

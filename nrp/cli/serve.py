@@ -5,6 +5,7 @@ refused unless ``--allow-no-auth-public`` says so too (docs/security.md)."""
 from __future__ import annotations
 
 import argparse
+import signal
 from pathlib import Path
 
 from nrp.cli.common import add_indexes_option
@@ -99,5 +100,8 @@ def handle(args: argparse.Namespace) -> int:
         "batch_max_wait_ms": args.batch_max_wait_ms, "executor": args.executor,
         "ray_address": args.ray_address, "review_projects": args.review_projects,
     }  # fmt: skip
+    # uvicorn answers SIGTERM itself (a graceful shutdown, then the signal raised again to end
+    # the process as a signal ends it): not the Terminated of the other commands
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     serve(load_config(args.config, overrides))
     return 0
