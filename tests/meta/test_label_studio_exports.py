@@ -125,16 +125,21 @@ def test_an_export_reads_as_rankings_with_bucket_ties(files):
     assert plain.attrs["by_text"]
 
 
+def meta_per_query(nrp_here, out, *args: str) -> tuple[str, pd.DataFrame]:
+    """``nrp meta ARGS --bootstrap 0 --out OUT``: its output and the per-query table."""
+    code, stdout, stderr = nrp_here("meta", *args, "--bootstrap", "0", "--out", str(out))
+    assert code == 0, stderr
+    return stdout, pd.read_csv(out / "meta_per_query.csv", dtype={"qid": str}).set_index("qid")
+
+
 def test_meta_on_an_export_gives_hand_computed_tau_b(files, indexes, nrp_here):
     out = files / "out"
-    code, stdout, stderr = nrp_here(
-        "meta", str(files / "scores.csv"), str(files / "alice.json"), "--collection", "demo",
-        "--indexes", indexes, "--bootstrap", "0", "--out", str(out),
+    stdout, per_query = meta_per_query(
+        nrp_here, out, str(files / "scores.csv"), str(files / "alice.json"), "--collection",
+        "demo", "--indexes", indexes,
     )  # fmt: skip
-    assert code == 0, stderr
     # e is scored but alice left it in the list (the "_" key): not ranked, not joined
     assert "7 items joined" in stdout and "1 scored items without human labels" in stdout
-    per_query = pd.read_csv(out / "meta_per_query.csv", dtype={"qid": str}).set_index("qid")
     # d1: judge a .9, b .8, c .1, d .5 against alice's b 3, a 1, d 1, c 0. Pairs:
     #   (a, b) discordant; (a, c) concordant; (a, d) tied in the human labels only;
     #   (b, c), (b, d), (c, d) concordant: C 4, D 1, of 6 pairs 0 tied in x, 1 tied in y:
@@ -152,7 +157,7 @@ def test_meta_on_an_export_gives_hand_computed_tau_b(files, indexes, nrp_here):
 
 def scored(items: list[dict], qid: str) -> list[dict]:
     """The items with the judge's scores of SCORES in ``score`` (as the study's export carries
-    each candidate's monoT5 score) and a rank that is no score."""
+    each candidate's monoT5 score) and a field that holds no number."""
     judge = {tuple(line.split(",")[:2]): float(line.split(",")[2])
              for line in SCORES.splitlines()[1:]}  # fmt: skip
     return [{**item, "score": judge[qid, item["docno"]], "shown": "yes"} for item in items]
@@ -166,13 +171,10 @@ def test_meta_on_an_export_alone_reads_the_scores_its_items_carry(files, indexes
     path = write(files / "carried.json", carried)
     for options in ((), ("--scores", "items.score")):
         out = files / f"out{len(options)}"
-        code, stdout, stderr = nrp_here(
-            "meta", path, *options, "--collection", "demo", "--indexes", indexes,
-            "--bootstrap", "0", "--out", str(out),
-        )  # fmt: skip
-        assert code == 0, stderr
+        stdout, per_query = meta_per_query(
+            nrp_here, out, path, *options, "--collection", "demo", "--indexes", indexes
+        )
         assert "7 items joined" in stdout and "items.score" in stdout
-        per_query = pd.read_csv(out / "meta_per_query.csv", dtype={"qid": str}).set_index("qid")
         # the same scores as scores.csv's judge column: the hand-computed tau-b above
         assert per_query.loc["d1", "kendall_tau"] == pytest.approx(3 / math.sqrt(30))
         assert per_query.loc["d3", "kendall_tau"] == pytest.approx(1 / 3)
