@@ -529,18 +529,9 @@ def _dimension_result(
         summary[name] = {}
         for measure in settings.measures:
             values = [per_query[name][measure][q] for q in qids]
-            interval = (
-                statistics.confidence_interval(
-                    values,
-                    settings.ci,
-                    settings.confidence,
-                    settings.n_resamples,
-                    settings.seed,
-                    measure_bounds(measure),
-                )
-                if values
-                else None
-            )
+            ci = (settings.ci, settings.confidence, settings.n_resamples, settings.seed)
+            bounds = measure_bounds(measure)
+            interval = statistics.confidence_interval(values, *ci, bounds) if values else None
             summary[name][measure] = Summary(
                 mean=float(np.mean(values)) if values else 0.0,
                 ci_low=None if interval is None else interval[0],
