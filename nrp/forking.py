@@ -13,6 +13,7 @@ of nrp but ``nrp.errors``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -65,8 +66,15 @@ def fork_call(work: Callable[[], T], what: str) -> Forked[T]:
     sys.stdout.flush()
     sys.stderr.flush()
     read_end, write_end = os.pipe()
+    # whatever the caller made of SIGTERM (the CLI turns it into an exception, a library may
+    # install its own), ``cancel`` ends the child at once: the child takes the default action,
+    # and a SIGTERM sent before it could (a cancel right after the fork) waits until it has
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     pid = os.fork()
     if pid == 0:  # the child: compute, send, leave without running the caller's exit handlers
+        with contextlib.suppress(ValueError):  # forked from another thread: handlers stay
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         os.close(read_end)
         try:
             try:
@@ -80,5 +88,6 @@ def fork_call(work: Callable[[], T], what: str) -> Forked[T]:
                 out.write(payload)
         finally:
             os._exit(0)
+    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     os.close(write_end)
     return Forked(pid, read_end, what)

@@ -32,6 +32,20 @@ def test_a_child_that_dies_without_a_result_is_named():
         fork_call(lambda: os._exit(3), "finding entities").result()
 
 
+def test_cancel_ends_the_child_whatever_the_caller_made_of_sigterm():
+    import signal
+    import time
+
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)  # a handler that stays
+    try:
+        forked = fork_call(lambda: time.sleep(60), "sleeping")
+        started = time.monotonic()
+        forked.cancel()
+        assert time.monotonic() - started < 10  # the child did not inherit the handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def test_cancel_ends_the_child():
     import time
 

@@ -225,6 +225,8 @@ def _on_sigterm() -> Any:
     it replaced, to restore, or None where none was installed."""
     if threading.current_thread() is not threading.main_thread():
         return None
+    if signal.getsignal(signal.SIGTERM) is None:  # a handler not of Python's: left alone
+        return None
     return signal.signal(signal.SIGTERM, _terminate)
 
 
