@@ -43,7 +43,7 @@ import pandas as pd
 from nrp import jsontext
 from nrp.errors import InputError, quote
 from nrp.jsontext import unique_keys
-from nrp.meta.human import line_of, read_table, tie_group_grades
+from nrp.meta.human import check_unique_items, line_of, read_table, tie_group_grades
 from nrp.tables import require_columns
 
 #: the Ranker tag's name in nrp's own labeling configuration and Label Studio's examples
@@ -142,8 +142,7 @@ def read_label_studio_rankings(
     ranked: dict[tuple[str, str], str] = {}  # (annotator, qid) -> the task that ranked it
     by_text = False
     for index, task in enumerate(_tasks(path), start=1):
-        named = isinstance(task, dict) and task.get("id") is not None
-        where = f"task {index}" + (f" (id {task['id']})" if named else "")
+        where = _task_where(index, task)
         data = _task_data(task, where, path)
         names = _item_names(data, where, path)
         annotations = _annotations(task, where, path)
@@ -190,14 +189,14 @@ def read_label_studio_scores(
     wanted = None if fields is None else [f.removeprefix(ITEM_SCORES) for f in fields]
     rows: list[dict[str, Any]] = []
     for index, task in enumerate(_tasks(path), start=1):
-        named = isinstance(task, dict) and task.get("id") is not None
-        where = f"task {index}" + (f" (id {task['id']})" if named else "")
+        where = _task_where(index, task)
         data = _task_data(task, where, path)
         _item_names(data, where, path)  # the items' names are checked as for the rankings
+        if not _annotations(task, where, path):
+            continue  # not annotated, as the rankings skip it: its query need not be known
         qid, _ = _task_qid(data, where, path, query_map)
         for number, item in enumerate(data["items"], start=1):
-            name = item.get("docno") if item.get("docno") is not None else item.get("id")
-            row: dict[str, Any] = {"qid": qid, id_column: str(name)}
+            row: dict[str, Any] = {"qid": qid, id_column: _item_name(item)}
             for field in wanted if wanted is not None else _numeric_fields(item):
                 value = item.get(field)
                 if isinstance(value, bool) or not isinstance(value, int | float):
@@ -212,6 +211,10 @@ def read_label_studio_scores(
         frame = frame.dropna(axis=1, how="any")
     if not any(str(c).startswith(ITEM_SCORES) for c in frame.columns):
         raise InputError(path, None, "no numeric field in the items of this Label Studio export")
+    # a query in two tasks (one per annotator) lists its items twice: once with the same scores,
+    # an error with others (which score would count?)
+    frame = frame.drop_duplicates(ignore_index=True)
+    check_unique_items(frame, id_column, path)
     frame.attrs.update(path=str(path))
     return frame
 
@@ -243,6 +246,18 @@ def _tasks(path: Path) -> list[Any]:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
+
+
+def _task_where(index: int, task: Any) -> str:
+    """How errors name a task: its 1-based position in the export, and its id."""
+    named = isinstance(task, dict) and task.get("id") is not None
+    return f"task {index}" + (f" (id {task['id']})" if named else "")
+
+
+def _item_name(item: dict[str, Any]) -> str:
+    """An item's name: its ``docno``, else its ``id`` (as text)."""
+    docno = item.get("docno")
+    return str(docno if docno is not None else item.get("id"))
 
 
 def _task_data(task: Any, where: str, path: Path) -> dict[str, Any]:

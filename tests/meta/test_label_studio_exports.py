@@ -180,6 +180,27 @@ def test_meta_on_an_export_alone_reads_the_scores_its_items_carry(files, indexes
         assert per_query.loc["d3", "kendall_tau"] == pytest.approx(1 / 3)
 
 
+def test_scores_of_a_query_in_two_tasks_count_once_and_unannotated_tasks_are_skipped(files):
+    from nrp.meta.labelstudio import read_label_studio_scores
+
+    alice, bob = annotation("alice@lab.org", ALICE_1), annotation("bob@lab.org", BOB_1)
+    split = export(
+        (QUERY_1, scored(ITEMS_1, "d1"), [alice]),
+        (QUERY_1, scored(ITEMS_1, "d1"), [bob]),  # the same query for another annotator
+        ("a query no map holds", ITEMS_2, []),  # nobody annotated it: never looked up
+    )
+    path = write(files / "split.json", split)
+    found = read_label_studio_scores(path, query_map=files / "map.csv")
+    assert found[["qid", "answer_id"]].values.tolist() == [["d1", d] for d in "abcde"]
+    assert found["items.score"].tolist() == [0.9, 0.8, 0.1, 0.5, 0.3]
+    other = scored(ITEMS_1, "d1")
+    other[1] = {**other[1], "score": 0.05}
+    path = write(files / "clash.json", export((QUERY_1, scored(ITEMS_1, "d1"), [alice]),
+                                              (QUERY_1, other, [bob])))  # fmt: skip
+    with pytest.raises(InputError, match="answer_id 'b' is given twice for qid 'd1'"):
+        read_label_studio_scores(path, query_map=files / "map.csv")
+
+
 def test_an_export_without_the_scores_asked_for_is_one_line_and_exit_2(files, nrp_here):
     items = scored(ITEMS_1, "d1")
     items[2] = {k: v for k, v in items[2].items() if k != "score"}
