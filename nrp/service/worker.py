@@ -126,10 +126,13 @@ class _ScoreRequest:
     def specs(self) -> list[str]:
         return list(dict.fromkeys(self.payload.get("rankers", {}).values()))
 
+    def part_answers(self) -> list[dict[str, Any]]:
+        """The answers of this turn's slice: ``part`` of them from ``done`` on."""
+        return self.payload["answers"][self.done : self.done + self.part]
+
     def slice(self) -> dict[str, Any]:
         """The payload of this turn's slice: the same request, ``part`` of its answers."""
-        answers = self.payload["answers"][self.done : self.done + self.part]
-        return {**self.payload, "answers": answers}
+        return {**self.payload, "answers": self.part_answers()}
 
 
 class TurnCosts:
@@ -146,25 +149,27 @@ class TurnCosts:
             known = self.rates.get(spec)
             self.rates[spec] = rate if known is None else (known + rate) / 2
 
+    def rate(self, request: _ScoreRequest) -> float | None:
+        """Seconds per character of the request's rankers together; None while one of their
+        rates is unknown."""
+        rates = [self.rates.get(spec) for spec in request.specs()]
+        return None if any(r is None for r in rates) else sum(r for r in rates if r is not None)
+
     def light(self, request: _ScoreRequest, budget_s: float) -> bool:
         """Whether the request's slice in this turn (``part``) should take at most
         ``budget_s`` at its rankers' measured rates (False while a rate is unknown)."""
-        rates = [self.rates.get(spec) for spec in request.specs()]
-        if any(rate is None for rate in rates):
-            return False
-        answers = request.payload["answers"][request.done : request.done + request.part]
-        characters = sum(answer_characters(a) for a in answers)
-        return sum(r for r in rates if r is not None) * characters <= budget_s
+        rate = self.rate(request)
+        characters = sum(answer_characters(a) for a in request.part_answers())
+        return rate is not None and rate * characters <= budget_s
 
     def part(self, request: _ScoreRequest, budget_s: float, room: int) -> int:
         """How many of the request's answers left go into this turn: as many as fit in
         ``budget_s`` at its rankers' rates (at least one), at most ``room``; one answer while
         a ranker's rate is unknown (its first turn measures it)."""
         limit = min(request.left, room)
-        rates = [self.rates.get(spec) for spec in request.specs()]
-        if limit <= 1 or any(rate is None for rate in rates):
+        rate = self.rate(request)
+        if limit <= 1 or rate is None:
             return min(1, limit) if request.left else 0
-        rate = sum(r for r in rates if r is not None)
         answers = request.payload["answers"]
         part, cost = 0, 0.0
         while part < limit:
@@ -410,8 +415,9 @@ class Worker:
         self.served_since_freeze = True
         requests = [r for r in requests if not self._waits_on_collection_work(r)]
         budget = self.config.score_slice_ms / 1000
-        light = [r for r in requests if self.costs.light(r, budget)]
-        heavy = [r for r in requests if not self.costs.light(r, budget)]
+        light, heavy = [], []
+        for request in requests:  # each request's slice judged once
+            (light if self.costs.light(request, budget) else heavy).append(request)
         for group in (light, heavy):
             if group:
                 self._compute(group)
@@ -463,14 +469,13 @@ class Worker:
             collection = self.pool.collection(request.payload["collection"])
             for spec in request.specs():
                 work = self.pool.ranker(collection, spec).collection_work()
-                if work is not None:
-                    message = (
+                if work is not None:  # a 422 as any library error's (server paths redacted)
+                    refused = NrpError(
                         f"ranker {spec!r} would first be {work}, which a score request does not "
                         "wait for: submit a job with it once (POST /v1/jobs), or run nrp "
                         "validate with it, then score"
                     )
-                    self._send("result", {"id": request.id, "ok": False, "status": 422,
-                                          "error": message})  # fmt: skip
+                    self._send("result", {"id": request.id, **self._error_reply(refused)})
                     return True
         except Exception as err:  # the request's own failure: its reply, as for scoring
             self._send("result", {"id": request.id, **self._error_reply(err)})

@@ -21,6 +21,7 @@ from nrp.service.auth import READ
 from nrp.service.bodies import StrictJSONRoute
 from nrp.service.schemas import ScoreOut, ScoreRequest
 from nrp.service.state import ServiceDep
+from nrp.service.worker import SHUTTING_DOWN
 
 router = APIRouter(tags=["score"], route_class=StrictJSONRoute)
 
@@ -41,8 +42,8 @@ async def score(
         payload, skipped = service.planner.score_payload(body, scope)
     else:  # reading the collection's view takes a while: not on the event loop
         payload, skipped = await run_in_threadpool(service.planner.score_payload, body, scope)
-    if service.shutting_down:
-        raise HTTPException(503, "the server is shutting down; try again")
+    if service.shutting_down:  # the worker's words for the requests it refuses then
+        raise HTTPException(503, SHUTTING_DOWN["error"])
     if not service.worker_ready:
         raise HTTPException(503, "the worker is not ready yet", headers={"Retry-After": "1"})
     # past it the requester has its 504: the worker drops the request instead of computing it
