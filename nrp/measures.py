@@ -48,10 +48,9 @@ import ir_measures
 import numpy as np
 import pandas as pd
 
-from nrp.collection.collection import Collection, LabelMode
+from nrp.collection.collection import Collection, LabelMode, QrelsScope, judgments_in
 from nrp.errors import ConfigError, NrpError
 
-QrelsScope = Literal["candidates", "all"]
 QuerySet = Literal["with_relevant", "judged"]
 
 DEFAULT_MEASURES: tuple[str, ...] = ("nDCG@10", "AP", "Bpref")
@@ -156,14 +155,9 @@ def load_qrels(
     frame["label"] = values.astype(int)
     out_of_scope = 0
     if scope == "candidates":
-        if candidates is None:
-            candidates = collection.candidates()
-        in_dq = set(
-            zip(candidates["qid"].astype(str), candidates["docno"].astype(str), strict=True)
-        )
-        keep = [(q, d) in in_dq for q, d in zip(frame["qid"], frame["docno"], strict=True)]
-        out_of_scope = int(len(frame) - sum(keep))
-        frame = frame[keep]
+        kept = judgments_in(frame, collection.candidates() if candidates is None else candidates)
+        out_of_scope = len(frame) - len(kept)
+        frame = kept
     topic_order = {qid: i for i, qid in enumerate(collection.topics["qid"].astype(str))}
     judged = sorted(set(frame["qid"]), key=lambda q: (topic_order.get(q, len(topic_order)), q))
     with_relevant = set(frame.loc[frame["label"] >= RELEVANT_LABEL, "qid"])

@@ -24,6 +24,14 @@ QrelsScope = Literal["all", "candidates"]
 DEFAULT_QUERY_FIELD = "query"
 
 
+def judgments_in(qrels: pd.DataFrame, candidates: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``qrels`` whose (qid, docno) is a row of ``candidates`` (D_q), in order
+    (index reset): what ``qrels(DIM, scope="candidates")`` and validation's qrels keep."""
+    in_dq = set(zip(candidates["qid"].astype(str), candidates["docno"].astype(str), strict=True))
+    keep = [(str(q), str(d)) in in_dq for q, d in zip(qrels["qid"], qrels["docno"], strict=True)]
+    return qrels[keep].reset_index(drop=True)
+
+
 class Collection:
     """A judged collection: topics, documents, graded judgments per dimension, references.
 
@@ -139,10 +147,7 @@ class Collection:
         if scope not in ("all", "candidates"):
             raise NrpError(f"scope must be 'all' or 'candidates', not {scope!r}")
         frame = self._qrels(dimension, labels)
-        if scope == "all":
-            return frame
-        in_dq = self.candidates()[["qid", "docno"]].drop_duplicates()
-        return frame.merge(in_dq, on=["qid", "docno"], how="inner").reset_index(drop=True)
+        return frame if scope == "all" else judgments_in(frame, self.candidates())
 
     def retriever(self, query_field: str = DEFAULT_QUERY_FIELD) -> Any:
         """D_q as a PyTerrier retriever: for each query of its input, the query's judged
