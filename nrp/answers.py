@@ -20,8 +20,13 @@ Identifiers (llm, prompt, qid, answer_id) are read in Unicode NFC, as the collec
 so an answer whose qid an editor wrote in NFD still meets its topic; ``sample`` is an integer
 from 0 to ``MAX_SAMPLE``.
 
-Everything is strict: a bad value is an ``InputError`` naming the file and line (Parquet: row),
-unless ``skip_invalid`` is set, in which case the answer is left out and listed in
+An empty answer (a null, an empty or whitespace-only text: the LLM returned nothing) is an
+answer, read as it is: ``nrp score`` puts it last among D_q (NRP 0) and flags it ``empty``
+(``is_empty``, ``AnswerSet.empty``), as the source study scored it, so an LLM that answers
+nothing is not flattered by leaving its empty answers out.
+
+Everything else is strict: a bad value is an ``InputError`` naming the file and line (Parquet:
+row), unless ``skip_invalid`` is set, in which case the answer is left out and listed in
 ``AnswerSet.skipped`` with its location and reason, so nothing is ever dropped silently. Problems
 with the file itself (unreadable, not UTF-8, empty, missing column) stay errors either way: no
 row of such a file can be trusted.
@@ -57,6 +62,8 @@ COLUMNS = ["answer_id", "llm", "prompt", "qid", "sample", "text"]
 CITATIONS = "citations"
 #: the keys that make a JSON Lines file a file of TREC RAG reports
 REPORT_KEYS = ("metadata", "answer", "responses", "references")
+#: the flag of an answer that says nothing (``is_empty``): flags.csv's column, the summary's
+EMPTY = "empty"
 #: the prompt of every answer read from a report (a run's prompts are not in its reports)
 REPORT_PROMPT = "report"
 # llm and prompt are required, not defaulted: NRP is aggregated per llm x prompt, and a default
@@ -130,6 +137,21 @@ class AnswerSet:
     def __len__(self) -> int:
         return len(self.answers)
 
+    @property
+    def empty(self) -> int:
+        """How many answers read say nothing (``is_empty``): scored last, flagged ``empty``."""
+        return int(empty_texts(self.answers["text"]).sum())
+
+    def empty_line(self) -> str:
+        """One line saying how many answers are empty and what becomes of them ('' for none)."""
+        count = self.empty
+        if not count:
+            return ""
+        return (
+            f"{count:,} empty answer(s) (no text, or whitespace only): scored last (NRP 0) "
+            f"and flagged {EMPTY}"
+        )
+
     def skipped_frame(self) -> pd.DataFrame:
         """file, line, unit, kind, reason, llm, prompt of every skipped answer (for listing)."""
         names = ["file", "line", "unit", "kind", "reason", "llm", "prompt"]
@@ -138,10 +160,13 @@ class AnswerSet:
         )
 
     def describe(self) -> pd.DataFrame:
-        """One row per llm x prompt in input order: answers read, distinct qids, answers skipped.
-        Skipped answers whose llm or prompt could not be read are counted under ``"?"``."""
-        read = self.answers.groupby(["llm", "prompt"], sort=False).agg(
-            answers=("answer_id", "size"), qids=("qid", "nunique")
+        """One row per llm x prompt in input order: answers read, distinct qids, empty answers
+        among those read (``is_empty``), answers skipped. Skipped answers whose llm or prompt
+        could not be read are counted under ``"?"``."""
+        read = (
+            self.answers.assign(empty=empty_texts(self.answers["text"]))
+            .groupby(["llm", "prompt"], sort=False)
+            .agg(answers=("answer_id", "size"), qids=("qid", "nunique"), empty=("empty", "sum"))
         )
         skipped: dict[tuple[str, str], int] = {}
         for row in self.skipped:
@@ -155,12 +180,29 @@ class AnswerSet:
                     "prompt": prompt,
                     "answers": int(read["answers"].get((llm, prompt), 0)),
                     "qids": int(read["qids"].get((llm, prompt), 0)),
+                    "empty": int(read["empty"].get((llm, prompt), 0)),
                     "skipped": skipped.get((llm, prompt), 0),
                 }
                 for llm, prompt in keys
             ],
-            columns=["llm", "prompt", "answers", "qids", "skipped"],
+            columns=["llm", "prompt", "answers", "qids", "empty", "skipped"],
         )
+
+
+def is_empty(text: object) -> bool:
+    """Whether an answer says nothing: no text (None, NaN), or one that is empty or whitespace
+    only (all of it what ``str.strip`` removes). Such an answer is read, put last among D_q by
+    every ranker (NRP 0; ``nrp.positioning``) and flagged ``EMPTY``."""
+    if text is None or (isinstance(text, float) and math.isnan(text)):
+        return True
+    return isinstance(text, str) and not text.strip()
+
+
+def empty_texts(texts: pd.Series) -> np.ndarray:
+    """``is_empty`` of each text, as a boolean array."""
+    if not len(texts):
+        return np.zeros(0, dtype=bool)
+    return np.fromiter((is_empty(text) for text in texts), dtype=bool, count=len(texts))
 
 
 def read_answers(
@@ -344,6 +386,13 @@ def _is_answer_file(path: Path) -> bool:
     return not path.name.startswith(".") and path.suffix.lower() in SUFFIXES
 
 
+class InvalidAnswer(InputError):
+    """One answer record that cannot be read (a bad id, sample or text, an unknown qid, an id
+    twice), raised where ``skip_invalid`` is not set: the caller may say how to leave such
+    records out (``nrp score --skip-invalid``). A file that cannot be read at all is a plain
+    ``InputError``: skipping its rows would not help."""
+
+
 class _Invalid(Exception):
     """One answer is invalid: skippable under ``skip_invalid``."""
 
@@ -368,10 +417,10 @@ class AnswerLocation:
             return str(self.file)
         return f"{self.file} row {self.line}" if self.unit == "row" else f"{self.file}:{self.line}"
 
-    def error(self, problem: str) -> InputError:
+    def error(self, problem: str, kind: type[InputError] = InputError) -> InputError:
         if self.unit == "row" and self.line is not None:
-            return InputError(self.file, None, f"row {self.line}: {problem}")
-        return InputError(self.file, self.line, problem)
+            return kind(self.file, None, f"row {self.line}: {problem}")
+        return kind(self.file, self.line, problem)
 
 
 class AnswerReader:
@@ -615,7 +664,7 @@ class AnswerReader:
         prompt: str | None = None,
     ) -> None:
         if not self.skip_invalid:
-            raise where.error(reason)
+            raise where.error(reason, InvalidAnswer)
         self.skipped.append(
             SkippedRow(str(where.file), where.line, reason, kind, llm, prompt, where.unit)
         )
@@ -701,9 +750,10 @@ def _sample(value: Any) -> int | None:
 
 def _text(value: Any, what: str) -> str:
     """The answer verbatim (not stripped: it is what gets ranked). Strings such as "N/A" or
-    "None" are text an LLM wrote, never a missing value; only a real null or blank is empty."""
-    if _is_missing(value) or (isinstance(value, str) and not value.strip()):
-        raise _Invalid("empty_text", f"{what} is empty or whitespace only")
+    "None" are text an LLM wrote, never a missing value; only a real null or blank is empty: an
+    answer that says nothing (a null is read as ""), kept, and scored last (``is_empty``)."""
+    if _is_missing(value):
+        return ""
     if not isinstance(value, str):
         raise _Invalid("invalid_value", f"{what} must be a string, found {type(value).__name__}")
     return _unicode(value, what)
@@ -844,14 +894,6 @@ def _cited_doc(number: int, citation: Any, references: Any) -> str:
     return _name(references[citation], f"references[{citation}]")
 
 
-#: a text blank to Python (``str.isspace``, what ``str.strip`` removes: the 29 code points for
-#: which ``chr(c).isspace()`` holds), as an RE2 regex
-_BLANK = (
-    "^[\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}"
-    "\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]*$"
-)
-
-
 _LONG_KEYS = frozenset(COLUMNS)
 
 
@@ -894,7 +936,7 @@ def _plain_columns(
     """The columns of a long-layout answer file's record batches, and its rows, when every row
     is plainly valid: the columns of ``COLUMNS`` only, each once, llm, prompt, qid, text (and
     answer_id) strings in every row, sample (if given) an integer from 0 to ``MAX_SAMPLE`` in
-    every row, every qid known, no text blank; ids in NFC and stripped as ``_optional_name``
+    every row, every qid known, no text missing; ids in NFC and stripped as ``_optional_name``
     gives them (an id blank once stripped: not plainly valid), as lists; sample an array; text
     a Series. None otherwise, or when a batch cannot be read. ``keep_text=False`` checks the
     texts and keeps none of them (``_texts`` reads them again, a block of answers at a time)."""
@@ -966,14 +1008,9 @@ def _parquet_batches(file: Path, columns: list[str] | None = None) -> Iterator[A
 
 
 def _plain_texts(column: Any) -> bool:
-    """Every text of a batch a string, none missing or blank."""
-    import pyarrow.compute as pc
-
-    return (
-        _is_string_type(column.type)
-        and not column.null_count
-        and not pc.any(pc.match_substring_regex(column, _BLANK)).as_py()
-    )
+    """Every text of a batch a string, none missing (a blank one is an empty answer, read as
+    it is)."""
+    return _is_string_type(column.type) and not column.null_count
 
 
 def _plain_samples(column: Any) -> bool:

@@ -281,7 +281,8 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--skip-invalid",
         action="store_true",
-        help="skip (and count) answers with empty text or an unknown qid, as nrp score does",
+        help="skip (and count) answer rows that cannot be read (an unknown qid, a bad sample), "
+        "as nrp score does",
     )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per run")
     args = parser.parse_args()

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from nrp import Collection, ingest
-from nrp.answers import COLUMNS, AnswerSet, read_answers
+from nrp.answers import COLUMNS, AnswerSet, InvalidAnswer, is_empty, read_answers
 from nrp.errors import InputError
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
@@ -95,34 +95,33 @@ def test_clef_llms_prompts_and_counts(clef_answers):
     assert prompts.pop("chatgpt") == ["multimedqa", "no_prompt", "q", "question"]
     assert set(map(tuple, prompts.values())) == {("multimedqa", "q", "question")}
     assert len(clef_answers.files) == 40
-    # 40 files x 50 topics x 10 samples = 20,000 cells, of which 127 are empty
+    # 40 files x 50 topics x 10 samples = 20,000 cells, of which 127 are empty: every one an
+    # answer, the empty ones too (scored last)
     assert sum(CLEF_EMPTY.values()) == 127
-    assert len(answers) == 20_000 - 127 == 19_873
+    assert len(answers) == 20_000
+    assert clef_answers.empty == 127
     assert answers["answer_id"].is_unique
     assert answers["sample"].between(0, 9).all()
 
     table = clef_answers.describe()
     assert len(table) == 40
     assert (table["qids"] == 50).all()
-    assert (table["answers"] + table["skipped"] == 500).all()
-    skipped = {(r.llm, r.prompt): r.skipped for r in table.itertuples() if r.skipped}
-    assert skipped == CLEF_EMPTY
+    assert (table["answers"] == 500).all() and (table["skipped"] == 0).all()
+    empty = {(r.llm, r.prompt): r.empty for r in table.itertuples() if r.empty}
+    assert empty == CLEF_EMPTY
 
 
-def test_clef_empty_cells_are_errors_unless_skipped(clef_answers, shared_data):
-    """An LLM that returned nothing left an empty cell: there is no text to rank, so by default
-    reading stops at the first one; with skip_invalid each is listed with file, line, column."""
-    assert len(clef_answers.skipped) == 127
-    assert {row.kind for row in clef_answers.skipped} == {"empty_text"}
-    first = clef_answers.skipped[0]
-    assert (Path(first.file).parent.name, Path(first.file).name, first.line) == (
-        "distilgpt2",
-        "q.csv",
-        173,
+def test_clef_empty_cells_are_empty_answers(clef_answers, shared_data):
+    """An LLM that returned nothing left an empty cell: an answer that says nothing, read (as
+    the empty text) with or without skip_invalid, never skipped: the study scores it last."""
+    assert clef_answers.skipped == []
+    answers = clef_answers.answers.set_index("answer_id")
+    assert answers.loc["distilgpt2/q/68/3", "text"] == ""  # q.csv:173, column answer4
+    assert clef_answers.empty_line() == (
+        "127 empty answer(s) (no text, or whitespace only): scored last (NRP 0) and flagged empty"
     )
-    assert first.reason == "answer4 is empty or whitespace only (answer distilgpt2/q/68/3)"
-    with pytest.raises(InputError, match=r"distilgpt2/q\.csv:173: answer4 is empty"):
-        read_answers(shared_data("clef-ehealth-2021", "answers"))
+    strict = read_answers(shared_data("clef-ehealth-2021", "answers"))
+    assert strict.empty == 127 and len(strict) == 20_000
 
 
 def test_clef_first_answers_and_literal_na_texts(clef_answers):
@@ -362,20 +361,27 @@ def test_long_unknown_qid(tmp_path, fmt):
 @pytest.mark.parametrize("fmt", LONG_FORMATS)
 @pytest.mark.parametrize("empty", ["", "  \n\t "])
 def test_long_empty_text(tmp_path, fmt, empty):
+    """An empty or whitespace text is an answer that says nothing: read as written (with or
+    without skip_invalid), counted, never skipped."""
     path = write_long(tmp_path, fmt, [answer("1"), answer("1", empty)])
-    assert error_of(path) == f"{at(path, fmt, 1)}: text is empty or whitespace only"
-    read = read_answers(path, skip_invalid=True)
-    assert list(read.answers["answer_id"]) == ["m/p/1/0"]
-    assert [(r.file, r.line, r.kind, r.llm, r.prompt) for r in read.skipped] == [
-        (str(path), where(fmt, 1), "empty_text", "m", "p")
-    ]
-    assert read.skipped[0].unit == ("row" if fmt == "parquet" else "line")
+    for read in (read_answers(path), read_answers(path, skip_invalid=True)):
+        assert list(read.answers["answer_id"]) == ["m/p/1/0", "m/p/1/1"]
+        assert read.answers["text"].tolist() == ["an answer", empty]
+        assert read.skipped == [] and read.empty == 1
+        assert read.describe()["empty"].tolist() == [1]
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 def test_long_null_text_is_empty(tmp_path, fmt):
     path = write_long(tmp_path, fmt, [answer("1"), answer("1", None)])
-    assert error_of(path) == f"{at(path, fmt, 1)}: text is empty or whitespace only"
+    read = read_answers(path)
+    assert read.answers["text"].tolist() == ["an answer", ""] and read.empty == 1
+
+
+def test_is_empty():
+    assert [is_empty(t) for t in (None, float("nan"), "", " \n\t\u3000\u00a0", ".", "N/A")] == [
+        True, True, True, True, False, False
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("fmt", LONG_FORMATS)
@@ -399,8 +405,8 @@ def test_long_empty_llm_cell_is_an_invalid_row(tmp_path, fmt):
         (where(fmt, 1), "missing_value", None)
     ]
     assert read.describe().to_dict("records") == [
-        {"llm": "m", "prompt": "p", "answers": 1, "qids": 1, "skipped": 0},
-        {"llm": "?", "prompt": "?", "answers": 0, "qids": 0, "skipped": 1},
+        {"llm": "m", "prompt": "p", "answers": 1, "qids": 1, "empty": 0, "skipped": 0},
+        {"llm": "?", "prompt": "?", "answers": 0, "qids": 0, "empty": 0, "skipped": 1},
     ]
 
 
@@ -520,37 +526,35 @@ def test_skip_invalid_reports_exactly_the_skipped_rows(tmp_path, fmt):
     rows = [
         answer("1", "ok"),  # kept: m/p/1/0
         answer("99", "unknown topic"),
-        answer("1", " "),  # empty, but keeps its slot in (m, p, 1)
+        answer("1", " "),  # empty: an answer that says nothing, m/p/1/1
         answer("1", "dup", answer_id="m/p/1/0"),
         answer("2", "bad sample", sample="x"),
         answer("1", "ok too"),  # kept: m/p/1/3 (rows 0, 2, 3, 5 are (m, p, 1))
     ]
     path = write_long(tmp_path, fmt, rows)
     read = read_answers(path, collection={"1", "2"}, skip_invalid=True)
-    assert list(read.answers["answer_id"]) == ["m/p/1/0", "m/p/1/3"]
+    assert list(read.answers["answer_id"]) == ["m/p/1/0", "m/p/1/1", "m/p/1/3"]
     assert [(r.line, r.kind) for r in read.skipped] == [
         (where(fmt, 1), "unknown_qid"),
-        (where(fmt, 2), "empty_text"),
         (where(fmt, 3), "duplicate_answer_id"),
         (where(fmt, 4), "invalid_sample"),
     ]
     assert [str(r) for r in read.skipped] == [
         f"{at(path, fmt, 1)}: unknown qid '99': not a topic of the collection",
-        f"{at(path, fmt, 2)}: text is empty or whitespace only",
         f"{at(path, fmt, 3)}: duplicate answer_id 'm/p/1/0' (first at {ref(path, fmt, 0)})",
         f"{at(path, fmt, 4)}: sample must be a non-negative integer, found 'x'",
     ]
     assert read.describe().to_dict("records") == [
-        {"llm": "m", "prompt": "p", "answers": 2, "qids": 1, "skipped": 4}
+        {"llm": "m", "prompt": "p", "answers": 3, "qids": 1, "empty": 1, "skipped": 3}
     ]
     assert list(read.skipped_frame()["kind"]) == [r.kind for r in read.skipped]
 
 
 def test_all_rows_skipped_is_an_error(tmp_path):
-    path = write_long(tmp_path, "csv", [answer("1", ""), answer("2", "")])
+    path = write_long(tmp_path, "csv", [answer("1", sample="x"), answer("2", sample="-1")])
     assert error_of(path, skip_invalid=True) == (
         f"{path}: no valid answers: all 2 skipped "
-        f"(first: {path}:2: text is empty or whitespace only)"
+        f"(first: {path}:2: sample must be a non-negative integer, found 'x')"
     )
 
 
@@ -586,8 +590,8 @@ def test_wide_file_llm_folder_and_answers_folder(tmp_path):
     everything = read_answers(root)
     assert [Path(f).parent.name for f in everything.files] == ["llm-a", "llm-b"]
     assert everything.describe().to_dict("records") == [
-        {"llm": "llm-a", "prompt": "no_prompt", "answers": 2, "qids": 1, "skipped": 0},
-        {"llm": "llm-b", "prompt": "q", "answers": 4, "qids": 2, "skipped": 0},
+        {"llm": "llm-a", "prompt": "no_prompt", "answers": 2, "qids": 1, "empty": 0, "skipped": 0},
+        {"llm": "llm-b", "prompt": "q", "answers": 4, "qids": 2, "empty": 0, "skipped": 0},
     ]
 
 
@@ -604,12 +608,10 @@ def test_wide_sample_comes_from_the_column_number(tmp_path):
 
 def test_wide_empty_cell(tmp_path):
     path = write_wide(tmp_path, "m", "p", '1,q,"a\n1",a2\n2,q,,b2\n')
-    assert error_of(path) == f"{path}:4: answer1 is empty or whitespace only (answer m/p/2/0)"
-    read = read_answers(path, skip_invalid=True)
-    assert list(read.answers["answer_id"]) == ["m/p/1/0", "m/p/1/1", "m/p/2/1"]
-    assert [(r.line, r.kind, r.llm, r.prompt) for r in read.skipped] == [
-        (4, "empty_text", "m", "p")
-    ]
+    read = read_answers(path)
+    assert list(read.answers["answer_id"]) == ["m/p/1/0", "m/p/1/1", "m/p/2/0", "m/p/2/1"]
+    assert read.answers["text"].tolist() == ["a\n1", "a2", "", "b2"]
+    assert read.skipped == [] and read.empty == 1
 
 
 def test_wide_unknown_qid_skips_each_answer_of_the_row(tmp_path):
@@ -677,10 +679,24 @@ def test_paths_that_hold_no_answers(tmp_path):
 
 
 def test_describe_counts_per_llm_and_prompt(tmp_path):
-    rows = [answer("1"), answer("2"), {**answer("1"), "prompt": "p2"}, answer("3", "")]
+    rows = [answer("1"), answer("2"), {**answer("1"), "prompt": "p2"}, answer("3", ""),
+            answer("4", sample="x")]  # fmt: skip
     read = read_answers(write_long(tmp_path, "jsonl", rows), skip_invalid=True)
     assert read.describe().to_dict("records") == [
-        {"llm": "m", "prompt": "p", "answers": 2, "qids": 2, "skipped": 1},
-        {"llm": "m", "prompt": "p2", "answers": 1, "qids": 1, "skipped": 0},
+        {"llm": "m", "prompt": "p", "answers": 3, "qids": 3, "empty": 1, "skipped": 1},
+        {"llm": "m", "prompt": "p2", "answers": 1, "qids": 1, "empty": 0, "skipped": 0},
     ]
-    assert Counter(r.kind for r in read.skipped) == {"empty_text": 1}
+    assert Counter(r.kind for r in read.skipped) == {"invalid_sample": 1}
+
+
+def test_a_row_that_cannot_be_read_is_an_invalid_answer_and_a_bad_file_is_not(tmp_path):
+    """``InvalidAnswer``: what skip_invalid would leave out (the CLI names --skip-invalid for
+    it); a file without a required column stays a plain InputError."""
+    path = write_long(tmp_path, "csv", [answer("1"), answer("1", sample="x")])
+    with pytest.raises(InvalidAnswer, match="sample must be a non-negative integer"):
+        read_answers(path)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("llm,prompt,qid\nm,p,1\n")
+    with pytest.raises(InputError) as caught:
+        read_answers(bad)
+    assert not isinstance(caught.value, InvalidAnswer)

@@ -106,8 +106,8 @@ def test_flag_answers_gives_one_row_per_answer_with_the_flags_in_order():
     )
     frame = flag_answers(answers, {"1": QUESTION}, {"1": [DOCUMENT, "Oranges are rich in it."]})
     assert list(frame.columns) == [
-        "answer_id", "qid", "llm", "prompt", "sample", "flags", "question_words", "judged_copy",
-        "little_content", "flagged", "question_share", "copy_share", "new_terms",
+        "answer_id", "qid", "llm", "prompt", "sample", "flags", "empty", "question_words",
+        "judged_copy", "little_content", "flagged", "question_share", "copy_share", "new_terms",
     ]  # fmt: skip
     assert frame["flags"].tolist() == [
         "question_words,little_content", "little_content", "judged_copy", "",
@@ -199,8 +199,9 @@ def test_flag_answers_equals_answer_flags_on_mediqa_texts(shared_data):
     frame = flag_answers(answers, queries, judged)
     documents = {qid: [word_grams(d) for d in docs] for qid, docs in judged.items()}
     expected = [answer_flags(t, queries[q], documents[q]) for t, q in zip(texts, qids, strict=True)]
-    columns = ["question_words", "judged_copy", "little_content", "question_share", "copy_share",
-               "new_terms"]  # fmt: skip
+    columns = ["empty", "question_words", "judged_copy", "little_content", "question_share",
+               "copy_share", "new_terms"]  # fmt: skip
     assert frame[columns].to_dict("records") == expected
+    assert frame["empty"].sum() == 375 and frame.loc[frame["empty"], "flags"].eq("empty").all()
     assert 0 < frame["judged_copy"].sum() < len(frame)
     assert (frame["copy_share"].between(0, 1, inclusive="neither")).any()

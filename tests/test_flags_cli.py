@@ -99,10 +99,19 @@ def test_summary_shows_the_share_of_flagged_answers(scored, tmp_path, capsys):
     start = lines.index("flagged answers (flags.csv): share of answers with any flag, and with "
                         "each flag")  # fmt: skip
     assert [line.split() for line in lines[start + 1 : start + 5]] == [
-        ["llm", "prompt", "answers", "flagged", "question_words", "judged_copy", "little_content"],
-        ["echo", "plain", "2", "100.0%", "100.0%", "0.0%", "100.0%"],
-        ["real", "plain", "2", "0.0%", "0.0%", "0.0%", "0.0%"],
-        ["copy", "plain", "2", "50.0%", "0.0%", "50.0%", "0.0%"],
+        [
+            "llm",
+            "prompt",
+            "answers",
+            "flagged",
+            "empty",
+            "question_words",
+            "judged_copy",
+            "little_content",
+        ],
+        ["echo", "plain", "2", "100.0%", "0.0%", "100.0%", "0.0%", "100.0%"],
+        ["real", "plain", "2", "0.0%", "0.0%", "0.0%", "0.0%", "0.0%"],
+        ["copy", "plain", "2", "50.0%", "0.0%", "0.0%", "50.0%", "0.0%"],
     ]
     data = json.loads((tmp_path / "summary" / "summary.json").read_text())
     assert [(r["llm"], r["n_flagged"], r["share_flagged"]) for r in data["flags"]] == [

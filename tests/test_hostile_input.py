@@ -35,6 +35,8 @@ sources:
 TOPICS = "qid\tquery\nq1\tvitamin c colds\nq2\tibuprofen blood pressure\n"
 DOCS = 'docno,text\nd1,"Vitamin C does not prevent colds."\nd2,Colds are viruses.\n'
 REL = "q1 0 d1 2\nq1 0 d2 1\nq2 0 d2 0\n"
+#: what the CLI adds to the error of an answer row that cannot be read
+SKIP_HINT = " (--skip-invalid leaves such rows out, and lists them)"
 
 
 def nrp(*argv: str | Path) -> tuple[int, str, str]:
@@ -169,6 +171,7 @@ def test_a_sample_out_of_range_is_a_one_line_error(demo, tmp_path, suffix, row, 
     where = 1 if suffix == ".jsonl" else 2
     assert line == (
         f"nrp: error: {answers}:{where}: sample {shown} is out of range (0 to 2,147,483,647)"
+        + SKIP_HINT
     )
     assert not out.exists()
 
@@ -185,7 +188,7 @@ def test_the_sample_range_ends_at_2_to_the_31_minus_1(demo, tmp_path):
     row = '{"llm": "m", "prompt": "p", "qid": "d1", "sample": %d, "text": "Vitamin C."}\n'
     answers.write_text(row % 2147483648)
     line = one_line_error(*score(demo, answers, tmp_path / "refused")[::2])
-    assert line.endswith(":1: sample 2147483648 is out of range (0 to 2,147,483,647)")
+    assert line.endswith(":1: sample 2147483648 is out of range (0 to 2,147,483,647)" + SKIP_HINT)
     answers.write_text(row % 2147483647)
     code, _, err = score(demo, answers, tmp_path / "out")
     assert code == 0, err

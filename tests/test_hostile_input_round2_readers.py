@@ -17,6 +17,8 @@ import pytest
 from test_hostile_input import DEMO, nrp, one_line_error, write_tiny
 
 ANSWER = {"llm": "m", "prompt": "p", "qid": "d1", "text": "Vitamin C does not prevent colds."}
+#: what the CLI adds to the error of an answer row that cannot be read
+SKIP_HINT = " (--skip-invalid leaves such rows out, and lists them)"
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +42,9 @@ def test_a_nan_sample_in_jsonl_is_a_one_line_error(demo, tmp_path):
     answers.write_text(json.dumps(ANSWER) + "\n" + json.dumps({**ANSWER, "sample": float("nan")}))
     out = tmp_path / "out"
     line = one_line_error(*score(demo, answers, out)[::2])
-    assert line == f"nrp: error: {answers}:2: sample is NaN; give a non-negative integer or null"
+    assert line == (
+        f"nrp: error: {answers}:2: sample is NaN; give a non-negative integer or null" + SKIP_HINT
+    )
     assert not out.exists()
 
 
@@ -50,7 +54,9 @@ def test_a_nan_sample_in_parquet_is_a_one_line_error_but_a_null_is_derived(demo,
     nan = pa.array([float("nan"), None], type=pa.float64())  # NaN as written, not a null
     pq.write_table(pa.table({**rows, "sample": nan}), answers)
     line = one_line_error(*score(demo, answers, tmp_path / "out")[::2])
-    assert line.endswith(f"{answers}: row 1: sample is NaN; give a non-negative integer or null")
+    assert line.endswith(
+        f"{answers}: row 1: sample is NaN; give a non-negative integer or null" + SKIP_HINT
+    )
     pq.write_table(pa.table({**rows, "sample": pa.array([None, None], pa.float64())}), answers)
     code, _, err = score(demo, answers, tmp_path / "out")
     assert code == 0, err
@@ -64,7 +70,9 @@ def test_a_key_given_twice_in_an_answers_line_is_a_one_line_error(demo, tmp_path
     answers.write_text(json.dumps(ANSWER) + '\n{"qid": "d2", ' + body + "\n")
     out = tmp_path / "out"
     line = one_line_error(*score(demo, answers, out)[::2])
-    assert line == f"nrp: error: {answers}:2: invalid JSON: key 'qid' given twice in one object"
+    assert line == (
+        f"nrp: error: {answers}:2: invalid JSON: key 'qid' given twice in one object" + SKIP_HINT
+    )
     assert not out.exists()
 
 

@@ -272,6 +272,8 @@ def test_report_without_citations_writes_no_citations_file(indexes, tmp_path):
     assert code == 0 and not (tmp_path / "out" / api.CITATIONS_FILE).exists()
 
 
+#: what the CLI adds to the error of a report whose values cannot be read (skippable)
+SKIP_HINT = " (--skip-invalid leaves such rows out, and lists them)"
 BAD = {
     "missing_metadata": (
         [RUN_B[0], {"responses": [{"text": "x", "citations": []}]}],
@@ -284,15 +286,15 @@ BAD = {
     ),
     "2024_without_topic": (
         [{"run_id": "r", "references": [], "answer": [{"text": "x", "citations": []}]}],
-        ":1: the report has no topic_id or narrative_id",
+        ":1: the report has no topic_id or narrative_id" + SKIP_HINT,
     ),
     "index_out_of_range": (
         [{**RUN_A[0], "references": ["c1", "c3"]}],
-        ":1: sentence 2: citation index 2 is out of range (references has 2 entries)",
+        ":1: sentence 2: citation index 2 is out of range (references has 2 entries)" + SKIP_HINT,
     ),
     "topic_ids_differ": (
         [{**RUN_B[0], "metadata": {"run_id": "r", "topic_id": "q1", "narrative_id": "q2"}}],
-        ":1: metadata.topic_id 'q1' and narrative_id 'q2' differ",
+        ":1: metadata.topic_id 'q1' and narrative_id 'q2' differ" + SKIP_HINT,
     ),
     "no_sentences": (
         [{"metadata": {"run_id": "r", "topic_id": "q1"}, "references": []}],

@@ -28,8 +28,10 @@ from nrp.validation import flags as rules
 
 FLAGS_FILE = "flags.csv"
 FLAG_NAMES = rules.FLAG_NAMES
+#: flags a flags file written before they existed lacks: read as False (``read_flags``)
+LATER_FLAGS = (rules.EMPTY,)
 #: what ``read_flags`` needs in a flags file (llm and prompt default to "")
-REQUIRED_COLUMNS = ("answer_id", "flagged", *FLAG_NAMES)
+REQUIRED_COLUMNS = ("answer_id", "flagged", *(f for f in FLAG_NAMES if f not in LATER_FLAGS))
 _BOOLEANS = {"true": True, "false": False, "1": True, "0": False}
 
 
@@ -86,6 +88,9 @@ def read_flags(path: str | Path) -> pd.DataFrame:
         if column not in frame.columns:
             frame[column] = ""
         frame[column] = text_column(frame[column])
+    for column in LATER_FLAGS:
+        if column not in frame.columns:
+            frame[column] = "False"
     for column in ("flagged", *FLAG_NAMES):
         text = frame[column].astype(str).str.strip().str.lower()
         bad = ~text.isin(list(_BOOLEANS))

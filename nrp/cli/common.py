@@ -116,8 +116,9 @@ def read_answer_set(path: Path, collection: object, skip_invalid: bool) -> Any:
 
 def _print_skipped(answer_set: Any) -> None:
     """The report layouts read and the rows skipped, on stderr."""
-    for line in answer_set.layout_lines():
-        print(line, file=sys.stderr)
+    for line in [*answer_set.layout_lines(), answer_set.empty_line()]:
+        if line:
+            print(line, file=sys.stderr)
     for row in answer_set.skipped:
         print(f"skipped: {row}", file=sys.stderr)
     if answer_set.skipped:
@@ -230,6 +231,14 @@ def _on_sigterm() -> Any:
     return signal.signal(signal.SIGTERM, _terminate)
 
 
+def _skip_hint(error: NrpError, args: argparse.Namespace) -> str:
+    """For an answer record that cannot be read, under a command that can leave such records
+    out: how (``--skip-invalid``); '' otherwise."""
+    if isinstance(error, api.InvalidAnswer) and getattr(args, "skip_invalid", None) is False:
+        return " (--skip-invalid leaves such rows out, and lists them)"
+    return ""
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Run the sub-command ``args`` names; a library error is one line on stderr and exit 2
     (argparse's code for a usage error), and so is a file that cannot be read or written (no
@@ -253,7 +262,8 @@ def run_command(args: argparse.Namespace) -> int:
         return STDOUT_CLOSED
     except NrpError as err:  # one line, however long the values it was built from
         message = one_line(err, MESSAGE_LIMIT)
-        print(f"nrp: error: {message}{_given_as(str(err), args)}", file=sys.stderr)
+        print(f"nrp: error: {message}{_given_as(str(err), args)}{_skip_hint(err, args)}",
+              file=sys.stderr)  # fmt: skip
         return 2
     except OSError as err:
         return _os_error(err)

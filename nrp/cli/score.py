@@ -89,7 +89,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--skip-invalid",
         action="store_true",
-        help="skip (and list) answers with an unknown qid or empty text",
+        help="skip (and list) answer rows that cannot be read (an unknown qid, a bad sample or "
+        "id); an empty answer is not skipped: it is scored last (NRP 0) and flagged empty",
     )
     parser.add_argument("--no-cache", action="store_true", help="do not use the caches")
     parser.add_argument(

@@ -57,10 +57,13 @@ def check_injected_runs(
 
 
 def _rows(answers: pd.DataFrame, rankings: Mapping[str, InjectedRanking]) -> pd.DataFrame:
-    """qid, docno, score of D_q plus the answer, for each answer of one answer run."""
+    """qid, docno, score of D_q plus the answer, for each answer of one answer run (an empty
+    answer was not ranked: none for it)."""
     parts = []
     for answer_id in answers["answer_id"]:
-        ranking = rankings[answer_id]
+        ranking = rankings.get(answer_id)
+        if ranking is None:
+            continue
         parts.append(
             pd.DataFrame(
                 {

@@ -113,7 +113,7 @@ class ResultsCache:
 
     def store(self, scope: PositionScope, positions: pd.DataFrame, shas: Sequence[str]) -> None:
         """Store positions (``POSITION_COLUMNS``) with their answers' text hashes, in one
-        transaction."""
+        transaction; an empty answer's (no score: placed, not ranked) is not kept."""
         with connect(self.path) as db:
             db.execute(
                 "INSERT OR IGNORE INTO position_scopes VALUES (?, ?, ?, ?, ?)",
@@ -140,6 +140,7 @@ class ResultsCache:
                         int(row.n_docs),
                     )
                     for row, sha in zip(positions.itertuples(index=False), shas, strict=True)
+                    if row.score == row.score  # NaN: an empty answer
                 ],
             )
 

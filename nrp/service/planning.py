@@ -267,8 +267,6 @@ def score_answers_of(
             raise inputs.RequestError(
                 422, f"answers[{number}]: qid {qid!r} is not a topic of {view.name!r}"
             )
-        if not answer.text.strip():
-            raise inputs.RequestError(422, f"answers[{number}]: text is empty")
         if answer_id in seen:
             raise inputs.RequestError(422, f"answers[{number}]: duplicate id {answer_id!r}")
         seen.add(answer_id)

@@ -12,6 +12,8 @@ letters, digits and apostrophes (``nrp.validation.degenerate.WORD``), lower-case
 
 Flags, in this order (``FLAG_NAMES``):
 
+- ``empty``: the answer says nothing: no text, or whitespace only (``nrp.answers.is_empty``). It
+  is scored last (NRP 0) and has this flag alone: the others are about what a text says.
 - ``question_words``: the answer says (almost) nothing but the question's words: at least
   ``QUESTION_SHARE`` (0.8) of its distinct content terms are terms of the question, or it has no
   content term at all. 0.8 lets one new term in five through (a framing word: "asked",
@@ -42,6 +44,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from nrp.answers import EMPTY, is_empty
 from nrp.errors import NrpError
 from nrp.rankers.term_arrays import WORD_TOKENS, TermArrays, Vocabulary, cut, split_terms
 from nrp.rankers.text_pipeline import analyse, english_tokens, porter_stem, terrier_stopwords
@@ -58,7 +61,7 @@ COPY_SHARE = 0.8
 #: little_content: an answer with fewer content terms that are not the question's is flagged
 MIN_NEW_TERMS = 5
 #: the flags, in the order the ``flags`` column joins them
-FLAG_NAMES = ("question_words", "judged_copy", "little_content")
+FLAG_NAMES = (EMPTY, "question_words", "judged_copy", "little_content")
 #: identity columns copied from the answers when they have them
 ID_COLUMNS = ("answer_id", "qid", "llm", "prompt", "sample")
 #: the numbers the flags are decided on
@@ -106,10 +109,12 @@ def answer_flags(
     share = question_share(terms, asked)
     copied = copy_share(word_grams(answer), documents)
     new = len(terms - asked)
+    said = not is_empty(answer)
     return {
-        "question_words": share >= QUESTION_SHARE,
-        "judged_copy": copied >= COPY_SHARE,
-        "little_content": new < MIN_NEW_TERMS,
+        EMPTY: not said,
+        "question_words": said and share >= QUESTION_SHARE,
+        "judged_copy": said and copied >= COPY_SHARE,
+        "little_content": said and new < MIN_NEW_TERMS,
         "question_share": share,
         "copy_share": copied,
         "new_terms": new,
@@ -186,9 +191,10 @@ class FlagMeasures:
             if copied != copied:  # NaN: the few answers ``CopyShares`` leaves to this one
                 copied = self._copy_share(text, qid)
             new = terms - common
+            said = not is_empty(text)
             rows.append(
-                (share >= QUESTION_SHARE, copied >= COPY_SHARE, new < MIN_NEW_TERMS, share,
-                 copied, new)
+                (not said, said and share >= QUESTION_SHARE, said and copied >= COPY_SHARE,
+                 said and new < MIN_NEW_TERMS, share, copied, new)
             )  # fmt: skip
         return rows
 

@@ -236,7 +236,7 @@ def test_the_cli_names_file_and_line_of_an_answer_with_a_lone_surrogate(served, 
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip() == (
         f"nrp: error: {answers}:2: text holds a lone surrogate '\\ud800' at character 1: "
-        "not valid Unicode"
+        "not valid Unicode (--skip-invalid leaves such rows out, and lists them)"
     )
 
 

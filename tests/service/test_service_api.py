@@ -189,15 +189,6 @@ def test_a_report_file_as_answers_path_is_scored(env, admin, read):
             {
                 "collection": "synth",
                 "rankers": "bm25",
-                "answers": [{"llm": "m", "prompt": "p", "qid": "t1", "text": "   "}],
-            },
-            422,
-            "answers[0]: text is empty or whitespace only",
-        ),
-        (
-            {
-                "collection": "synth",
-                "rankers": "bm25",
                 "answers": [
                     {"answer_id": "t1d0", "llm": "m", "prompt": "p", "qid": "t1", "text": "a"}
                 ],
@@ -454,6 +445,7 @@ def test_score_equals_score_answers_for_the_same_answers(env, read):
         {"answer_id": "a", "qid": "t3", "text": "asthma asthma treatment", "llm": "m"},
         {"answer_id": "b", "qid": "t4", "text": "doctor", "prompt": "p", "sample": 2},
         {"answer_id": "c", "qid": "empty", "text": "nothing to rank against"},
+        {"answer_id": "d", "qid": "t3", "text": "  \n"},  # says nothing: last, NRP 0
     ]
     for ranker, ties in (("bm25", "mid"), ("tfidf", "strict"), ("dph", "optimistic")):
         response = read.post(
@@ -468,6 +460,10 @@ def test_score_equals_score_answers_for_the_same_answers(env, read):
         frame = pd.DataFrame(answers).fillna({"llm": "", "prompt": "", "sample": 0})
         expected = score_answers(collection(env), frame, ranker, ties=ties, cache=False)
         assert body["results"] == expected_rows(expected)
+        empty = [row for row in body["results"] if row["answer_id"] == "d"]
+        # two dimensions, then the weighted row: no score, NRP 0
+        assert [(row["score"], row["nrp"]) for row in empty] == [(None, 0.0)] * 3
+        assert empty[0]["rank"] == empty[0]["n_docs"]  # every document above it
 
 
 def test_score_validation(read):
