@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -179,20 +179,48 @@ def paired_randomization_test(
 ) -> float:
     """Two-sided p-value of the paired randomization test of the mean difference: under the null
     hypothesis each query's difference is as likely to have either sign."""
-    diff = _differences(a, b)
+    return paired_randomization_tests([_differences(a, b)], n_resamples, seed)[0]
+
+
+def paired_randomization_tests(
+    differences: Sequence[Sequence[float]],
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> list[float]:
+    """``paired_randomization_test`` of many pairs at once, given each pair's per-query
+    differences (a - b): one p-value per pair, in order. The sign vectors depend only on the
+    number of queries, so pairs of one length share one draw (the seeded draw a single test
+    makes) and each p-value equals the single test's bit for bit."""
+    vectors = [_values(d) for d in differences]
+    p_values = [1.0] * len(vectors)  # no query: nothing against the null hypothesis
+    lengths = sorted({len(v) for v in vectors} - {0})
+    for n in lengths:  # one length at a time: one set of sign vectors in memory
+        blocks = _sign_blocks(n, n_resamples, seed)
+        for index, diff in enumerate(vectors):
+            if len(diff) == n:
+                p_values[index] = _randomization_p(diff, blocks, n_resamples)
+    return p_values
+
+
+def _sign_blocks(n: int, n_resamples: int, seed: int) -> list[np.ndarray]:
+    """The sign vectors of a test over ``n`` queries: all 2^n once when that is at most
+    ``n_resamples`` (exact), else ``n_resamples`` drawn from a generator seeded with ``seed``,
+    in blocks of 2,000 rows (memory stays small for many queries)."""
+    if 2**n <= n_resamples:
+        return [np.array(list(itertools.product((1.0, -1.0), repeat=n)))]
+    rng = np.random.default_rng(seed)
+    sizes = [min(2_000, n_resamples - start) for start in range(0, n_resamples, 2_000)]
+    return [rng.choice((1.0, -1.0), size=(size, n)) for size in sizes]
+
+
+def _randomization_p(diff: np.ndarray, blocks: list[np.ndarray], n_resamples: int) -> float:
     n = len(diff)
-    if n == 0:
-        return 1.0
     observed = abs(float(diff.mean()))
     if 2**n <= n_resamples:  # exact: every sign vector once
-        signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
-        extreme = np.abs(signs @ diff / n) >= observed - _TOLERANCE
+        extreme = np.abs(blocks[0] @ diff / n) >= observed - _TOLERANCE
         return float(extreme.mean())
-    rng = np.random.default_rng(seed)
     extreme_count = 0
-    for start in range(0, n_resamples, 2_000):  # blocks keep memory small for many queries
-        size = min(2_000, n_resamples - start)
-        signs = rng.choice((1.0, -1.0), size=(size, n))
+    for signs in blocks:
         extreme_count += int(np.sum(np.abs(signs @ diff / n) >= observed - _TOLERANCE))
     return (1 + extreme_count) / (1 + n_resamples)
 
@@ -209,6 +237,35 @@ def paired_test(
     if method == "t":
         return paired_t_test(a, b)
     raise ConfigError(f"paired test must be 'randomization' or 't', not {method!r}")
+
+
+def paired_tests(
+    pairs: Sequence[tuple[Sequence[float], Sequence[float]]],
+    method: TestMethod = "randomization",
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> list[float]:
+    """``paired_test`` of each (a, b) pair, in order: the same p-values, with the
+    randomization test's sign vectors drawn once per number of queries."""
+    if method == "randomization":
+        differences = [_differences(a, b) for a, b in pairs]
+        return paired_randomization_tests(differences, n_resamples, seed)
+    return [paired_test(a, b, method, n_resamples, seed) for a, b in pairs]
+
+
+#: ``family_resamples``: the least p-value a randomization test can give, 1 / (N + 1), is at most
+#: this share of Holm's first threshold, alpha / tests
+FAMILY_RESOLUTION = 0.25
+
+
+def family_resamples(tests: int, alpha: float, least: int = DEFAULT_RESAMPLES) -> int:
+    """The sign vectors a randomization test needs in a family of ``tests`` corrected together
+    (Holm, Bonferroni): at least ``least``, and enough that its least p-value, 1 / (N + 1), is
+    at most ``FAMILY_RESOLUTION`` of alpha / tests, so that two systems far apart can differ
+    significantly however many pairs are tested (with 10,000 over 780 pairs, none can: the
+    least p-value times 780 is 0.078)."""
+    needed = math.ceil(tests / (alpha * FAMILY_RESOLUTION))
+    return max(int(least), needed)
 
 
 # -- multiple testing ------------------------------------------------------------------------------
@@ -239,6 +296,61 @@ def correct(p_values: Sequence[float], method: Correction = "holm") -> list[floa
     if method == "none":
         return [float(p) for p in p_values]
     raise ConfigError(f"correction must be 'holm', 'bonferroni' or 'none', not {method!r}")
+
+
+#: the letters of a compact letter display, in order (52 groups at most)
+CLD_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def compact_letter_display(
+    order: Sequence[Hashable], different: Iterable[tuple[Hashable, Hashable]]
+) -> dict[Hashable, str]:
+    """The compact letter display of systems given which pairs differ significantly: system ->
+    its letters; two systems share a letter exactly when their pair is not among those that
+    differ. ``order``: the systems, best first;
+    ``different``: the (a, b) pairs that differ (either order).
+
+    Piepho's insert-absorb algorithm (2004): one column holds every system; for each pair that
+    differs, every column holding both is replaced by two copies, one without a and one without
+    b, and then a column that is a subset of another (or a copy of one) is dropped. The columns
+    get letters a, b, c, ... (then A to Z) in the order of their best member (ties: the next);
+    more than 52 columns is a ValueError."""
+    names = list(order)
+    position = {name: i for i, name in enumerate(names)}
+    if len(position) != len(names):
+        raise ValueError("compact_letter_display: a system is named twice in the order")
+    columns = [frozenset(names)] if names else []
+    for a, b in different:
+        if a not in position or b not in position:
+            raise ValueError(f"compact_letter_display: pair {(a, b)!r} names an unknown system")
+        if a == b:
+            continue
+        split: list[frozenset] = []
+        for column in columns:
+            if a in column and b in column:
+                split += [column - {a}, column - {b}]
+            else:
+                split.append(column)
+        columns = _absorb(split)
+    columns.sort(key=lambda column: sorted(position[name] for name in column))
+    if len(columns) > len(CLD_LETTERS):
+        raise ValueError(f"compact_letter_display: {len(columns)} groups, more than 52 letters")
+    return {
+        name: "".join(CLD_LETTERS[i] for i, column in enumerate(columns) if name in column)
+        for name in names
+    }
+
+
+def _absorb(columns: list[frozenset]) -> list[frozenset]:
+    """The columns without those contained in another (of equal columns, the first kept)."""
+    kept: list[frozenset] = []
+    for i, column in enumerate(columns):
+        inside = any(
+            column < other or (column == other and j < i) for j, other in enumerate(columns)
+        )
+        if not inside:
+            kept.append(column)
+    return kept
 
 
 # -- rank correlation ------------------------------------------------------------------------------

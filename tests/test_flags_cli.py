@@ -94,7 +94,7 @@ def test_check_max_flagged_passes_real_answers(indexes, tmp_path, capsys):
 
 
 def test_summary_shows_the_share_of_flagged_answers(scored, tmp_path, capsys):
-    code, lines, _ = run(capsys, "summary", scored, "--out", str(tmp_path / "summary"))
+    code, lines, _ = run(capsys, "summary", scored, "--details", "--out", str(tmp_path / "summary"))
     assert code == 0
     start = lines.index("flagged answers (flags.csv): share of answers with any flag, and with "
                         "each flag")  # fmt: skip

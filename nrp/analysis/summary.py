@@ -29,12 +29,18 @@ Statistical choices (and why):
   randomization test by default, exact for few queries; paired t-test on request) and Holm's
   correction is applied within each family: one family per (dimension, ranker, comparison,
   prompt or LLM), as validation treats every pair of rankers of a dimension as one family.
+- **The ranked table** (what ``nrp summary`` prints first): the LLM x prompt rows (or the LLMs
+  pooled over prompts) of the weighted NRP (else the first dimension), best mean first, with
+  significance groups: one family of the same paired tests over every pair of rows, shown as a
+  compact letter display (``statistics.compact_letter_display``): rows sharing a letter do not
+  differ significantly.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -76,6 +82,14 @@ SATURATION_TOLERANCE = 1e-9
 LLMS_WITHIN_PROMPT = "llms within prompt"
 LLMS_POOLED = "llms pooled over prompts"
 PROMPTS_WITHIN_LLM = "prompts within llm"
+#: what the ranked table has one row per: an LLM x prompt, or an LLM pooled over its prompts
+BY_CHOICES = ("prompt", "llm")
+#: the ranked table's shares of answers: (text column, ranking column)
+SHARE_COLUMNS = (
+    ("floored", "share_floored"), ("flagged", "share_flagged"), ("empty", "share_empty"),
+)  # fmt: skip
+#: how the ranked table's header names a correction
+CORRECTED = {"holm": "Holm-corrected", "bonferroni": "Bonferroni-corrected", "none": "uncorrected"}
 
 
 # -- reading ---------------------------------------------------------------------------------------
@@ -146,6 +160,8 @@ class Summary(TableExports, FrameView):
     #: how the weighted NRP was made (``nrp.positioning.scoring.scoring_record``: weights and
     #: the dimensions left out, with why), from the frame's attrs or ``scoring.json``
     weighting: dict[str, Any] | None = None
+    #: the ranked table, one row per LLM x prompt (``ranked()``): computed once by ``summarize``
+    ranking: pd.DataFrame | None = None
 
     # -- look-ups -------------------------------------------------------------------------------
     def measures(self) -> list[tuple[str, str]]:
@@ -173,6 +189,22 @@ class Summary(TableExports, FrameView):
     ) -> float:
         return float(self.row(dimension, llm, prompt, ranker)["mean_nrp"])
 
+    def ranked_measure(self) -> tuple[str, str]:
+        """The (dimension, ranker) the ranked table ranks by: the weighted NRP (``COMBINED``)
+        when the summary has it, else the first measure."""
+        measures = self.measures()
+        return next((m for m in measures if m[0] == COMBINED), measures[0])
+
+    def ranked(self, by: str = "prompt") -> pd.DataFrame:
+        """The ranked table: one row per LLM x prompt (``by="prompt"``, the stored ``ranking``)
+        or per LLM pooled over its prompts (``by="llm"``), best mean first, with significance
+        groups; see ``ranking_table``."""
+        if by not in BY_CHOICES:
+            raise ConfigError(f"rank by 'prompt' or 'llm', not {by!r}")
+        if by == "prompt" and self.ranking is not None:
+            return self.ranking
+        return ranking_table(self, by)
+
     # -- export ---------------------------------------------------------------------------------
     def to_frame(self, perquery: bool = False, pooled: bool = False) -> pd.DataFrame:
         """The means in the result frames' vocabulary (``nrp.tables.FRAME_VOCABULARY``): one
@@ -188,13 +220,16 @@ class Summary(TableExports, FrameView):
             frame = frame.rename(columns={"nrp": "value"})
         return vocabulary_frame(frame, measure="nrp")
 
-    # ``to_dict``, ``to_json`` (NaN written as null) and ``to_csv``: ``summary_means.csv``,
-    # ``summary_comparisons.csv``, ``summary_query_means.csv`` (and ``summary_flags.csv`` when
-    # there are flags), from ``TableExports``
+    # ``to_dict``, ``to_json`` (NaN written as null) and ``to_csv``: ``summary_ranking.csv``,
+    # ``summary_means.csv``, ``summary_comparisons.csv``, ``summary_query_means.csv`` (and
+    # ``summary_flags.csv`` when there are flags), from ``TableExports``
     JSON_FIELDS: ClassVar[tuple[str, ...]] = (
-        "settings", "means", "comparisons", "query_means", "flags", "weighting", "warnings",
+        "settings", "ranking", "means", "comparisons", "query_means", "flags", "weighting",
+        "warnings",
     )  # fmt: skip
-    CSV_TABLES: ClassVar[tuple[str, ...]] = ("means", "comparisons", "query_means", "flags")
+    CSV_TABLES: ClassVar[tuple[str, ...]] = (
+        "ranking", "means", "comparisons", "query_means", "flags",
+    )  # fmt: skip
     CSV_PREFIX: ClassVar[str] = "summary"
 
     # -- text -----------------------------------------------------------------------------------
@@ -214,14 +249,73 @@ class Summary(TableExports, FrameView):
                 seen[numbers] = name
         return tables
 
-    def format(self) -> str:
+    def format(self, details: bool = False, by: str = "prompt") -> str:
+        """The ranked table (``ranked(by)``) after the weighting, then the warnings, each once;
+        ``details``: the per-dimension tables with their paired tests and the flags table
+        after the ranked table, and every warning as it was raised."""
         parts = [self.weighting_text()] if self.weighting_text() else []
-        parts += list(self.tables().values())
-        if self.flags is not None:
-            parts.append(self.flags_table())
-        if self.warnings:
-            parts.append("warnings:\n" + "\n".join(f"  {w}" for w in self.warnings))
+        parts.append(self.ranking_text(by))
+        if details:
+            parts += list(self.tables().values())
+            if self.flags is not None:
+                parts.append(self.flags_table())
+        warnings = self.warnings if details else collapsed_warnings(self.warnings)
+        if warnings:
+            parts.append("warnings:\n" + "\n".join(f"  {w}" for w in warnings))
+        if not details:
+            parts.append("per-dimension tables and paired tests: nrp summary --details; "
+                         "all tables: --out DIR")  # fmt: skip
         return "\n\n".join(parts)
+
+    def ranking_text(self, by: str = "prompt") -> str:
+        """The ranked table as text, with two lines saying what is ranked and how the groups
+        are made."""
+        s = self.settings
+        ranking = self.ranked(by)
+        dimension, ranker = ranking.attrs.get("measure") or self.ranked_measure()
+        answers = self.query_means[
+            (self.query_means["dimension"] == dimension)
+            & (self.query_means["ranker"] == ranker)
+            & (self.query_means["prompt"] != ALL_PROMPTS)
+        ]
+        what = (
+            "weighted NRP" if dimension == COMBINED else f"NRP of {_block_name(dimension, ranker)}"
+        )
+        ci = f"{round(s['confidence'] * 100)}% CI"
+        n = len(ranking)
+        pairs = ranking.attrs.get("pairs", n * (n - 1) // 2)
+        drawn = ranking.attrs.get("resamples") if s["test"] == "randomization" else None
+        resamples = f" ({drawn:,} sign vectors)" if drawn else ""
+        corrected = CORRECTED.get(s["correction"], s["correction"])
+        lines = [
+            f"ranked by {what}: {answers['qid'].nunique()} queries, "
+            f"{int(answers['n_answers'].sum())} answers; mean over queries with {ci} "
+            f"(percentile bootstrap over queries, {s['n_boot']} resamples, seed {s['seed']})",
+            "group: systems sharing a letter are not significantly different "
+            f"({TEST_NAMES.get(s['test'], s['test'])} over queries{resamples}, {corrected} over "
+            f"{'all ' if pairs != 1 else ''}{pairs} pair{'s' if pairs != 1 else ''}, "
+            f"alpha {s['alpha']})",
+        ]
+        # a share no row has (no ranker floors, no flags.csv, no empty flag) is left out
+        shares = [(name, c) for name, c in SHARE_COLUMNS if ranking[c].notna().any()]
+        prompt = by == "prompt"
+        rows = [
+            [
+                str(r["rank"]),
+                str(r["llm"]),
+                *([str(r["prompt"])] if prompt else []),
+                f"{format_number(r['mean_nrp'])} {format_interval(r['ci_low'], r['ci_high'])}",
+                str(r["group"]),
+                *(_percent(r[column]) for _, column in shares),
+                str(r["n_queries"]),
+                str(r["n_answers"]),
+            ]
+            for r in ranking.to_dict("records")
+        ]
+        header = ["rank", "llm", *(["prompt"] if prompt else []), f"NRP [{ci}]", "group",
+                  *(name for name, _ in shares), "queries", "answers"]  # fmt: skip
+        lines.append(text_table(header, rows))
+        return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.format()
@@ -333,6 +427,34 @@ def _block_name(dimension: str, ranker: str) -> str:
     return dimension + (f" (ranker {ranker})" if ranker else "")
 
 
+def _percent(share: float) -> str:
+    return "-" if share is None or np.isnan(share) else f"{100 * share:.1f}%"
+
+
+_FEWER_QUERIES = re.compile(
+    r"(?P<where>.+?): .+ are compared over the \d+ queries both answered \(\d+ and \d+ answered\)"
+)
+
+
+def collapsed_warnings(warnings: list[str]) -> list[str]:
+    """The warnings each once, in order of first appearance, ``(xN)`` after one raised N
+    times; the pairs of one (dimension, family, group) compared over fewer queries than a side
+    answered in one line that counts them."""
+    counts: dict[tuple[bool, str], int] = {}
+    for warning in warnings:
+        match = _FEWER_QUERIES.fullmatch(warning)
+        key = (True, match["where"]) if match else (False, warning)
+        counts[key] = counts.get(key, 0) + 1
+    lines = []
+    for (fewer, text), count in counts.items():
+        if fewer:
+            pairs = f"{count} pair{'s' if count != 1 else ''}"
+            lines.append(f"{text}: {pairs} compared over fewer queries (those both answered)")
+        else:
+            lines.append(text + (f" (x{count})" if count > 1 else ""))
+    return lines
+
+
 # -- aggregation -----------------------------------------------------------------------------------
 def summarize(
     results_df: pd.DataFrame | str | Path,
@@ -387,7 +509,9 @@ def summarize(
         if isinstance(results_df, pd.DataFrame)
         else scoring_beside(results_df)
     )
-    return Summary(settings, means, query_means, comparisons, warnings, shares, weighting)
+    summary = Summary(settings, means, query_means, comparisons, warnings, shares, weighting)
+    summary.ranking = summary.ranked("prompt")
+    return summary
 
 
 def scoring_beside(results: str | Path) -> dict[str, Any] | None:
@@ -597,20 +721,13 @@ def _comparisons(
         for family, group, series in families:
             tests = []
             for a, b in itertools.combinations(series, 2):
-                common = series[a].index.intersection(series[b].index, sort=False)
-                first = series[a].loc[common].to_numpy(dtype=float)
-                second = series[b].loc[common].to_numpy(dtype=float)
-                if len(common) < len(series[a]) or len(common) < len(series[b]):
+                first, second = _paired(series, a, b)
+                if len(first) < len(series[a]) or len(first) < len(series[b]):
                     warnings.append(
                         f"{dimension}, {family} {group}: {a} and {b} are compared over the "
-                        f"{len(common)} queries both answered "
+                        f"{len(first)} queries both answered "
                         f"({len(series[a])} and {len(series[b])} answered)"
                     )
-                p = (
-                    statistics.paired_test(first, second, test, n_resamples, seed)
-                    if len(common)
-                    else np.nan
-                )
                 tests.append(
                     {
                         "dimension": dimension,
@@ -619,28 +736,139 @@ def _comparisons(
                         "group": group,
                         "a": a,
                         "b": b,
-                        "n_queries": len(common),
-                        "mean_a": float(first.mean()) if len(common) else np.nan,
-                        "mean_b": float(second.mean()) if len(common) else np.nan,
-                        "mean_difference": float((first - second).mean())
-                        if len(common)
-                        else np.nan,
-                        "p": p,
+                        "n_queries": len(first),
+                        "mean_a": float(first.mean()) if len(first) else np.nan,
+                        "mean_b": float(second.mean()) if len(first) else np.nan,
+                        "mean_difference": float((first - second).mean()) if len(first) else np.nan,
+                        "p": np.nan,
+                        "p_corrected": np.nan,
+                        "_pair": (first, second),
                     }
                 )
-            tested = [t for t in tests if not np.isnan(t["p"])]
-            for t, p_corrected in zip(
-                tested, statistics.correct([t["p"] for t in tested], correction), strict=True
+            tested = [t for t in tests if t["n_queries"]]
+            pairs = [t.pop("_pair") for t in tested]
+            p_values = statistics.paired_tests(pairs, test, n_resamples, seed)
+            for t, p, p_corrected in zip(
+                tested, p_values, statistics.correct(p_values, correction), strict=True
             ):
-                t["p_corrected"] = p_corrected
+                t["p"], t["p_corrected"] = p, p_corrected
             for t in tests:
-                t.setdefault("p_corrected", np.nan)
+                t.pop("_pair", None)
             rows.extend(tests)
     columns = [
         "dimension", "ranker", "family", "group", "a", "b", "n_queries", "mean_a", "mean_b",
         "mean_difference", "p", "p_corrected",
     ]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
+
+
+def _paired(series: dict[Any, pd.Series], a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The query-level means of ``a`` and ``b`` over the queries both have, in ``a``'s order."""
+    common = series[a].index.intersection(series[b].index, sort=False)
+    first = series[a].loc[common].to_numpy(dtype=float)
+    return first, series[b].loc[common].to_numpy(dtype=float)
+
+
+# -- ranking --------------------------------------------------------------------------------------
+RANKING_COLUMNS = (
+    "rank", "llm", "prompt", "mean_nrp", "ci_low", "ci_high", "group", "share_floored",
+    "share_flagged", "share_empty", "n_queries", "n_answers",
+)  # fmt: skip
+
+
+def ranking_table(summary: Summary, by: str = "prompt") -> pd.DataFrame:
+    """The systems of ``summary.ranked_measure()`` ranked by mean NRP, best first (ties: in
+    input order): one per LLM x prompt (``by="prompt"``) or per LLM pooled over its prompts
+    (``by="llm"``, prompt ``(all)``). Columns ``RANKING_COLUMNS``: rank 1..n; the mean and its
+    interval; ``group``, the compact letter display of one family of paired tests over every
+    pair of rows (the summary's test, correction and alpha, on query-level means over the
+    queries both have): rows sharing a letter do not differ significantly; the share of answers
+    floored (by the ranker, or for the weighted NRP the most any flooring dimension's ranker
+    floored; NaN when no ranker floors), flagged and empty (``flags``; NaN without); counts.
+    ``attrs``: ``measure``, ``pairs`` (the pairs tested) and ``resamples`` (the randomization
+    test's sign vectors, ``statistics.family_resamples``)."""
+    dimension, ranker = summary.ranked_measure()
+    means = summary.means
+    rows = means[(means["dimension"] == dimension) & (means["ranker"] == ranker)]
+    rows = rows[(rows["prompt"] == ALL_PROMPTS) == (by == "llm")].reset_index(drop=True)
+    order = np.argsort(-rows["mean_nrp"].to_numpy(dtype=float), kind="stable")
+    table = rows.iloc[order].reset_index(drop=True)
+    table.insert(0, "rank", np.arange(1, len(table) + 1))
+    keys = list(zip(table["llm"], table["prompt"], strict=True))
+    floored = _floored_shares(summary, dimension, ranker)
+    table["share_floored"] = [floored.get(key, np.nan) for key in keys]
+    flagged = _flag_shares(summary.flags, by)
+    for column in ("share_flagged", "share_empty"):
+        table[column] = [flagged.get(column, {}).get(key, np.nan) for key in keys]
+    queries = summary.query_means
+    mine = queries[(queries["dimension"] == dimension) & (queries["ranker"] == ranker)]
+    series = {
+        key: group.set_index("qid")["nrp"]
+        for key, group in mine.groupby(["llm", "prompt"], sort=False)
+    }
+    groups, pairs, resamples = _groups(keys, series, summary.settings)
+    table["group"] = [groups[key] for key in keys]
+    table = table[list(RANKING_COLUMNS)]
+    table.attrs.update(measure=(dimension, ranker), pairs=pairs, resamples=resamples)
+    return table
+
+
+def _groups(
+    keys: list[tuple[str, str]], series: dict[Any, pd.Series], settings: dict[str, Any]
+) -> tuple[dict[Any, str], int, int]:
+    """The compact letter display of ``keys`` (best first) from one family of paired tests
+    over every pair with a common query, the number of pairs tested, and the randomization
+    test's sign vectors (``statistics.family_resamples``: enough for the family's size)."""
+    tested = []
+    for a, b in itertools.combinations(keys, 2):
+        first, second = _paired(series, a, b)
+        if len(first):
+            tested.append((a, b, first, second))
+    resamples = statistics.family_resamples(len(tested), settings["alpha"], settings["n_resamples"])
+    p_values = statistics.paired_tests(
+        [(first, second) for _, _, first, second in tested],
+        settings["test"],
+        resamples,
+        settings["seed"],
+    )
+    corrected = statistics.correct(p_values, settings["correction"])
+    different = [
+        (a, b) for (a, b, _, _), p in zip(tested, corrected, strict=True) if p < settings["alpha"]
+    ]
+    try:
+        groups = statistics.compact_letter_display(keys, different)
+    except ValueError:  # more groups than letters: the pairwise tests say it (--details)
+        groups = dict.fromkeys(keys, "-")
+    return groups, len(tested), resamples
+
+
+def _floored_shares(summary: Summary, dimension: str, ranker: str) -> dict[Any, float]:
+    """(llm, prompt) -> the share of answers floored in the measure: its ranker's, or for the
+    weighted NRP the most of any dimension whose ranker floors; none where no ranker floors."""
+    means = summary.means
+    if dimension == COMBINED:
+        rows = means[means["dimension"] != COMBINED]
+    else:
+        rows = means[(means["dimension"] == dimension) & (means["ranker"] == ranker)]
+    floors = {spec: flooring_ranker(spec) is not None for spec in rows["ranker"].unique()}
+    rows = rows[rows["ranker"].map(floors).astype(bool) & rows["share_floored"].notna()]
+    return rows.groupby(["llm", "prompt"], sort=False)["share_floored"].max().to_dict()
+
+
+def _flag_shares(flags: pd.DataFrame | None, by: str) -> dict[str, dict[Any, float]]:
+    """column -> (llm, prompt) -> share, for share_flagged and share_empty (when the flags
+    have it); per LLM (prompt ``(all)``) the LLM's prompts weighted by their answers."""
+    if flags is None:
+        return {}
+    columns = [c for c in ("share_flagged", "share_empty") if c in flags.columns]
+    frame = flags.assign(llm=flags["llm"].astype(str), prompt=flags["prompt"].astype(str))
+    if by == "llm":
+        weighted = frame[columns].mul(frame["n_answers"], axis=0)
+        sums = weighted.assign(llm=frame["llm"], n=frame["n_answers"]).groupby("llm", sort=False)
+        totals = sums.sum()
+        frame = totals[columns].div(totals["n"], axis=0).reset_index().assign(prompt=ALL_PROMPTS)
+    index = list(zip(frame["llm"], frame["prompt"], strict=True))
+    return {c: dict(zip(index, frame[c].astype(float), strict=True)) for c in columns}
 
 
 def _by(frame: pd.DataFrame, column: str) -> dict[str, pd.Series]:

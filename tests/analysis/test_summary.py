@@ -3,6 +3,8 @@ on hand-made per-answer frames with hand-computed values."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 
 import numpy as np
@@ -15,10 +17,13 @@ from nrp.analysis.summary import (
     LLMS_POOLED,
     LLMS_WITHIN_PROMPT,
     PROMPTS_WITHIN_LLM,
+    collapsed_warnings,
     read_results,
     summarize,
 )
-from nrp.errors import InputError, NrpError
+from nrp.cli import main
+from nrp.errors import ConfigError, InputError, NrpError
+from nrp.tables import format_interval
 
 
 def results(rows: list[tuple], dimension: str = "relevance", ranker: str = "bm25") -> pd.DataFrame:
@@ -96,7 +101,7 @@ def test_combined_dimension_is_summarised_and_listed_last():
     summary = summarize(frame)
     assert summary.measures() == [("relevance", "bm25"), ("readability", "bm25"), ("weighted", "")]
     assert summary.mean("weighted", "A") == pytest.approx(0.625)
-    assert "weighted:" in summary.format()
+    assert "weighted:" in summary.format(details=True)
 
 
 def test_one_prompt_and_one_dimension_print_no_repeated_numbers():
@@ -107,7 +112,15 @@ def test_one_prompt_and_one_dimension_print_no_repeated_numbers():
     rows = [("A", "p", "q1", 0, 1.0), ("A", "p", "q2", 0, 0.5)]
     rows += [("B", "p", "q1", 0, 0.5), ("B", "p", "q2", 0, 0.0)]
     summary = summarize(pd.concat([results(rows, "relevance"), results(rows, "weighted", "")]))
-    assert summary.format().splitlines() == [
+    assert summary.format(details=True).splitlines() == [
+        "ranked by weighted NRP: 2 queries, 4 answers; mean over queries with 95% CI "
+        "(percentile bootstrap over queries, 10000 resamples, seed 0)",
+        "group: systems sharing a letter are not significantly different (paired randomization "
+        "test over queries (10,000 sign vectors), Holm-corrected over 1 pair, alpha 0.05)",
+        "  rank  llm  prompt  NRP [95% CI]             group  queries  answers",
+        "  1     A    p       0.7500 [0.5000, 1.0000]  a      2        2",
+        "  2     B    p       0.2500 [0.0000, 0.5000]  a      2        2",
+        "",
         "relevance (ranker bm25): 2 queries, 4 answers; mean NRP over queries (a query's samples "
         "averaged first)",
         "  95% CI: percentile bootstrap over queries (10000 resamples, seed 0); NRP=1 / NRP=0: "
@@ -139,16 +152,20 @@ def test_the_share_a_guard_floored_is_counted_from_its_scores_and_shown_for_it_o
     summary = summarize(guarded)
     shares = summary.means.set_index(["llm", "prompt"])["share_floored"]
     assert shares[("A", "p")] == pytest.approx(1 / 3) and shares[("B", "p")] == 0.0
-    text = summary.format().splitlines()
+    text = summary.format(details=True).splitlines()
+    # the ranked table shows the share too; the relevance block starts after it
+    assert text[2].split()[-3:] == ["floored", "queries", "answers"]
+    assert text[3].split()[-3:] == ["33.3%", "3", "3"] and text[4].split()[-3] == "0.0%"
+    text = text[6:]
     assert "NRP=0  floored  queries" in text[3]
     assert text[4].split()[-3:] == ["33.3%", "3", "3"]
     assert text[5].split()[-3:] == ["0.0%", "3", "3"]
     plain = summarize(results(rows))  # bm25: no floored column, and none floored
     assert (plain.means["share_floored"] == 0.0).all()
-    assert "floored" not in plain.format()
+    assert "floored" not in plain.format(details=True)
     unscored = summarize(guarded.drop(columns="score"))
     assert unscored.means["share_floored"].isna().all()
-    assert "floored" not in unscored.format()
+    assert "floored" not in unscored.format(details=True)
 
 
 def spread(llm: str, values: list[float], prompt: str = "p") -> list[tuple]:
@@ -237,7 +254,7 @@ def test_families_within_prompt_pooled_and_within_llm():
     pooled = tests[tests["family"] == LLMS_POOLED].iloc[0]
     expected = np.mean((np.add(BETTER, WORSE) / 2) - np.asarray(WORSE))
     assert pooled.mean_difference == pytest.approx(expected)
-    text = summary.format()
+    text = summary.format(details=True)
     assert "llms pooled over prompts" in text and "A - B" in text and "p1 - p2" in text
 
 
@@ -298,3 +315,249 @@ def test_json_and_csv_export(tmp_path):
     assert pd.read_csv(paths["means"])["mean_nrp"].tolist() == summary.means["mean_nrp"].tolist()
     assert len(pd.read_csv(paths["comparisons"])) == 1
     assert len(pd.read_csv(paths["query_means"])) == len(summary.query_means)
+
+
+# -- the ranked table --------------------------------------------------------------------------
+def test_compact_letter_display_by_hand():
+    """A, B, C, D best first; A-C, A-D and B-D differ. Insert-absorb: {ABCD} -> A-C: {BCD},
+    {ABD} -> A-D: {BCD}, {BD}, {AB}, {BD} absorbed -> B-D: {CD}, {BC}, {AB}; by best member
+    {AB} a, {BC} b, {CD} c."""
+    cld = statistics.compact_letter_display
+    different = [("A", "C"), ("A", "D"), ("B", "D")]
+    assert cld("ABCD", different) == {"A": "a", "B": "ab", "C": "bc", "D": "c"}
+    assert cld("ABCD", [(b, a) for a, b in different]) == cld("ABCD", different)
+    assert cld("ABCD", []) == dict.fromkeys("ABCD", "a")
+    every = [("A", "B"), ("A", "C"), ("A", "D"), ("B", "C"), ("B", "D"), ("C", "D")]
+    assert cld("ABCD", every) == {"A": "a", "B": "b", "C": "c", "D": "d"}
+    # 53 groups: past a..z, A..Z
+    names = [f"s{i}" for i in range(53)]
+    with pytest.raises(ValueError, match="more than 52"):
+        cld(names, itertools.combinations(names, 2))
+    assert cld(names[:52], itertools.combinations(names[:52], 2))["s51"] == "Z"
+
+
+def test_batched_randomization_tests_equal_the_single_test_bit_for_bit():
+    rng = np.random.default_rng(11)
+    pairs = [(rng.uniform(size=n), rng.uniform(size=n)) for n in (0, 5, 13, 14, 30, 30, 50)]
+    single = [statistics.paired_randomization_test(a, b, 3000, 4) for a, b in pairs]
+    assert statistics.paired_tests(pairs, "randomization", 3000, 4) == single
+    assert statistics.paired_tests(pairs[1:3], "t") == [
+        statistics.paired_t_test(a, b) for a, b in pairs[1:3]
+    ]
+
+
+# Twelve queries (exact randomization: 2^12 = 4096 sign vectors). C 0.5 on every query; B
+# C + 0.1 on q5..q9; A B + 0.1 on q0..q4; D 0.3. Means: A 7/12, B 6.5/12, C 0.5, D 0.3.
+# A-B and B-C: +0.1 on five queries, 0 elsewhere: only the 2 of 2^5 sign patterns of those
+# five that agree are as extreme, p = 1/16. A-C: +0.1 on ten queries, p = 2/2^10 = 1/512.
+# A-D, B-D, C-D: positive on all twelve, p = 2/4096. Holm over the 6 pairs: 6/2048 (x6, x5,
+# x4 with the running max), 3/512, then 2/16 = 0.125 for A-B and B-C: those two alone are not
+# significant, so A a, B ab, C b, D c.
+C_VALUES = [0.5] * 12
+B_VALUES = [0.5] * 5 + [0.6] * 5 + [0.5] * 2
+A_VALUES = [0.6] * 10 + [0.5] * 2
+D_VALUES = [0.3] * 12
+RANKED = (
+    spread("C", C_VALUES, "p1")
+    + spread("A", A_VALUES, "p1")
+    + spread("D", D_VALUES, "p1")
+    + spread("B", B_VALUES, "p1")
+)
+# a second prompt where all four answer 0.5: pooled over prompts every difference is halved,
+# which changes no p-value of a sign-flip test (means 13/24, 12.5/24, 0.5, 0.4)
+SECOND = [row for llm in "CADB" for row in spread(llm, [0.5] * 12, "p2")]
+
+
+def test_ranking_by_hand_with_exact_groups():
+    summary = summarize(results(RANKED))
+    ranking = summary.ranking
+    assert ranking["llm"].tolist() == ["A", "B", "C", "D"]
+    assert ranking["rank"].tolist() == [1, 2, 3, 4]
+    assert ranking["mean_nrp"].tolist() == pytest.approx([7 / 12, 6.5 / 12, 0.5, 0.3])
+    assert ranking["group"].tolist() == ["a", "ab", "b", "c"]
+    assert (ranking["prompt"] == "p1").all() and (ranking["n_queries"] == 12).all()
+    assert ranking[["share_floored", "share_flagged", "share_empty"]].isna().all().all()
+    assert ranking.attrs["pairs"] == 6
+    # the same pairs within the prompt, as the comparisons table tests them
+    tests = summary.comparisons.set_index(["a", "b"])
+    assert tests.loc[("A", "B"), "p"] == pytest.approx(1 / 16)
+    assert tests.loc[("C", "A"), "p"] == pytest.approx(1 / 512)
+    assert tests.loc[("A", "D"), "p"] == pytest.approx(2 / 4096)
+    # the paired t-test on request: A-B (and B-C) is 0.1 on five queries and 0 on seven, mean
+    # 1/24, sd 0.0515, t = 2.80 with 11 degrees of freedom, p 0.0172; Holm doubles it for the
+    # two largest p-values (0.034 < 0.05), so with this test every pair differs
+    by_t = summarize(results(RANKED), test="t")
+    assert by_t.comparisons.set_index(["a", "b"]).loc[("A", "B"), "p"] == pytest.approx(
+        0.01718, abs=1e-5
+    )
+    assert by_t.ranking["group"].tolist() == ["a", "b", "c", "d"]
+
+
+def test_ranking_by_llm_pools_the_prompts_and_ties_keep_input_order():
+    summary = summarize(results(RANKED + SECOND))
+    by_llm = summary.ranked("llm")
+    assert by_llm["llm"].tolist() == ["A", "B", "C", "D"]
+    assert (by_llm["prompt"] == ALL_PROMPTS).all()
+    assert by_llm["mean_nrp"].tolist() == pytest.approx([13 / 24, 12.5 / 24, 0.5, 0.4])
+    assert by_llm["group"].tolist() == ["a", "ab", "b", "c"]
+    assert by_llm["n_answers"].tolist() == [24] * 4
+    # by prompt: the five rows at 0.5 in the means table's order (LLMs as they first appear)
+    by_prompt = summary.ranking
+    assert list(zip(by_prompt["llm"], by_prompt["prompt"], strict=True)) == [
+        ("A", "p1"), ("B", "p1"), ("C", "p1"), ("C", "p2"), ("A", "p2"), ("D", "p2"),
+        ("B", "p2"), ("D", "p1"),
+    ]  # fmt: skip
+    assert by_prompt["rank"].tolist() == list(range(1, 9))
+    assert summary.ranked("prompt") is summary.ranking
+    with pytest.raises(ConfigError, match="rank by 'prompt' or 'llm'"):
+        summary.ranked("query")
+
+
+def test_the_weighted_nrp_is_ranked_and_its_floored_share_is_the_guards():
+    """Relevance by a guard flooring A's first answer of p1 (1 of 12), readability by bm25
+    (floors nothing): the weighted NRP is ranked, its floored share the guard's."""
+    guard = results(RANKED, "relevance", "guard:content=0.06")
+    guard["score"] = [-9000.0 if a == "A/p1/q0/0" else 0.5 for a in guard["answer_id"]]
+    frame = pd.concat([guard, results(RANKED, "readability"), results(RANKED, "weighted", "")])
+    summary = summarize(frame)
+    ranking = summary.ranking
+    assert ranking["llm"].tolist() == ["A", "B", "C", "D"]
+    assert ranking["share_floored"].tolist() == pytest.approx([1 / 12, 0.0, 0.0, 0.0])
+    assert summary.format().splitlines()[0].startswith("ranked by weighted NRP: 12")
+
+
+def test_default_text_leads_with_the_ranked_table_and_details_keeps_the_rest():
+    summary = summarize(results(RANKED))
+    lines = summary.format().splitlines()
+    assert lines[2].split() == ["rank", "llm", "prompt", "NRP", "[95%", "CI]", "group",
+                                "queries", "answers"]  # fmt: skip
+    assert lines[3].split()[:3] == ["1", "A", "p1"] and lines[3].split()[-3:] == ["a", "12", "12"]
+    assert [line.split()[-3] for line in lines[3:7]] == ["a", "ab", "b", "c"]
+    assert lines[-1] == (
+        "per-dimension tables and paired tests: nrp summary --details; all tables: --out DIR"
+    )
+    assert len(lines) == 9 and str(summary) == summary.format()
+    details = summary.format(details=True)
+    assert details.startswith("\n".join(lines[:7]) + "\n\nrelevance (ranker bm25): 12 queries")
+    assert "paired comparisons on query-level means" in details and "--details" not in details
+
+
+def test_warnings_are_printed_once_with_a_count():
+    fewer = "relevance, llms within prompt p: {} and {} are compared over the 9 queries both "
+    fewer += "answered (12 and 9 answered)"
+    warnings = ["x", fewer.format("A", "B"), "y", "x", fewer.format("B", "C"), "x"]
+    assert collapsed_warnings(warnings) == [
+        "x (x3)",
+        "relevance, llms within prompt p: 2 pairs compared over fewer queries (those both "
+        "answered)",
+        "y",
+    ]
+
+
+def test_thirteen_llms_by_four_prompts_print_a_short_summary():
+    rng = np.random.default_rng(5)
+    rows = [
+        (f"llm{i:02d}", f"p{j}", f"q{k}", 0, float(v))
+        for i in range(13)
+        for j in range(4)
+        for k, v in enumerate(np.clip(rng.normal(0.5 + 0.02 * i, 0.2, 50), 0, 1))
+        if not (i == 12 and k >= 45)  # llm12 answered 45 queries: warnings per pair
+    ]
+    summary = summarize(results(rows))
+    lines = summary.format().splitlines()
+    assert len(lines) < 80
+    assert len(summary.format(details=True).splitlines()) > 600
+    best = summary.ranking.iloc[0]
+    assert lines[3].split()[:3] == ["1", best["llm"], best["prompt"]]
+    assert best["mean_nrp"] == summary.means.loc[summary.means["prompt"] != ALL_PROMPTS,
+                                                 "mean_nrp"].max()  # fmt: skip
+    assert len(summary.ranking) == 52 and summary.ranking.attrs["pairs"] == 52 * 51 // 2
+    warned = [line for line in lines if "compared over fewer queries" in line]
+    # 4 prompts and the pooled family: llm12 against 12 LLMs; 4 prompts of llm12: none
+    assert warned == [
+        f"  relevance, llms within prompt p{j}: 12 pairs compared over fewer queries (those "
+        "both answered)"
+        for j in range(4)
+    ] + [
+        "  relevance, llms pooled over prompts (all): 12 pairs compared over fewer queries "
+        "(those both answered)"
+    ]
+
+
+def test_summary_command_ranks_by_llm(tmp_path, capsys):
+    results(RANKED + SECOND).to_csv(tmp_path / "results.csv", index=False)
+    assert main(["summary", str(tmp_path), "--by", "llm", "--out", str(tmp_path / "s")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # pooled query means: (value on p1 + 0.5) / 2
+    pooled = {
+        llm: [(v + 0.5) / 2 for v in values]
+        for llm, values in zip("ABCD", (A_VALUES, B_VALUES, C_VALUES, D_VALUES), strict=True)
+    }
+    intervals = {
+        llm: format_interval(*statistics.bootstrap_interval(values, 0.95, 10_000, 0))
+        for llm, values in pooled.items()
+    }
+    assert lines == [
+        "ranked by NRP of relevance (ranker bm25): 12 queries, 96 answers; mean over queries "
+        "with 95% CI (percentile bootstrap over queries, 10000 resamples, seed 0)",
+        "group: systems sharing a letter are not significantly different (paired randomization "
+        "test over queries (10,000 sign vectors), Holm-corrected over all 6 pairs, alpha 0.05)",
+        "  rank  llm  NRP [95% CI]             group  queries  answers",
+        f"  1     A    0.5417 {intervals['A']}  a      12       24",
+        f"  2     B    0.5208 {intervals['B']}  ab     12       24",
+        f"  3     C    0.5000 {intervals['C']}  b      12       24",
+        f"  4     D    0.4000 {intervals['D']}  c      12       24",
+        "",
+        "per-dimension tables and paired tests: nrp summary --details; all tables: --out DIR",
+        "",
+        f"wrote {tmp_path / 's'}",
+    ]
+    saved = pd.read_csv(tmp_path / "s" / "summary_ranking.csv", keep_default_na=False)
+    assert saved["group"].tolist()[:2] == ["a", "ab"]  # the default ranking: per prompt
+    assert json.loads((tmp_path / "s" / "summary.json").read_text())["ranking"][0]["llm"] == "A"
+
+
+def test_flagged_shares_per_prompt_and_pooled_by_answers():
+    """A/p1 6 of 12 flagged, A/p2 none of 12: A pooled 6/24; B/p1 4 of 4, B/p2 1 of 12: B pooled
+    5/16. No empty flag in these flags: that column stays NaN and out of the text."""
+    flags = pd.DataFrame(
+        [("A", "p1", 12, 0.5), ("A", "p2", 12, 0.0), ("B", "p1", 4, 1.0), ("B", "p2", 12, 1 / 12)],
+        columns=["llm", "prompt", "n_answers", "share_flagged"],
+    )
+    rows = spread("A", A_VALUES, "p1") + spread("A", A_VALUES, "p2")
+    rows += spread("B", B_VALUES, "p1") + spread("B", B_VALUES, "p2")
+    summary = dataclasses.replace(summarize(results(rows)), flags=flags, ranking=None)
+    by_llm = summary.ranked("llm").set_index("llm")
+    assert by_llm["share_flagged"].to_dict() == pytest.approx({"A": 0.25, "B": 5 / 16})
+    assert by_llm["share_empty"].isna().all()
+    by_prompt = summary.ranked().set_index(["llm", "prompt"])["share_flagged"]
+    assert by_prompt[("B", "p1")] == 1.0 and by_prompt[("A", "p2")] == 0.0
+    lines = summary.format(by="llm").splitlines()
+    assert lines[2].split() == ["rank", "llm", "NRP", "[95%", "CI]", "group", "flagged",
+                                "queries", "answers"]  # fmt: skip
+    assert lines[3].split()[-4:] == ["a", "25.0%", "12", "24"]
+    assert lines[4].split()[-4:] == ["a", "31.2%", "12", "24"]
+
+
+def test_a_large_family_draws_enough_sign_vectors_to_tell_systems_apart():
+    """With 10,000 sign vectors the least p-value is 1/10,001: over 780 pairs Holm multiplies
+    it past 0.05 and every system would share one letter. ``family_resamples`` draws enough
+    that the least p-value is a quarter of alpha / pairs."""
+    assert statistics.family_resamples(6, 0.05) == 10_000  # the default is enough
+    assert statistics.family_resamples(780, 0.05) == 62_400  # 780 / (0.05 * 0.25)
+    assert statistics.family_resamples(780, 0.05, 100_000) == 100_000
+    # 40 systems over 20 queries, each 0.02 above the next on every query but for a little
+    # noise of its own: the best and the worst differ on every query, as do systems far apart
+    rng = np.random.default_rng(3)
+    rows = [
+        (f"L{i:02d}", "p", f"q{q}", 0, float(np.clip(0.9 - 0.02 * i + rng.normal(0, 0.01), 0, 1)))
+        for i in range(40)
+        for q in range(20)
+    ]
+    summary = summarize(results(rows))
+    ranking = summary.ranked()
+    assert ranking.attrs["pairs"] == 780 and ranking.attrs["resamples"] == 62_400
+    assert ranking["llm"].tolist() == [f"L{i:02d}" for i in range(40)]
+    best, worst = ranking["group"].iloc[0], ranking["group"].iloc[-1]
+    assert not set(best) & set(worst)  # far apart: no letter in common
+    assert "(62,400 sign vectors), Holm-corrected over all 780 pairs" in summary.format()

@@ -18,7 +18,8 @@ def test_summary_exports_its_tables_in_json_and_csv(tmp_path):
     summary = summarize(results(HAND))
     data = summary.to_dict()
     assert list(data) == [
-        "settings", "means", "comparisons", "query_means", "flags", "weighting", "warnings",
+        "settings", "ranking", "means", "comparisons", "query_means", "flags", "weighting",
+        "warnings",
     ]  # fmt: skip
     means = {(r["llm"], r["prompt"]): r["mean_nrp"] for r in data["means"]}
     assert means == pytest.approx({("A", "p1"): 0.75, ("A", "p2"): 0.5, ("A", "(all)"): 0.625})
@@ -28,7 +29,7 @@ def test_summary_exports_its_tables_in_json_and_csv(tmp_path):
     )
     assert (tmp_path / "summary.json").read_text(encoding="utf-8") == summary.to_json()
     paths = summary.to_csv(tmp_path)
-    assert sorted(paths) == ["comparisons", "means", "query_means"]  # no flags table
+    assert sorted(paths) == ["comparisons", "means", "query_means", "ranking"]  # no flags table
     saved = pd.read_csv(paths["means"])
     assert saved["mean_nrp"].tolist() == pytest.approx([0.75, 0.5, 0.625])
     assert paths["means"].name == "summary_means.csv"
