@@ -6,7 +6,8 @@ too), values with 4 decimals as trec_eval prints them, and per run and measure a
 topic ``all``: the mean over the run's topics that have the measure (of the unrounded values).
 The table (``leaderboard``) keeps the values unrounded.
 
-- **Runs**: the LLM; when the results hold more than one prompt, ``llm/prompt``. Answers read
+- **Runs**: the LLM; when the results hold more than one prompt, ``llm/prompt``; best first,
+  by the weighted NRP over all topics (``run_order``). Answers read
   from TREC RAG reports are llm = run_id, prompt ``report``, so their runs keep their ids.
 - **Per topic**: the mean over the run's answers to the topic (its samples; a report: one).
 - **Measures**: ``nrp_<dimension>`` for each dimension and ``nrp_weighted`` (the weighted NRP of
@@ -25,6 +26,7 @@ import pandas as pd
 
 from nrp.analysis.citations import citations_path, read_citations
 from nrp.analysis.summary import checked_results, read_results
+from nrp.collection.manifest import COMBINED
 from nrp.errors import NrpError, quote
 from nrp.tables import write_aside
 
@@ -62,14 +64,27 @@ def leaderboard(
 
 
 def _in_order(table: pd.DataFrame) -> pd.DataFrame:
-    """Runs in order of appearance, then topics (``all`` last), then measures (each in order of
-    appearance): a run's lines together, one topic's measures together."""
+    """Runs best first (``run_order``), then topics (``all`` last), then measures (each in
+    order of appearance): a run's lines together, one topic's measures together."""
     keys = [table[column].map({v: i for i, v in enumerate(dict.fromkeys(table[column]))})
-            for column in ("run_id", "topic_id", "measure")]  # fmt: skip
-    order = pd.DataFrame({"run": keys[0], "topic": keys[1], "measure": keys[2]})
+            for column in ("topic_id", "measure")]  # fmt: skip
+    runs = {run: n for n, run in enumerate(run_order(table))}
+    order = pd.DataFrame({"run": table["run_id"].map(runs), "topic": keys[0], "measure": keys[1]})
     order["topic"] = order["topic"].where(table["topic_id"] != ALL_TOPICS, len(table))
     ranked = order.sort_values(["run", "topic", "measure"], kind="stable").index
     return table.loc[ranked].reset_index(drop=True)
+
+
+def run_order(table: pd.DataFrame) -> list[str]:
+    """The runs of a leaderboard table best first: by their ``all`` value of ``nrp_weighted``
+    (the weighted NRP), else of the first NRP measure, highest first; ties (and runs without
+    it) in order of appearance."""
+    measures = [m for m in dict.fromkeys(table["measure"]) if str(m).startswith("nrp_")]
+    by = f"nrp_{COMBINED}" if f"nrp_{COMBINED}" in measures else (measures or [None])[0]
+    runs = list(dict.fromkeys(table["run_id"]))
+    overall = table[(table["topic_id"] == ALL_TOPICS) & (table["measure"] == by)]
+    value = dict(zip(overall["run_id"], overall["value"].astype(float), strict=True))
+    return sorted(runs, key=lambda run: -value.get(run, float("-inf")))
 
 
 def _long(

@@ -58,7 +58,12 @@ NRP_PARAMS: dict[str, Param] = {
     "ties": Param(str, DEFAULT_TIE_MODE, "how documents tied with the answer count", TIE_MODES),
     "frozen_stats": Param(bool, False, "lexical rankers keep D_q's statistics"),
     "full_rerank": Param(bool, False, "reference mode: D_q re-ranked from scratch per answer"),
-    "weights": Param(str, "", "DIM=W;DIM=W weights of the combined NRP (default: equal)"),
+    "weights": Param(
+        str,
+        "",
+        "DIM=W;DIM=W weights of the combined NRP (default: as nrp score weighs: "
+        "validation's weighting for validated rankers, else equal)",
+    ),
     "cache": Param(bool, True, "use NRP's score and results caches beside the collection"),
     "batch": Param(int, 1024, "answers per call", minimum=1),
 }
@@ -136,6 +141,7 @@ class NrpEvaluator(Evaluator):
         self.collection: Any = None
         self._dimensions: list[str] | None = None
         self._rankers: dict[str, Any] | None = None
+        self._weights: Any = None  # of the weighted NRP: ``weights``, else validation's
 
     # -- columns ----------------------------------------------------------------------------
     def dimensions(self) -> list[str]:
@@ -189,13 +195,15 @@ class NrpEvaluator(Evaluator):
     def _resolved_rankers(self) -> dict[str, Any]:
         """dimension -> Ranker, built and bound once per collection (models load once)."""
         if self._rankers is None:
-            from nrp.positioning.scoring import resolve_rankers
+            from nrp.positioning.scoring import ScoreSettings, resolve_scoring
 
             choice: Any = self.choice
             if names_validation(choice):
                 choice = self._validation_path(self.collection)
-            self._rankers, warnings = resolve_rankers(choice, self.collection)
-            for warning in warnings:
+            # the weighted NRP as nrp score makes it: validation's weights unless given
+            resolved = resolve_scoring(choice, self.collection, ScoreSettings(weights=self.weights))
+            self._rankers, self._weights = resolved.by_dimension, resolved.weights
+            for warning in resolved.warnings:
                 log.warning(warning)
         return self._rankers
 
@@ -220,7 +228,7 @@ class NrpEvaluator(Evaluator):
             ties=str(self.params["ties"]),
             frozen_stats=bool(self.params["frozen_stats"]),
             full_rerank=bool(self.params["full_rerank"]),
-            weights=self.weights,
+            weights=self._weights,
             cache=bool(self.params["cache"]),
         )
         wide = results.pivot(index="answer_id", columns="dimension", values="nrp")

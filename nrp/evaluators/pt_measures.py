@@ -23,7 +23,9 @@ Choices, and why:
 - **Rankers.** By default the collection's ``validation.json`` (``nrp validate``) names the ranker
   of each dimension; ``rankers=`` takes anything ``score_answers`` takes (a validation JSON, one
   spec, ``Ranker`` or PyTerrier transformer, or one per dimension). They are built once, when the
-  measures are made, so models load once per experiment.
+  measures are made, so models load once per experiment. ``nrp.weighted`` is the weighted NRP of
+  ``nrp score``: weighted as validation says (``default_weights``) when the rankers come from a
+  validation result, equally otherwise, or by ``weights=``.
 - **One answer per query.** The first row of each query is its answer (pyterrier-rag's
   convention). It is positioned as answer ``qanswer:QID``; the results cache keys positions by
   the text's hash too, so two pipelines' answers to one query never mix.
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -52,7 +55,7 @@ from nrp.errors import ConfigError
 from nrp.positioning.scoring import (
     ScoreSettings,
     normalised_weights,
-    resolve_rankers,
+    resolve_scoring,
     score_answers,
 )
 from nrp.positioning.ties import check_tie_mode
@@ -81,10 +84,13 @@ class RunScorer:
         answer_column: str = ANSWER_COLUMN,
     ):
         self.collection = collection
-        self.rankers, warnings = resolve_rankers(rankers, collection)
-        for warning in warnings:
+        # the weighted NRP as nrp score makes it: validation's weights when the rankers come
+        # from a validation result, not equal ones
+        resolved = resolve_scoring(rankers, collection, settings)
+        self.rankers = resolved.by_dimension
+        for warning in resolved.warnings:
             log.warning(warning)
-        self.settings = settings
+        self.settings = replace(settings, weights=resolved.weights)
         self.answer_column = answer_column
         check_tie_mode(settings.ties)
         normalised_weights(settings.weights, list(self.rankers))  # a bad weight fails here

@@ -188,6 +188,31 @@ def default_weights(
     }
 
 
+@dataclass(frozen=True)
+class ResolvedRankers:
+    """What a ranker choice comes to on a collection: the ranker of each dimension, the weights
+    of the weighted NRP before normalising (None: equal; ``default_weights``), the dimensions
+    left out of it with why, and the warnings."""
+
+    by_dimension: dict[str, Ranker]
+    weights: Mapping[str, float] | None
+    left_out: dict[str, str]
+    warnings: list[str]
+
+
+def resolve_scoring(
+    rankers: RankerChoice, collection: Collection, settings: ScoreSettings
+) -> ResolvedRankers:
+    """The rankers and the weighted NRP's weights ``rankers`` give on ``collection``, as
+    ``score_answers`` makes them: the one place that reads a validation result's weighting, so
+    every caller that resolves rankers once and scores many times (the NRP evaluator, the
+    ``pt.Experiment`` measures) weighs as ``nrp score`` does."""
+    validation = validation_of(rankers)
+    by_dimension, warnings = resolve_rankers(rankers, collection, validation)
+    weights, left_out = default_weights(settings, validation, list(by_dimension), warnings)
+    return ResolvedRankers(by_dimension, weights, left_out, warnings)
+
+
 def _chosen(result: Any, collection: Collection, source: str) -> tuple[dict[str, str], list[str]]:
     """A validation result's chosen ranker per dimension, with a warning when it was validated
     on another collection (or another build of it)."""
@@ -308,13 +333,10 @@ class ScoringRun:
         self.progress, self.trec = progress, trec
         self.executor = executor if executor is not None else active_executor()
         self.tie_mode = check_tie_mode(self.settings.ties)
-        validation = validation_of(rankers)
-        self.by_dimension, self.warnings = resolve_rankers(rankers, self.collection, validation)
-        dimensions = list(self.by_dimension)
-        weights, self.left_out = default_weights(
-            self.settings, validation, dimensions, self.warnings
-        )
-        self.weight_of = normalised_weights(weights, dimensions)
+        resolved = resolve_scoring(rankers, self.collection, self.settings)
+        self.by_dimension, self.warnings = resolved.by_dimension, resolved.warnings
+        self.left_out = resolved.left_out
+        self.weight_of = normalised_weights(resolved.weights, list(self.by_dimension))
         self.candidates = self.collection.candidates()
         self.caches = PositionCaches.beside(self.collection, self.settings.cache)
         if trec is not None:

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import ir_measures
+import pandas as pd
 import pyterrier as pt
 import pytest
 
@@ -191,3 +192,43 @@ def test_errors_name_what_to_change(validated, tmp_path):
         nrp_measures(words, "random", weights={"relevance": 1})
     with pytest.raises(TypeError, match="ScoreSettings"):
         nrp_measures(words, "random", tie="mid")
+
+
+def test_the_weighted_measure_weighs_as_nrp_score_does(validated, tmp_path):
+    """``nrp.weighted`` of a validation whose weighting leaves readability out (its ranker not
+    better than random) is relevance's NRP, as ``nrp score`` weighs it, not the mean of the
+    two dimensions."""
+    import dataclasses
+
+    from nrp.validation.result import ValidationResult
+
+    words, _, _ = validated
+    path = words.path / "validation.json"
+    result = ValidationResult.from_json(path)
+    better = {"relevance": True, "readability": False}
+    for dimension, found in result.dimensions.items():
+        found.choice = dataclasses.replace(
+            found.choice, control="random", control_difference=0.1, control_p=0.5,
+            better_than_control=better[dimension],
+        )  # fmt: skip
+    result.to_json(path)
+    assert result.weighting()[0] == {"relevance": 1.0, "readability": 0.0}
+    table = pt.Experiment(
+        list(pipelines().values()), words.topics, words.qrels("relevance"),
+        nrp_measures(words, cache=False), names=list(pipelines()), validate="ignore",
+    ).set_index("name")  # fmt: skip
+    for name, by_measure in EXPECTED.items():
+        relevance = _mean(by_measure["nrp.relevance"])
+        assert table.loc[name, "nrp.weighted"] == pytest.approx(relevance, abs=1e-12)
+    frame = api.score(words, pd.DataFrame({"answer_id": ["a"], "qid": ["q1"], "text": ["x"]}),
+                      path, cache=False)  # fmt: skip
+    assert frame.attrs["weights"] == {"relevance": 1.0, "readability": 0.0}
+    # the NRP evaluator of nrp evaluate weighs alike
+    evaluator = api.make_evaluator("nrp:cache=false")
+    evaluator.bind_collection(words)
+    best = _best_documents()
+    items = pd.DataFrame({"answer_id": ["c1", "c2"], "qid": ["q1", "q2"],
+                          "text": [best["q1"], best["q2"]]})  # fmt: skip
+    found = evaluator.evaluate(items)
+    assert found["nrp.relevance"].tolist() == pytest.approx([7 / 8, 5 / 6])
+    assert found["nrp.weighted"].tolist() == found["nrp.relevance"].tolist()
