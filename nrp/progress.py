@@ -14,6 +14,9 @@ before.
   terminal. Each line is printed (above the bars); a counted line also moves its bar, which is
   closed when it reaches its total. ``close()`` ends the bars still open (an interrupted step).
 - ``counted(line)``: (WHAT, DONE, TOTAL) of a counted line, or None.
+- ``reporting(progress)`` and ``Ticker``: a step deep inside a reported one (a model embedding
+  thousands of texts in batches) says how far it is every few seconds, so a long step is never
+  silent, without every function between them taking a callback.
 
 A bar's rate and time left count from the line before its first count (``ranking 120 documents
 with bm25`` before ``rankers: 1/3 validated``), when its work began, not from the first count.
@@ -21,13 +24,55 @@ with bm25`` before ``rankers: 1/3 validated``), when its work began, not from th
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any, TextIO
 
 Progress = Callable[[str], None]
+
+#: where the steps inside a reported step send their lines (``reporting``): a model's batches
+#: deep below the caller that shows progress, without a callback passed down to them
+_SINK: ContextVar[Progress | None] = ContextVar("nrp_progress_sink", default=None)
+#: the least seconds between two lines of one ``Ticker`` (its last line always comes)
+TICK_SECONDS = 2.0
+
+
+@contextlib.contextmanager
+def reporting(progress: Progress | None) -> Iterator[None]:
+    """While open, ``Ticker``s (a model's batches: ``nrp.models.device.run_length_sorted``) send
+    their lines to ``progress`` too; None: as before."""
+    token = _SINK.set(progress) if progress is not None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _SINK.reset(token)
+
+
+class Ticker:
+    """Counted lines ``WHAT: DONE/TOTAL UNIT`` of a step inside a reported one, sent to the
+    ``reporting`` sink at most every ``TICK_SECONDS`` and when the step is done; nothing without
+    a sink (a bare library call) or under ``min_total`` units (a step too short to watch)."""
+
+    def __init__(self, what: str, total: int, unit: str, min_total: int = 1):
+        self.sink = _SINK.get() if what and total >= min_total else None
+        self.what, self.total, self.unit = what, total, unit
+        self.done = 0
+        self._last = time.monotonic()
+
+    def add(self, count: int) -> None:
+        if self.sink is None:
+            return
+        self.done += count
+        now = time.monotonic()
+        if self.done >= self.total or now - self._last >= TICK_SECONDS:
+            self._last = now
+            self.sink(f"{self.what}: {self.done}/{self.total} {self.unit}")
+
 
 _COUNTED = re.compile(r"^(?P<what>.+?): (?:[a-z]+ )?(?P<done>\d+)/(?P<total>\d+)\b")
 

@@ -127,3 +127,43 @@ def test_validate_on_a_terminal_shows_the_time_left(indexes, tmp_path):
     assert [line for line in lines if line] == VALIDATE_LINES
     assert re.search(r"rankers:  33%\|.*\| 1/3 \[\d\d:\d\d<\d\d:\d\d, ", text)
     assert re.search(r"rankers:  67%\|.*\| 2/3 \[\d\d:\d\d<\d\d:\d\d, ", text)
+
+
+def test_a_tick_every_few_seconds_and_at_the_end_only_inside_a_reported_step(monkeypatch):
+    from nrp import progress as progress_module
+    from nrp.progress import Ticker, reporting
+
+    lines: list[str] = []
+    Ticker("alone", 10, "done").add(10)  # no reported step around it: nothing, no error
+    with reporting(lines.append):
+        ticker = Ticker("texts", 10, "texts embedded")
+        for _ in range(5):
+            ticker.add(2)  # within TICK_SECONDS of the start: only the last line
+        Ticker("short", 3, "done", min_total=4).add(3)  # under min_total: nothing
+        monkeypatch.setattr(progress_module, "TICK_SECONDS", 0.0)
+        every = Ticker("every", 3, "done")
+        for _ in range(3):
+            every.add(1)
+    assert lines == ["texts: 10/10 texts embedded", "every: 1/3 done", "every: 2/3 done",
+                     "every: 3/3 done"]  # fmt: skip
+    assert counted(lines[0]) == ("texts", 10, 10)  # a counted line: a bar on a terminal
+
+
+def test_score_says_how_far_the_embedding_is_in_a_pipe(indexes, tmp_path):
+    """The answers' embedding before the first batch is positioned (the stream of a dense
+    ranker) is no longer silent: ``dense stream: DONE/TOTAL texts embedded`` lines, in a pipe
+    of a real child process, ending at the total: 520 answers, the 4 questions and, without a
+    score cache, the 60 documents of their D_q."""
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(
+        f'{{"llm": "m", "prompt": "p", "qid": "d{1 + i % 4}", "text": "Answer {i}: rest."}}\n'
+        for i in range(520)
+    ))  # fmt: skip
+    command = [sys.executable, "-m", "nrp", "score", "demo", str(answers), "--ranker", "dense",
+               "--no-cache", "--indexes", str(indexes), "--out", str(tmp_path / "out")]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, env=environment())
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    stream = [line for line in lines if line.startswith("dense stream: ")]
+    assert stream and stream[-1] == "dense stream: 584/584 texts embedded"
+    assert lines.index(stream[-1]) < lines.index("dense: 256/520 positioned")

@@ -74,18 +74,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="reference mode: re-rank D_q plus the answer from scratch per answer",
     )
-    parser.add_argument(
-        "--weight",
-        action="append",
-        metavar="DIM=W",
-        help="weight of a dimension in the combined NRP (default: equal)",
-    )
-    parser.add_argument(
-        "--all-dimensions",
-        action="store_true",
-        help="equal weights over every dimension in the combined NRP, also those whose "
-        "chosen ranker validation found no better than random (left out by default)",
-    )
+    _add_weighting(parser)
     parser.add_argument(
         "--skip-invalid",
         action="store_true",
@@ -135,6 +124,29 @@ def _rankers(args: argparse.Namespace, collection: api.Collection) -> object:
     return _pairs(args.ranker, "--ranker")
 
 
+def _add_weighting(parser: argparse.ArgumentParser) -> None:
+    """The options of the weighted NRP and of the dimensions scored."""
+    parser.add_argument(
+        "--weight",
+        action="append",
+        metavar="DIM=W",
+        help="weight of a dimension in the combined NRP (default: validation's weighting "
+        "when the rankers come from a validation, else equal)",
+    )
+    parser.add_argument(
+        "--all-dimensions",
+        action="store_true",
+        help="equal weights over every dimension in the combined NRP, also those whose "
+        "chosen ranker validation found no better than random (left out by default)",
+    )
+    parser.add_argument(
+        "--every-dimension",
+        action="store_true",
+        help="also position the dimensions of weight 0 in the weighted NRP (left out by "
+        "validation or weighted 0): not scored by default, since they count for nothing",
+    )
+
+
 def handle(args: argparse.Namespace) -> int:
     check_out(args.out)
     collection = api.Collection.load(args.collection, args.indexes)
@@ -150,7 +162,8 @@ def handle(args: argparse.Namespace) -> int:
         run = api.ScoringRun(
             collection, rankers, ties=args.ties, frozen_stats=args.frozen_stats,
             full_rerank=args.full_rerank, weights=weights, all_dimensions=args.all_dimensions,
-            cache=not args.no_cache, progress=print_progress, executor=executor, trec=args.trec,
+            every_dimension=args.every_dimension, cache=not args.no_cache,
+            progress=print_progress, executor=executor, trec=args.trec,
         )  # fmt: skip
         # the flags on a second core (a forked worker) while the answers are positioned here
         scored = api.write_score_files(
@@ -168,6 +181,9 @@ def handle(args: argparse.Namespace) -> int:
         print(attrs["note"])
     for dimension, why in attrs.get("left_out", {}).items():
         print(f"{dimension}: left out of the weighted NRP ({why}); --all-dimensions puts it back")
+    if attrs.get("not_scored"):
+        print(f"not scored (weight 0 in the weighted NRP): {', '.join(attrs['not_scored'])}; "
+              "--every-dimension scores them")  # fmt: skip
     for warning in attrs.get("warnings", []):
         print(f"warning: {warning}")
     print(f"{scored.scored:,} answers scored; wrote {args.out}/results.parquet "

@@ -229,6 +229,7 @@ class NrpEvaluator(Evaluator):
             frozen_stats=bool(self.params["frozen_stats"]),
             full_rerank=bool(self.params["full_rerank"]),
             weights=self._weights,
+            every_dimension=True,  # each dimension has its column
             cache=bool(self.params["cache"]),
         )
         wide = results.pivot(index="answer_id", columns="dimension", values="nrp")

@@ -90,7 +90,8 @@ class RunScorer:
         self.rankers = resolved.by_dimension
         for warning in resolved.warnings:
             log.warning(warning)
-        self.settings = replace(settings, weights=resolved.weights)
+        # every dimension positioned: each has its measure
+        self.settings = replace(settings, weights=resolved.weights, every_dimension=True)
         self.answer_column = answer_column
         check_tie_mode(settings.ties)
         normalised_weights(settings.weights, list(self.rankers))  # a bad weight fails here

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from nrp.errors import ConfigError
+from nrp.progress import Ticker
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
@@ -82,6 +83,11 @@ def resolve_dtype(dtype: str, device: str) -> torch.dtype:
 
 
 # -- batching and progress ----------------------------------------------------------------------
+#: the least items of a ``run_length_sorted`` call that report their progress (``Ticker``): a
+#: few batches end before anyone would look
+TICKED_ITEMS = 512
+
+
 def progress(
     iterable: Iterable[T], total: int | None = None, desc: str = "", verbose: bool = True
 ) -> Iterable[T]:
@@ -117,13 +123,16 @@ def run_length_sorted(
     key: Callable[[T], int] = len,
     desc: str = "",
     verbose: bool = True,
+    unit: str = "done",
 ) -> np.ndarray:
     """Apply ``fn`` to batches of items sorted by ``key`` (text length by default) and return
     its results stacked in the ORIGINAL order of ``items``.
 
     ``fn`` takes a list of items and returns one row per item (a 1-D array of scores or a 2-D
     array / tensor of embeddings; tensors are moved to CPU float32 numpy). Sorting by length
-    keeps padding small; the numbers are those of any other batching.
+    keeps padding small; the numbers are those of any other batching. Inside a reported step
+    (``nrp.progress.reporting``) of at least ``TICKED_ITEMS`` items: ``desc: DONE/TOTAL unit``
+    every few seconds (``Ticker``).
     """
     n = len(items)
     if n == 0:
@@ -131,10 +140,11 @@ def run_length_sorted(
     batches = length_sorted_batches([key(item) for item in items], batch_size)
     # Results stay where ``fn`` made them until every batch is queued: on a GPU the host builds
     # the next batch while the device computes this one, and waits once at the end.
-    parts = [
-        fn([items[i] for i in index])
-        for index in progress(batches, total=len(batches), desc=desc, verbose=verbose)
-    ]
+    ticker = Ticker(desc, n, unit, min_total=TICKED_ITEMS)  # inside a reported step: lines
+    parts = []
+    for index in progress(batches, total=len(batches), desc=desc, verbose=verbose):
+        parts.append(fn([items[i] for i in index]))
+        ticker.add(len(index))
     stacked = np.concatenate([_to_numpy(part) for part in parts], axis=0)
     if stacked.shape[0] != n:
         raise RuntimeError(f"batch function returned {stacked.shape[0]} rows for {n} items")

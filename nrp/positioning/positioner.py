@@ -30,7 +30,7 @@ from nrp.positioning.injection import AnswerInjector, InjectionCounts
 from nrp.positioning.job import PositionJob
 from nrp.positioning.partitions import position_with_executor
 from nrp.positioning.results_cache import POSITION_COLUMNS, text_sha
-from nrp.progress import Progress
+from nrp.progress import Progress, reporting
 
 #: answers whose texts (with their queries and new D_q) a neural ranker embeds in one stream
 #: (``AnswerInjector.embedding_stream``), in whole batches of ``chunk_size``: a few MiB of
@@ -90,7 +90,8 @@ class Positioner:
             parts.extend(found_parts)
             counts.add(found_counts)
         elif len(todo):
-            parts.extend(self._position_here(todo, progress, counts))
+            with reporting(progress):  # a model's batches say how far they are, too
+                parts.extend(self._position_here(todo, progress, counts))
         self.counts.add(counts)
         out = pd.concat([p for p in parts if len(p)], ignore_index=True) if len(answers) else stored
         return out.drop_duplicates("answer_id").set_index("answer_id"), counts

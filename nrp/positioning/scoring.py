@@ -169,6 +169,16 @@ def validation_of(rankers: RankerChoice) -> Any:
     return None
 
 
+def validation_file(rankers: RankerChoice) -> str | None:
+    """The absolute path of the validation JSON ``rankers`` name (the scoring record keeps it:
+    what ``nrp report`` reads), None for rankers given otherwise."""
+    from nrp.validation.result import names_validation_file
+
+    if isinstance(rankers, str | Path) and names_validation_file(rankers):
+        return str(Path(rankers).resolve())
+    return None
+
+
 def default_weights(
     settings: ScoreSettings, validation: Any, dimensions: list[str], warnings: list[str]
 ) -> tuple[Mapping[str, float] | None, dict[str, str]]:
@@ -261,7 +271,9 @@ class ScoreSettings:
     When the rankers come from a validation result and no ``weights`` are given, the weights
     are validation's default (``ValidationResult.weighting``: a dimension whose chosen ranker is
     not significantly better than random is left out); ``all_dimensions``: equal weights over
-    every dimension instead.
+    every dimension instead. A dimension of weight 0 (left out, or weighted 0) is not
+    positioned: its NRP counts for nothing in the weighted NRP, and positioning it can cost as
+    much as the rest (``every_dimension``: positioned all the same, as before).
     ``cache``: use the score cache, pair cache and results cache beside the collection.
     ``chunk_size``: answers positioned and stored per batch (per partition on an executor)."""
 
@@ -270,6 +282,7 @@ class ScoreSettings:
     full_rerank: bool = False
     weights: Mapping[str, float] | None = None
     all_dimensions: bool = False
+    every_dimension: bool = False
     cache: bool = True
     chunk_size: int = 256
 
@@ -334,9 +347,16 @@ class ScoringRun:
         self.executor = executor if executor is not None else active_executor()
         self.tie_mode = check_tie_mode(self.settings.ties)
         resolved = resolve_scoring(rankers, self.collection, self.settings)
-        self.by_dimension, self.warnings = resolved.by_dimension, resolved.warnings
-        self.left_out = resolved.left_out
-        self.weight_of = normalised_weights(resolved.weights, list(self.by_dimension))
+        self.warnings, self.left_out = resolved.warnings, resolved.left_out
+        self.validation_file = validation_file(rankers)
+        self.weight_of = normalised_weights(resolved.weights, list(resolved.by_dimension))
+        #: dimensions of weight 0 not positioned (``ScoreSettings.every_dimension``)
+        self.not_scored = [
+            d for d, w in self.weight_of.items() if w == 0 and not self.settings.every_dimension
+        ]
+        self.by_dimension = {
+            d: r for d, r in resolved.by_dimension.items() if d not in self.not_scored
+        }
         self.candidates = self.collection.candidates()
         self.caches = PositionCaches.beside(self.collection, self.settings.cache)
         if trec is not None:
@@ -428,6 +448,8 @@ class ScoringRun:
             "rankers": specs,
             "weights": self.weight_of,
             "left_out": self.left_out,
+            "not_scored": list(self.not_scored),
+            "validation": self.validation_file,
             "injection": run.modes,
             "single_ranker": single,
             "note": _note(single, list(self.by_dimension)),

@@ -268,6 +268,7 @@ class DenseRanker(TrainedFolds, Ranker):
             int(self.params["batch"]),
             desc=desc,
             verbose=bool(self.params["verbose"]),
+            unit="texts embedded",
         ).astype(np.float32)
 
     def fold_model(self, key: str) -> DenseRanker:

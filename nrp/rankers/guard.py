@@ -537,7 +537,7 @@ class GuardFeatures:
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         unique, index = np.unique(np.asarray(texts, dtype=object), return_inverse=True)
-        return self.encoder.encode([str(t) for t in unique], desc="guard")[index]
+        return self.encoder.encode([str(t) for t in unique], desc="guard texts")[index]
 
     def _compute(self, queries: Sequence[str], texts: Sequence[str]) -> pd.DataFrame:
         lexical = [lexical_features(q, t) for q, t in zip(queries, texts, strict=True)]

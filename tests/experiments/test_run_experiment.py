@@ -115,9 +115,15 @@ def test_a_validating_experiment_returns_its_validation(tmp_path):
     assert set(result.validation.to_frame()["name"]) == {"tfidf", "guard", "random"}
     assert set(saved["chosen"].values()) == {"guard"}
     chosen = result.results[result.results["dimension"] != "weighted"]
-    assert {(d, r) for d, r in zip(chosen["dimension"], chosen["ranker"], strict=True)} == set(
-        saved["chosen"].items()
+    # a chosen dimension of weight 0 in the weighted NRP is not scored (nrp score's default)
+    weighted = {(d, r) for d, r in saved["chosen"].items() if saved["weights"].get(d)}
+    assert (
+        weighted
+        and {(d, r) for d, r in zip(chosen["dimension"], chosen["ranker"], strict=True)} == weighted
     )
+    assert set(result.results.attrs["not_scored"]) == {
+        d for d in saved["chosen"] if not saved["weights"].get(d)
+    }
 
 
 def test_experiment_file_errors(tmp_path):

@@ -132,8 +132,18 @@ def test_scoring_leaves_it_out_and_all_dimensions_puts_it_back(result, indexes):
     frame = score_answers(collection, ANSWERS, result, cache=False)
     assert frame.attrs["weights"] == {"relevance": 1.0, "style": 0.0}
     assert list(frame.attrs["left_out"]) == ["style"]
+    # style counts for nothing: not positioned (no rows), unless asked
+    assert frame.attrs["not_scored"] == ["style"]
+    assert set(frame["dimension"]) == {"relevance", "weighted"}
+    assert frame.attrs["counts"]["rankers_scored"] == 1
     by = frame.pivot(index="answer_id", columns="dimension", values="nrp")
     assert (by["weighted"] == by["relevance"]).all()
+    every = score_answers(collection, ANSWERS, result, cache=False, every_dimension=True)
+    assert set(every["dimension"]) == {"relevance", "style", "weighted"}
+    assert every.attrs["not_scored"] == [] and every.attrs["weights"] == frame.attrs["weights"]
+    pd.testing.assert_frame_equal(
+        every[every["dimension"] != "style"].reset_index(drop=True), frame
+    )
     forced = score_answers(collection, ANSWERS, result, cache=False, all_dimensions=True)
     assert forced.attrs["weights"] == {"relevance": 0.5, "style": 0.5}
     assert forced.attrs["left_out"] == {}
@@ -182,6 +192,7 @@ def test_the_commands_print_what_is_left_out_and_why(indexes, tmp_path, capsys):
                     "--indexes", indexes)  # fmt: skip
     assert code == 0
     assert "style: left out of the weighted NRP (no ranker validated: " in out
+    assert "not scored (weight 0 in the weighted NRP): style; --every-dimension scores them" in out
     record = json.loads((tmp_path / "s" / "scoring.json").read_text())
     assert record["weights"] == {"relevance": 1.0, "style": 0.0}
     assert list(record["left_out"]) == ["style"]
