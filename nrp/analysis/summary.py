@@ -452,7 +452,26 @@ def collapsed_warnings(warnings: list[str]) -> list[str]:
             lines.append(f"{text}: {pairs} compared over fewer queries (those both answered)")
         else:
             lines.append(text + (f" (x{count})" if count > 1 else ""))
-    return lines
+    return _across_dimensions(lines)
+
+
+def _across_dimensions(lines: list[str]) -> list[str]:
+    """Lines ``DIMENSION: TEXT`` that say the same TEXT of several dimensions (one word each)
+    as one line ``DIM1, DIM2: TEXT``, where the first of them was."""
+    prefixes: dict[str, list[str]] = {}
+    for line in lines:
+        head, sep, text = line.partition(": ")
+        if sep and head and not re.search(r"[\s,]", head):
+            prefixes.setdefault(text, []).append(head)
+    out = []
+    for line in lines:
+        head, sep, text = line.partition(": ")
+        heads = prefixes.get(text, []) if sep else []
+        if head not in heads:
+            out.append(line)
+        elif head == heads[0]:
+            out.append(f"{', '.join(heads)}: {text}")
+    return out
 
 
 # -- aggregation -----------------------------------------------------------------------------------

@@ -21,7 +21,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "evaluations.parquet, sizes.csv/.yaml, meta/) or a results file",
     )
     parser.add_argument("--out", type=Path, required=True, help="report folder (replaced)")
-    parser.add_argument("--validation", type=Path, help="validation JSON (nrp validate)")
+    parser.add_argument(
+        "--validation",
+        type=Path,
+        help="validation JSON (nrp validate; default: RESULTS/validation.json, else the one "
+        "RESULTS/scoring.json records, else the collection's)",
+    )
     parser.add_argument("--agreement", type=Path, help="agreement JSON (nrp agreement)")
     parser.add_argument(
         "--evaluations", type=Path, help="evaluations table (nrp evaluate): Parquet or CSV"

@@ -9,6 +9,9 @@ server (``file://`` pages may load images from their own folder), and the page s
 open). The cost: the page needs its folder; moving ``index.html`` alone loses the figures, which
 is why the report is one folder that is replaced as a whole.
 
+Nothing is cut off at 1,280 px: table cells wrap (numbers stay whole), long names and paths
+break anywhere, and a table that is still wider scrolls inside its own box, never the page.
+
 Everything that comes from the inputs (LLM, prompt, ranker and file names, warnings) is
 HTML-escaped where it is written; the page has no script, so nothing in it can run.
 """
@@ -31,7 +34,7 @@ header h1 { margin: 0 0 .6rem 0; font-size: 1.5rem; }
 dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: .15rem 1rem; margin: 0;
   font-size: .9rem; }
 dl.meta dt { font-weight: 600; color: #4a5566; }
-dl.meta dd { margin: 0; }
+dl.meta dd { margin: 0; min-width: 0; overflow-wrap: anywhere; }
 main { padding: 0 2rem 2rem 2rem; max-width: 1200px; }
 nav { margin: 1rem 0; font-size: .9rem; }
 nav ul { margin: .3rem 0; padding-left: 1.2rem; }
@@ -45,8 +48,9 @@ figure img { max-width: 100%; height: auto; border: 1px solid #e3e7ee; }
 figcaption { font-size: .85rem; color: #4a5566; }
 table { border-collapse: collapse; font-size: .85rem; margin: .4rem 0 1rem 0; }
 th, td { border: 1px solid #d8dde5; padding: .2rem .5rem; text-align: left; vertical-align: top;
-  white-space: nowrap; }
+  white-space: normal; overflow-wrap: anywhere; }
 div.wrap { overflow-x: auto; max-width: 100%; }
+div.files { overflow-wrap: anywhere; }
 th { background: #eef1f6; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr.chosen td { font-weight: 600; background: #f0f7ee; }
@@ -126,16 +130,18 @@ def p_value(value: object) -> str:
     return "<0.001" if float(value) < 0.001 else f"{float(value):.3f}"  # type: ignore[arg-type]
 
 
-def render_table(block: TableBlock) -> str:
+def table_cells(block: TableBlock) -> tuple[list[str], list[list[str]], set[str]]:
+    """The columns shown (the highlight column left out), each row's cells as text (formatted
+    as on the page) and the numeric columns (right-aligned): the page's, Markdown's and
+    LaTeX's table (``nrp.reports.paper``) are one table."""
     frame = block.frame
-    columns = [c for c in frame.columns if c != block.highlight]
+    columns = [str(c) for c in frame.columns if c != block.highlight]
     numeric = {
         c
         for c in columns
         if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
     }
-    numeric |= set(block.formats)
-    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
+    numeric |= set(block.formats) & set(columns)
     rows = []
     for record in frame.to_dict("records"):
         cells = []
@@ -147,21 +153,46 @@ def render_table(block: TableBlock) -> str:
                 text = number()(value)
             else:
                 text = "" if value is None or value is pd.NA else str(value)
-            css = ' class="num"' if column in numeric else ""
-            cells.append(f"<td{css}>{esc(text)}</td>")
-        marked = block.highlight is not None and bool(record.get(block.highlight))
-        row_class = ' class="chosen"' if marked else ""
-        rows.append(f"<tr{row_class}>{''.join(cells)}</tr>")
+            cells.append(text)
+        rows.append(cells)
+    return columns, rows, numeric
+
+
+def _stem(name: str) -> str:
+    return name[: -len(".csv")] if name.endswith(".csv") else name
+
+
+def render_table(block: TableBlock) -> str:
+    columns, cells, numeric = table_cells(block)
+    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
+    marks = (
+        [bool(v) for v in block.frame[block.highlight]]
+        if block.highlight is not None
+        else [False] * len(cells)
+    )
+    rows = []
+    for row, marked in zip(cells, marks, strict=True):
+        tds = "".join(
+            (f'<td class="num">{esc(t)}</td>' if c in numeric else f"<td>{esc(t)}</td>")
+            for c, t in zip(columns, row, strict=True)
+        )
+        rows.append(f'<tr class="chosen">{tds}</tr>' if marked else f"<tr>{tds}</tr>")
+    files = f'CSV: <a href="tables/{esc(block.csv)}">tables/{esc(block.csv)}</a>'
+    if not block.collapsed:  # the page's main tables, also for a paper (nrp.reports.paper)
+        stem = esc(_stem(block.csv))
+        files += (
+            f'; Markdown: <a href="tables/{stem}.md">tables/{stem}.md</a>'
+            f'; LaTeX: <a href="tables/{stem}.tex">tables/{stem}.tex</a>'
+        )
     table = (
         f'<div class="wrap"><table><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div>"
-        f'<div class="files">CSV: <a href="tables/{esc(block.csv)}">tables/{esc(block.csv)}</a>'
-        f" ({len(frame):,} rows)</div>"
+        f'<div class="files">{files} ({len(cells):,} rows)</div>'
     )
     caption = f"<p>{esc(block.caption)}</p>" if block.caption else ""
     if block.collapsed:
         summary = esc(block.caption or block.csv)
-        return f"<details><summary>{summary} ({len(frame):,} rows)</summary>{table}</details>"
+        return f"<details><summary>{summary} ({len(cells):,} rows)</summary>{table}</details>"
     return caption + table
 
 

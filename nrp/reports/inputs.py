@@ -5,7 +5,11 @@
 - ``results.parquet`` (else ``results.csv``): required, the per-answer frame of ``nrp score``
   (read with ``nrp.analysis.summary.read_results``; the Parquet file keeps the scoring settings in
   its attrs: collection, rankers, ties, weights, the single-ranker note);
-- ``validation.json`` (``nrp validate --out``): ranker validation per dimension;
+- the ranker validation (``nrp validate``), found in this order: ``--validation``, a
+  ``validation.json`` in RESULTS, the file ``scoring.json`` (``nrp score``'s record beside the
+  results) names, the collection's own ``validation.json`` (the record's collection in the
+  default indexes folder, ``$NRP_INDEXES`` or ``./indexes``); ``validation_from`` says which,
+  and a recorded file that no longer exists is a note, not an error;
 - ``agreement.json`` (``nrp agreement --out``): leave-one-out agreement of NRP with the grades;
 - ``evaluations.parquet`` (else ``.csv``; ``nrp evaluate --out``): one row per answer, one
   float column per evaluator score;
@@ -53,10 +57,12 @@ import yaml
 
 from nrp import jsontext
 from nrp.analysis.flags import flags_path, read_flags
-from nrp.analysis.summary import read_results
+from nrp.analysis.summary import read_results, scoring_beside
+from nrp.collection.build import default_indexes_dir
 from nrp.collection.formats._io import folder_files
 from nrp.collection.mapping_files import compose_yaml, yaml_error
 from nrp.errors import InputError
+from nrp.positioning.record import SCORING_FILE
 from nrp.tables import require_columns
 from nrp.validation.result import VALIDATION_FILE
 
@@ -107,6 +113,9 @@ class ReportInputs:
     categorical: list[CategoricalMeta] = field(default_factory=list)
     sizes: dict[str, float] | None = None  # llm -> parameters in billions
     flags: pd.DataFrame | None = None  # flags.csv beside the results (nrp.analysis.flags)
+    scoring: dict[str, Any] | None = None  # scoring.json beside the results (nrp score)
+    validation_from: str = ""  # how the validation file was found
+    validation_note: str = ""  # why a recorded validation file was not used
     sources: dict[str, str] = field(default_factory=dict)  # input kind -> what was read
     paths: list[Path] = field(default_factory=list)  # every input file or folder read
     notes: list[str] = field(default_factory=list)
@@ -137,13 +146,20 @@ def load_inputs(
         return next((folder / n for n in names if (folder / n).exists()), None)
 
     inputs = ReportInputs(results=frame, sources=sources, paths=[_results_file(results)])
-    path = found(validation, (VALIDATION_FILE,))
+    inputs.scoring = scoring_beside(results)
+    path = found(validation, ())
+    if path is not None:
+        inputs.validation_from = "given with --validation"
+    else:
+        path = _validation_path(folder, inputs)
     if path is not None:
         from nrp.validation.result import ValidationResult
 
         inputs.validation = ValidationResult.from_json(path)
         sources["validation"] = str(path)
         inputs.paths.append(path)
+        if inputs.validation_note:
+            inputs.notes.append(inputs.validation_note)
     path = found(agreement, (AGREEMENT_FILE,))
     if path is not None:
         inputs.agreement = read_agreement(path)
@@ -179,6 +195,29 @@ def load_inputs(
         sources["flags"] = str(path)
         inputs.paths.append(path)
     return inputs
+
+
+def _validation_path(folder: Path | None, inputs: ReportInputs) -> Path | None:
+    """The validation file of a run given none (module docstring); sets ``validation_from``,
+    and ``validation_note`` when scoring.json names a file that is gone."""
+    if folder is not None and (folder / VALIDATION_FILE).is_file():
+        inputs.validation_from = "in the results folder"
+        return folder / VALIDATION_FILE
+    record = inputs.scoring or {}
+    recorded = record.get("validation")
+    if recorded:
+        path = Path(str(recorded))
+        if path.is_file():
+            inputs.validation_from = f"recorded in {SCORING_FILE}"
+            return path
+        inputs.validation_note = f"{SCORING_FILE} records validation {path}, which no longer exists"
+    collection = record.get("collection")
+    if collection:
+        path = (default_indexes_dir() / str(collection) / VALIDATION_FILE).resolve()
+        if path.is_file():
+            inputs.validation_from = f"collection {collection}'s, in the indexes folder"
+            return path
+    return None
 
 
 def _results_file(path: Path) -> Path:
@@ -502,7 +541,9 @@ def describe_missing(inputs: ReportInputs) -> dict[str, str]:
     """Section -> why it is not in the report (which file or option would add it)."""
     missing = {}
     if inputs.validation is None:
-        missing["validation"] = "no validation.json (nrp validate ... --out, or --validation)"
+        missing["validation"] = (
+            f"{inputs.validation_note}; " if inputs.validation_note else ""
+        ) + "no validation.json (nrp validate ... --out, or --validation)"
     if inputs.sizes is None:
         missing["sizes"] = "no model sizes (sizes.csv in RESULTS, or --sizes FILE)"
     if inputs.agreement is None and inputs.meta is None and not inputs.categorical:

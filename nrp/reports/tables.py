@@ -3,8 +3,10 @@
 Each function returns a plain frame with raw numbers (the HTML formats them; the CSV keeps full
 precision, so a reader can recompute or re-plot). Tables:
 
-- ``validation``: dimension, ranker, measure, mean, ci_low, ci_high, n_queries, chosen,
-  p_vs_best (Holm-corrected p of the paired test against the chosen ranker; empty for it);
+- ``validation``: dimension, ranker, measure, mean, ci_low, ci_high (clipped to [0, 1] for the
+  measures bounded there), n_queries, chosen, p_vs_best (Holm-corrected p of the paired test
+  against the chosen ranker; empty for it);
+- ``nrp_ranking``: ``Summary.ranking``, the ranked table (LLM x prompt best first, with groups);
 - ``nrp_means`` / ``nrp_comparisons``: ``nrp.analysis.summary.summarize``'s means and paired tests
   as they are (query-level means, bootstrap intervals over queries);
 - ``nrp_sizes``: LLM, parameters (billions), mean NRP pooled over prompts with its interval;
@@ -20,7 +22,8 @@ precision, so a reader can recompute or re-plot). Tables:
 
 ``nrp_measures`` decides which NRP measures the figures show: when every dimension's NRP is the
 same number for every answer (one ranker chosen for every dimension, the source study's case),
-one measure stands for all of them instead of identical panels.
+one measure stands for all of them instead of identical panels; a measure whose NRP repeats an
+earlier one's (the weighted NRP of weights 1/0/0 is its one dimension's) is folded into it.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import pandas as pd
 from nrp import statistics
 from nrp.analysis.summary import ALL_PROMPTS, Summary
 from nrp.collection.manifest import COMBINED
-from nrp.measures import display_name
+from nrp.measures import COUNTING_MEASURES, display_name
 from nrp.tables import distinct, write_text
 
 #: NRP values closer than this are the same NRP (they are r/|D_q| fractions)
@@ -59,45 +62,65 @@ def _text(column: pd.Series) -> pd.Series:
     return column.astype(object).where(column.notna(), "").astype(str)
 
 
-def nrp_measures(results: pd.DataFrame) -> list[NrpMeasure]:
-    """The (dimension, ranker) pairs of the results in report order (the weighted combination
-    last), collapsed into one when every pair gives every answer the same NRP."""
+def nrp_measures(
+    results: pd.DataFrame, weights: Mapping[str, float] | None = None
+) -> list[NrpMeasure]:
+    """The distinct (dimension, ranker) pairs of the results in report order (the weighted
+    combination last): one measure for every dimension when every pair gives every answer the
+    same NRP, else one per pair, a pair whose NRP repeats an earlier one's folded into it (its
+    label names both). ``weights`` (the scoring record's) name the weighted measure."""
     frame = results.assign(
         dimension=_text(results["dimension"]),
         ranker=_text(results["ranker"]) if "ranker" in results else "",
     )
     pairs = list(frame[["dimension", "ranker"]].drop_duplicates().itertuples(False, None))
     pairs = [p for p in pairs if p[0] != COMBINED] + [p for p in pairs if p[0] == COMBINED]
-    if len(pairs) > 1 and _all_equal(frame, pairs):
+    series = {pair: _nrp_series(frame, pair) for pair in pairs}
+    if len(pairs) > 1 and all(_same(series[pairs[0]], series[p]) for p in pairs[1:]):
         first_dimension, first_ranker = pairs[0]
         rankers = sorted({r for _, r in pairs if r})
         dimensions = tuple(d for d, _ in pairs)
         label = f"NRP of every dimension ({', '.join(rankers) or first_ranker})"
         return [NrpMeasure(first_dimension, first_ranker, label, dimensions)]
-    measures = []
-    for dimension, ranker in pairs:
-        if dimension == COMBINED:
-            label = f"{COMBINED} (mean of the dimensions)"
+    kept: list[tuple[tuple[str, str], list[tuple[str, str]]]] = []
+    for pair in pairs:
+        twin = next((k for k in kept if _same(series[k[0]], series[pair])), None)
+        if twin is None:
+            kept.append((pair, [pair]))
         else:
-            label = f"{dimension} ({ranker})" if ranker else dimension
-        measures.append(NrpMeasure(dimension, ranker, label, (dimension,)))
+            twin[1].append(pair)
+    measures = []
+    for (dimension, ranker), same in kept:
+        label = " = ".join(measure_label(d, r, weights) for d, r in same)
+        covers = tuple(d for d, _ in same)
+        measures.append(NrpMeasure(dimension, ranker, label, covers))
     return measures
 
 
-def _all_equal(frame: pd.DataFrame, pairs: list[tuple[str, str]]) -> bool:
-    series = []
-    for dimension, ranker in pairs:
-        rows = frame[(frame["dimension"] == dimension) & (frame["ranker"] == ranker)]
-        if rows["answer_id"].duplicated().any():
-            return False
-        series.append(rows.set_index("answer_id")["nrp"].astype(float).sort_index())
-    first = series[0]
-    for other in series[1:]:
-        if not first.index.equals(other.index):
-            return False
-        if not np.allclose(first.to_numpy(), other.to_numpy(), atol=SAME_NRP, rtol=0):
-            return False
-    return True
+def measure_label(dimension: str, ranker: str, weights: Mapping[str, float] | None) -> str:
+    """A measure's name as titles show it; the weighted NRP with the weights it averages."""
+    if dimension != COMBINED:
+        return f"{dimension} ({ranker})" if ranker else dimension
+    if not weights:
+        return "weighted NRP (weights not recorded)"
+    used = ", ".join(f"{d} {float(w):.2f}" for d, w in weights.items() if float(w))
+    return f"weighted NRP ({used or 'no weights'})"
+
+
+def _nrp_series(frame: pd.DataFrame, pair: tuple[str, str]) -> pd.Series | None:
+    """A pair's NRP per answer (None when an answer has several rows: not comparable)."""
+    rows = frame[(frame["dimension"] == pair[0]) & (frame["ranker"] == pair[1])]
+    if rows["answer_id"].duplicated().any():
+        return None
+    return rows.set_index("answer_id")["nrp"].astype(float).sort_index()
+
+
+def _same(first: pd.Series | None, other: pd.Series | None) -> bool:
+    """The same answers with the same NRP (within ``SAME_NRP``; missing NRP in the same places)."""
+    if first is None or other is None or not first.index.equals(other.index):
+        return False
+    a, b = first.to_numpy(), other.to_numpy()
+    return bool(np.allclose(a, b, atol=SAME_NRP, rtol=0, equal_nan=True))
 
 
 def measure_rows(frame: pd.DataFrame, measure: NrpMeasure) -> pd.DataFrame:
@@ -127,8 +150,8 @@ def validation_table(validation: Any) -> pd.DataFrame:
                         "measure": display_name(measure),
                         "primary": measure == validation.primary,
                         "mean": summary.mean,
-                        "ci_low": math.nan if summary.ci_low is None else summary.ci_low,
-                        "ci_high": math.nan if summary.ci_high is None else summary.ci_high,
+                        "ci_low": _bounded(summary.ci_low, measure),
+                        "ci_high": _bounded(summary.ci_high, measure),
                         "n_queries": summary.n,
                         "chosen": system == best,
                         "p_vs_best": math.nan if p is None else p,
@@ -139,6 +162,16 @@ def validation_table(validation: Any) -> pd.DataFrame:
         "chosen", "p_vs_best",
     ]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
+
+
+def _bounded(value: float | None, measure: str) -> float:
+    """An interval end of a validation measure, clipped to [0, 1] where the measure lies
+    there (a t-interval of a mean near 1 passes 1; counting measures are not clipped)."""
+    if value is None or math.isnan(value):
+        return math.nan
+    if measure.split("@")[0].split("(")[0] in COUNTING_MEASURES:
+        return float(value)
+    return min(1.0, max(0.0, float(value)))
 
 
 # -- NRP -----------------------------------------------------------------------------------------

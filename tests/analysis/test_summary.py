@@ -452,6 +452,10 @@ def test_warnings_are_printed_once_with_a_count():
         "answered)",
         "y",
     ]
+    # one text said of several dimensions: one line naming them
+    mixes = "LLMs were run with different prompts"
+    warnings = [f"relevance: {mixes}", "z", f"style: {mixes}", f"weighted: {mixes}", "z"]
+    assert collapsed_warnings(warnings) == [f"relevance, style, weighted: {mixes}", "z (x2)"]
 
 
 def test_thirteen_llms_by_four_prompts_print_a_short_summary():

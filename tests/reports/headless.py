@@ -6,7 +6,8 @@ Two ways, both with the flags the tests need offline (no network, no first-run, 
 - ``inspect_page(chromium, url, png)``: a small DevTools-protocol client over
   ``--remote-debugging-pipe`` that loads the page, collects every console message, uncaught
   exception and browser log entry (a missing image is a ``Log.entryAdded`` error "Failed to
-  load resource"), lists images that did not load, and takes a screenshot.
+  load resource"), lists images that did not load, measures what sticks out of the viewport
+  (``WIDE_ELEMENTS``) and takes a screenshot.
 
 Why the pipe and not ``--enable-logging=stderr``: the log prints console messages without their
 level and does not mention resources that failed to load; and why not the WebSocket endpoint:
@@ -44,6 +45,27 @@ FLAGS = (
 )
 
 
+#: what sticks out at the page's width: the viewport's width, the page's scroll width, and each
+#: element whose box passes the viewport's right edge or whose content is wider than its box
+#: (a table cut off inside a scrolling container)
+WIDE_ELEMENTS = """(() => {
+  const width = document.documentElement.clientWidth;
+  const name = e => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") +
+    (typeof e.className === "string" && e.className ? "." + e.className : "");
+  const wide = [];
+  for (const e of document.querySelectorAll("body *")) {
+    const box = e.getBoundingClientRect();
+    if (box.width === 0 && box.height === 0) continue;
+    if (box.right > width + 0.5 || box.left < -0.5)
+      wide.push(name(e) + " right " + Math.round(box.right));
+    else if (getComputedStyle(e).overflowX !== "visible" && e.scrollWidth > e.clientWidth + 1)
+      wide.push(name(e) + " content " + e.scrollWidth + " > " + e.clientWidth);
+    if (wide.length >= 20) break;
+  }
+  return {viewport: width, page: document.documentElement.scrollWidth, wide: wide};
+})()"""
+
+
 def find_chromium() -> str | None:
     for name in ("chromium", "chromium-browser"):
         path = shutil.which(name)
@@ -71,6 +93,7 @@ class PageReport:
     broken_images: list[str] = field(default_factory=list)
     images: int = 0
     title: str = ""
+    width: dict[str, Any] = field(default_factory=dict)  # WIDE_ELEMENTS' answer
 
     def errors(self) -> list[str]:
         """Console errors and assertions, uncaught exceptions, error log entries."""
@@ -196,6 +219,9 @@ def inspect_page(
             "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}, session
         )
         png.write_bytes(base64.b64decode(shot["data"]))
+        report.width = pipe.call(
+            "Runtime.evaluate", {"expression": WIDE_ELEMENTS, "returnByValue": True}, session
+        )["result"]["value"]
         report.title, report.images = state["title"], state["images"]
         report.broken_images = list(state["broken"])
         with contextlib.suppress(RuntimeError, TimeoutError):  # it may close before answering

@@ -123,10 +123,14 @@ def test_the_report_folder_holds_the_page_figures_tables_and_manifest(run):
         assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 5000
         assert "<svg" in (run.out / "figures" / f"{stem}.svg").read_text(encoding="utf-8")
     tables = {p.name for p in (run.out / "tables").iterdir()}
+    main = {
+        "validation", "nrp_ranking", "nrp_sizes", "human_agreement", "categorical_1_per_class",
+        "evaluator_means", "evaluator_nrp",
+    }  # fmt: skip
+    # the page's main tables are also written as Markdown and LaTeX
     assert tables == {
-        "validation.csv", "nrp_means.csv", "nrp_comparisons.csv", "nrp_sizes.csv",
-        "human_agreement.csv", "categorical_1_per_class.csv", "categorical_1_review.csv",
-        "evaluator_means.csv", "evaluator_nrp.csv", "rank_distribution.csv",
+        "nrp_means.csv", "nrp_comparisons.csv", "categorical_1_review.csv",
+        "rank_distribution.csv", *(f"{t}.{x}" for t in main for x in ("csv", "md", "tex")),
     }  # fmt: skip
     manifest = json.loads((run.out / "report.json").read_text(encoding="utf-8"))
     assert manifest["kind"] == "nrp-report" and manifest["nrp_version"] == __version__
@@ -156,6 +160,22 @@ def test_mean_nrp_per_llm_is_the_mean_of_the_results(run):
     assert len(cells) == 12 and (cells["n_answers"] == 16).all()
     share = run.results.groupby(["dimension", "llm"])["nrp"].apply(lambda v: (v >= 1).mean())
     assert dict(pooled["share_nrp_1"]) == pytest.approx(dict(share))
+
+
+def test_the_ranked_table_orders_the_weighted_means_best_first(run):
+    ranking = table(run, "nrp_ranking")
+    means = table(run, "nrp_means")
+    weighted = means[(means["dimension"] == COMBINED) & (means["prompt"] != "(all)")]
+    assert len(ranking) == len(weighted) == 4  # 2 LLMs x 2 prompts
+    assert ranking["rank"].tolist() == [1, 2, 3, 4]
+    assert sorted(ranking["mean_nrp"], reverse=True) == ranking["mean_nrp"].tolist()
+    expected = weighted.set_index(["llm", "prompt"])["mean_nrp"]
+    for row in ranking.itertuples():
+        assert row.mean_nrp == pytest.approx(expected[(row.llm, row.prompt)], abs=1e-12)
+        assert 0 <= row.ci_low <= row.mean_nrp <= row.ci_high <= 1
+        assert row.n_answers == 16 and row.n_queries == 8 and isinstance(row.group, str)
+    first = (run.out / "tables" / "nrp_ranking.md").read_text(encoding="utf-8").splitlines()[0]
+    assert first == "| rank | llm | prompt | mean NRP | 95% CI | group | queries | answers |"
 
 
 def test_validation_table_repeats_the_validation_result(run):
@@ -309,6 +329,9 @@ def test_page_renders_in_headless_chromium_without_console_errors(run, tmp_path)
     assert report.images == run.index.read_text(encoding="utf-8").count("<img ") == 7
     assert report.title == TITLE
     assert (tmp_path / "full.png").stat().st_size > 100_000
+    # nothing cut off at 1,280 px: no element passes the viewport, no table overflows its box
+    assert report.width["viewport"] == 1280 and report.width["page"] <= 1280
+    assert report.width["wide"] == []
 
 
 # -- replacing a report, refusing, failing ------------------------------------------------------

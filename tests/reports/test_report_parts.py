@@ -12,8 +12,9 @@ import pytest
 from nrp.collection.manifest import COMBINED
 from nrp.errors import InputError
 from nrp.reports.figures import nrp_strip_figure
-from nrp.reports.html import TableBlock, render_table
+from nrp.reports.html import TableBlock, integer, render_table
 from nrp.reports.inputs import read_meta, read_sizes
+from nrp.reports.paper import latex_table, markdown_table, write_paper_tables
 from nrp.reports.tables import evaluator_nrp_table, nrp_measures
 
 
@@ -46,13 +47,68 @@ def test_dimensions_with_different_nrp_each_get_a_panel_weighted_last():
         {COMBINED: [0.75, 0.5], "relevance": [1.0, 0.5], "readability": [0.5, 0.5]},
         {"relevance": "tfidf", "readability": "bm25"},
     )
-    measures = nrp_measures(frame)
+    measures = nrp_measures(frame, {"relevance": 0.5, "readability": 0.5})
     assert [(m.dimension, m.ranker) for m in measures] == [
         ("relevance", "tfidf"), ("readability", "bm25"), (COMBINED, "")
     ]  # fmt: skip
     assert [m.label for m in measures] == [
-        "relevance (tfidf)", "readability (bm25)", f"{COMBINED} (mean of the dimensions)"
+        "relevance (tfidf)", "readability (bm25)", "weighted NRP (relevance 0.50, readability 0.50)"
     ]  # fmt: skip
+    assert nrp_measures(frame)[2].label == "weighted NRP (weights not recorded)"
+
+
+def test_a_weighted_nrp_equal_to_one_dimension_is_one_panel_named_by_its_weights(tmp_path):
+    # weights 1/0/0: the weighted NRP is relevance's, number for number; style differs
+    frame = results_frame(
+        {"relevance": [1.0, 0.5, 0.25], "readability": [0.5, 0.5, 0.0],
+         "style": [0.0, 0.25, 0.5], COMBINED: [1.0, 0.5, 0.25]},
+        {"relevance": "bm25", "readability": "tfidf", "style": "tfidf"},
+    )  # fmt: skip
+    weights = {"relevance": 1.0, "readability": 0.0, "style": 0.0}
+    measures = nrp_measures(frame, weights)
+    assert [(m.dimension, m.ranker, m.covers) for m in measures] == [
+        ("relevance", "bm25", ("relevance", COMBINED)),
+        ("readability", "tfidf", ("readability",)),
+        ("style", "tfidf", ("style",)),
+    ]
+    assert measures[0].label == "relevance (bm25) = weighted NRP (relevance 1.00)"
+    # the figure draws one panel per distinct measure, titled by its label
+    means = pd.DataFrame(
+        [{"dimension": m.dimension, "ranker": m.ranker, "llm": "m", "prompt": "p",
+          "mean_nrp": 0.5, "ci_low": 0.25, "ci_high": 0.75} for m in measures]
+    )  # fmt: skip
+    drawn = nrp_strip_figure(frame, means, measures, tmp_path)
+    svg = drawn.svg.read_text(encoding="utf-8")
+    assert svg.count("relevance (bm25) = weighted NRP (relevance 1.00)") == 1
+    assert "mean of the dimensions" not in svg and svg.count('<g id="axes_') == 3
+
+
+# -- Markdown and LaTeX ----------------------------------------------------------------------------
+def test_main_tables_as_markdown_and_latex_by_hand(tmp_path):
+    frame = pd.DataFrame(
+        {"rank": [1, 2], "llm": ["gpt_4 | big", "t5&co"], "mean NRP": [0.75, 0.5],
+         "95% CI": ["[0.5000, 1.0000]", "[-]"], "answers": [1200, 4]}
+    )  # fmt: skip
+    block = TableBlock(frame, "nrp_ranking.csv", formats={"rank": integer, "answers": integer})
+    assert markdown_table(block).splitlines() == [
+        "| rank | llm | mean NRP | 95% CI | answers |",
+        "| ---: | --- | ---: | --- | ---: |",
+        "| 1 | gpt_4 \\| big | 0.7500 | [0.5000, 1.0000] | 1,200 |",
+        "| 2 | t5&co | 0.5000 | [-] | 4 |",
+    ]
+    assert latex_table(block).splitlines() == [
+        "\\begin{tabular}{rlrlr}",
+        "\\toprule",
+        "rank & llm & mean NRP & 95\\% CI & answers \\\\",
+        "\\midrule",
+        "1 & gpt\\_4 | big & 0.7500 & [0.5000, 1.0000] & 1,200 \\\\",
+        "2 & t5\\&co & 0.5000 & [-] & 4 \\\\",
+        "\\bottomrule",
+        "\\end{tabular}",
+    ]
+    written = write_paper_tables([block], tmp_path)
+    assert sorted(written) == ["nrp_ranking.md", "nrp_ranking.tex"]
+    assert (tmp_path / "nrp_ranking.md").read_text(encoding="utf-8") == markdown_table(block)
 
 
 # -- evaluators against NRP ------------------------------------------------------------------------
