@@ -193,6 +193,13 @@ CALIBRATED_SHARE = 0.01
 #: one that floors ``calibrate`` of them in all (2: the thresholds alone, any detector below its
 #: threshold floored; 1: the thresholds also where stricter than the fitted ones)
 CALIBRATION = 3
+#: the layout of a guard model file (``GuardModel.to_json``'s ``format`` block): what fields it
+#: has and what they mean; a file of another schema is refused, not half read
+MODEL_SCHEMA = 1
+#: the definitions of ``FEATURES`` a model's weights were fitted on: raised whenever the code of
+#: a feature changes what it computes, so that a model fitted on the old definitions is refused
+#: (its weights would read numbers they were not fitted on) instead of scoring wrong
+FEATURES_VERSION = 1
 #: the evidence a text is floored on (``GuardModel.evidence``: the sum over the detectors of
 #: ``-ln(probability / threshold)`` where a probability is below its threshold) unless the model
 #: says otherwise: ln 2, one detector at half its threshold or several agreeing detectors less
@@ -285,7 +292,9 @@ class GuardModel:
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def to_json(self, path: str | Path) -> None:
-        data = asdict(self)
+        """The model as a file, with its ``format`` block (``model_format``): what ``from_json``
+        checks before it reads a weight."""
+        data = {"format": model_format(), **asdict(self)}
         Path(path).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
     @classmethod
@@ -330,13 +339,49 @@ class GuardModel:
 
     @classmethod
     def from_json(cls, path: str | Path) -> GuardModel:
+        """The model of a file ``to_json`` wrote: its ``format`` block checked first (a file of
+        another schema, of other feature definitions or calibration rule, or none at all, is
+        refused), then every field; an ``InputError`` naming the file and what is wrong."""
         path = Path(path)
         try:
-            return cls.from_dict(jsontext.loads(path.read_text(encoding="utf-8")))
+            data = jsontext.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            check_format(data.get("format"))
+            return cls.from_dict({k: v for k, v in data.items() if k != "format"})
         except FileNotFoundError:
             raise InputError(path, None, "file not found") from None
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        except KeyError as error:
+            raise InputError(path, None, f"not a guard model (missing field {error})") from None
+        except (json.JSONDecodeError, TypeError, ValueError) as error:
             raise InputError(path, None, f"not a guard model ({error})") from None
+
+
+def model_format() -> dict[str, int]:
+    """The ``format`` block of a model file this code writes and reads."""
+    return {
+        "schema": MODEL_SCHEMA,
+        "features_version": FEATURES_VERSION,
+        "calibration": CALIBRATION,
+    }
+
+
+def check_format(block: Any) -> None:
+    """A ``ValueError`` saying what is wrong when a model file's ``format`` block is not this
+    code's (``model_format``): missing (a file of no nrp, or of one before the block), another
+    schema, other feature definitions, another calibration rule."""
+    if not isinstance(block, dict):
+        raise ValueError(
+            "no format block (schema, features_version, calibration): a guard model file "
+            "GuardModel.to_json writes has one"
+        )
+    for key, expected in model_format().items():
+        found = block.get(key)
+        if found != expected:
+            raise ValueError(
+                f"format {key} {found!r}, where this nrp reads {expected!r}: fitted for another "
+                "version of the guard; fit it again (scripts/fit_guard.py)"
+            )
 
 
 @cache

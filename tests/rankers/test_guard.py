@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from dataclasses import replace
+from importlib import resources
 
 import numpy as np
 import pandas as pd
@@ -702,7 +704,8 @@ def test_a_bad_model_file_is_one_model_error(tmp_path):
     from nrp.errors import ModelError
 
     bad = tmp_path / "guard.json"
-    bad.write_text('{"features": ["nope"], "weights": [1], "intercept": 0, "threshold": 0.5}')
+    head = '{"format": {"schema": 1, "features_version": 1, "calibration": 3}, '
+    bad.write_text(head + '"features": ["nope"], "weights": [1], "intercept": 0, "threshold": 0.5}')
     with pytest.raises(ModelError, match="unknown features"):
         _ = make_ranker(f"guard:model={bad}").model
     with pytest.raises(ModelError, match="file not found"):
@@ -710,9 +713,55 @@ def test_a_bad_model_file_is_one_model_error(tmp_path):
     for field, value in (("threshold", "NaN"), ("threshold", "0"), ("intercept", "Infinity"),
                          ("floor_evidence", "-1")):  # fmt: skip
         values = {"threshold": "0.5", "intercept": "0", field: value}
-        bad.write_text(f'{{"features": ["log_novel"], "weights": [1], "intercept": '
+        bad.write_text(head + f'"features": ["log_novel"], "weights": [1], "intercept": '
                        f'{values["intercept"]}, "threshold": {values["threshold"]}'
                        + (f', "floor_evidence": {value}' if field == "floor_evidence" else "")
                        + "}")  # fmt: skip
         with pytest.raises(ModelError, match="not a guard model"):
             _ = make_ranker(f"guard:model={bad}").model
+
+
+def test_a_model_file_says_what_it_is_and_a_foreign_one_is_refused(tmp_path, capsys):
+    """Issue 71: a model file carries its format (schema, feature definitions, calibration
+    rule); a file without it, of another schema or feature definitions, or missing a field is
+    refused in one line naming the file, exit 2, nothing scored."""
+    import json
+
+    from nrp.cli import main
+    from nrp.errors import ModelError
+    from nrp.rankers.guard import FEATURES_VERSION, MODEL_SCHEMA, PACKAGED_MODEL, model_format
+
+    packaged = json.loads(PACKAGED_MODEL.read_text(encoding="utf-8"))
+    assert packaged["format"] == model_format() == {
+        "schema": MODEL_SCHEMA, "features_version": FEATURES_VERSION, "calibration": 3,
+    }  # fmt: skip
+    written = tmp_path / "written.json"
+    GuardModel(("log_novel",), (1.0,), 0.0, 0.5).to_json(written)
+    assert json.loads(written.read_text())["format"] == model_format()
+    assert GuardModel.from_json(written).weights == (1.0,)
+    cases = {
+        "none": ({k: v for k, v in packaged.items() if k != "format"}, "no format block"),
+        "schema": ({**packaged, "format": {**packaged["format"], "schema": 2}},
+                   "format schema 2, where this nrp reads 1"),
+        "features": ({**packaged, "format": {**packaged["format"], "features_version": 0}},
+                     "format features_version 0, where this nrp reads 1"),
+        "field": ({k: v for k, v in packaged.items() if k != "threshold"},
+                  "missing field 'threshold'"),
+    }  # fmt: skip
+    demo = tmp_path / "ix"
+    from nrp import ingest
+
+    ingest(resources.files("nrp") / "data" / "demo" / "manifest.yaml", indexes_dir=demo)
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text('{"llm": "m", "prompt": "p", "qid": "d1", "text": "Vitamin C."}\n')
+    for name, (data, problem) in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(data))
+        with pytest.raises(ModelError, match=re.escape(problem)):
+            _ = make_ranker(f"guard:model={path}").model
+        out = tmp_path / f"out-{name}"
+        code = main(["score", "demo", str(answers), "--ranker", f"guard:ranker=tfidf,model={path}",
+                     "--out", str(out), "--indexes", str(demo)])  # fmt: skip
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and str(path) in err[0] and problem in err[0]
+        assert not out.exists()
