@@ -68,6 +68,9 @@ bench: setup
 	@# on MEDIQA and LiveQA beside the same command with dense, the ranker under it, and the
 	@# service's one-answer calls (issues 25 and 28)
 	$(BIN)/python scripts/bench_guard.py
+	@# the main job on a fixed sample of 2,000 CLEF eHealth answers (sample 0 of every LLM x
+	@# prompt x topic): whole `nrp score` in the default flow beside a bare encode (issue 70)
+	$(BIN)/python scripts/bench_default_flow.py
 	@# whole `nrp validate` on collections whose queries share their best documents, beside ones
 	@# whose queries do not: other_best's draws stay linear in queries (issue 25)
 	$(BIN)/python scripts/bench_validate_draws.py
