@@ -55,7 +55,13 @@ from nrp.collection.info import collection_info, render_info
 from nrp.collection.manifest import COMBINED, DATASET_PREFIX, Manifest, first_outside, inside_roots
 from nrp.collection.mapping_files import read_mapping_text
 from nrp.collection.store import STORE_FILE
-from nrp.evaluators.autojudge import NrpJudge, report_answers
+from nrp.evaluators.autojudge import (
+    LEADERBOARD_FILE,
+    NrpJudge,
+    autojudge_module,
+    judge_reports,
+    report_answers,
+)
 from nrp.evaluators.base import all_evaluators, make_evaluator
 from nrp.evaluators.cache import EVALUATION_CACHE_FILE, EvaluationCache
 from nrp.evaluators.items import build_items
@@ -136,6 +142,7 @@ __all__ = [
     "FLAGS_FILE",
     "FLAG_NAMES",
     "KIND_NAMES",
+    "LEADERBOARD_FILE",
     "PACKAGED_MODELS",
     "PERTURBATIONS",
     "RESULTS_FILE",
@@ -201,6 +208,7 @@ __all__ = [
     "annotator_agreement",
     "as_ranker",
     "assert_nrp",
+    "autojudge_module",
     "build_items",
     "build_report",
     "check_flagged",
@@ -229,6 +237,7 @@ __all__ = [
     "inside_roots",
     "irds_manifest",
     "is_label_studio_export",
+    "judge_reports",
     "leaderboard",
     "list_collections",
     "make_evaluator",

@@ -11,13 +11,20 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from rag_collection import RUN_A, RUN_B, nltk_stand_in, write_collection, write_reports
+from rag_collection import (
+    RUN_A,
+    RUN_B,
+    TOPICS,
+    nltk_stand_in,
+    write_collection,
+    write_reports,
+)
 
 from nrp import api, ingest
-from nrp.answers import CITATIONS, read_answers
+from nrp.answers import CITATIONS, REPORT_LAYOUTS, read_answers
 from nrp.cli import main
 from nrp.errors import ConfigError, InputError
-from nrp.evaluators.autojudge import autojudge_module
+from nrp.evaluators.autojudge import autojudge_module, report_topics
 
 # hand values (see rag_collection.py): (run, topic) -> NRP, the same in every dimension
 NRP = {("runA", "q1"): 1.0, ("runA", "q2"): 0.2, ("runB", "q1"): 0.125, ("runB", "q2"): 1.0}
@@ -127,13 +134,25 @@ def test_reports_read_as_answers(reports):
 
 
 def guideline_2024(report: dict) -> dict:
-    """A RUN_A report as the TREC RAG 2024 guidelines write it: run_id and topic_id at the top
-    level beside topic, references, response_length and answer; no metadata."""
+    """A report of RUN_A or RUN_B as the TREC RAG 2024 guidelines write it: run_id and topic_id
+    at the top level beside topic, references, response_length and answer (citations as indices
+    into references: a doc id cited is added to references); no metadata."""
     meta = report["metadata"]
-    words = sum(len(s["text"].split()) for s in report["answer"])
-    return {"run_id": meta["run_id"], "topic_id": meta["narrative_id"], "topic": "a question",
-            "references": report["references"], "response_length": words,
-            "answer": report["answer"]}  # fmt: skip
+    references = list(report.get("references", []))
+
+    def index(citation: int | str) -> int:
+        if isinstance(citation, int):
+            return citation
+        if citation not in references:
+            references.append(citation)
+        return references.index(citation)
+
+    answer = [{"text": s["text"], "citations": [index(c) for c in s["citations"]]}
+              for s in report.get("answer") or report["responses"]]  # fmt: skip
+    words = sum(len(s["text"].split()) for s in answer)
+    topic = meta.get("narrative_id") or meta["topic_id"]
+    return {"run_id": meta["run_id"], "topic_id": topic, "topic": "a question",
+            "references": references, "response_length": words, "answer": answer}  # fmt: skip
 
 
 def test_the_2024_guidelines_layout_is_read_as_the_metadata_one(tmp_path):
@@ -231,6 +250,102 @@ def test_autojudge_runner_calls_nrp(indexes, reports, tmp_path, autojudge):
     run_id, topic, measure, _ = written[0].read_text().split("\n")[0].split()
     assert run_id in ("runA", "runB") and topic in ("q1", "q2", "all")
     assert measure in MEASURES
+
+
+def judge(capsys, reports: Path, out: Path, indexes: str) -> tuple[int, str, str]:
+    """``nrp judge rag-tiny REPORTS --ranker tfidf --out OUT`` (no topics file)."""
+    return run(capsys, "judge", "rag-tiny", str(reports), "--ranker", "tfidf", "--out", str(out),
+               "--indexes", indexes)  # fmt: skip
+
+
+@pytest.mark.parametrize("layout", ["2024", "2025"])
+def test_nrp_judge_runs_the_tracks_runner_with_no_topics_file(
+    indexes, reports, tmp_path, capsys, autojudge, layout
+):
+    if layout == "2024":  # both runs' files written as the TREC RAG 2024 guidelines show
+        reports = tmp_path / "guidelines"
+        for name, run_reports in (("runA", RUN_A), ("runB", RUN_B)):
+            write_reports(reports / f"{name}.jsonl", [guideline_2024(r) for r in run_reports])
+    out = tmp_path / "judged"
+    code, said, err = judge(capsys, reports, out, indexes)
+    assert code == 0, err
+    assert f"read 4 TREC RAG report(s) in the {REPORT_LAYOUTS[layout]} layout" in err
+    board = out / api.LEADERBOARD_FILE
+    assert said == (
+        f"judged 4 report(s) (2 run(s), 2 topic(s)); wrote the leaderboard to {board}\n"
+    )
+    # the runner's own files, moved in at the end: nothing else, nothing aside left
+    assert sorted(p.name for p in out.iterdir()) == [
+        "nrp.config.yml", "nrp.eval.measures.yml", "nrp.eval.txt"
+    ]  # fmt: skip
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    loaded = autojudge.Leaderboard.load(board, format="ir_measures")
+    values = {(e.run_id, m, e.topic_id): float(v) for e in loaded.entries
+              for m, v in e.values.items()}  # fmt: skip
+    assert values == pytest.approx(expected_leaderboard())
+    assert values["runB", "nrp_weighted", "all"] == pytest.approx(0.5625)
+
+
+def test_report_topics_come_from_the_collection(indexes, autojudge):
+    collection = api.Collection.load("rag-tiny", indexes)
+    [topic] = report_topics(collection, ["q2", "q9"])
+    assert isinstance(topic, autojudge.Request)
+    assert (topic.request_id, topic.title, topic.collection_ids, topic.background) == (
+        "q2", TOPICS["q2"], ["rag-tiny"], None
+    )  # fmt: skip
+
+
+def test_nrp_judge_unknown_topic_is_nrp_scores_line(indexes, tmp_path, capsys, autojudge):
+    path = write_reports(tmp_path / "q9.jsonl", [RUN_A[0], {**RUN_B[0], "metadata": {
+        "run_id": "runB", "topic_id": "q9"}}])  # fmt: skip
+    out = tmp_path / "out"
+    code, _, err = judge(capsys, path, out, indexes)
+    assert code == 2 and not out.exists()
+    assert err == (
+        f"nrp: error: {path}:2: unknown qid 'q9': not a topic of the collection{SKIP_HINT}\n"
+    )
+    code, _, score_err = run(capsys, "score", "rag-tiny", str(path), "--ranker", "tfidf",
+                             "--out", str(out), "--indexes", indexes)  # fmt: skip
+    assert (code, score_err) == (2, err)
+    # --skip-invalid: that report left out and listed; the rest judged
+    code, _, err = run(capsys, "judge", "rag-tiny", str(path), "--ranker", "tfidf", "--out",
+                       str(out), "--indexes", indexes, "--skip-invalid")  # fmt: skip
+    assert code == 0 and f"skipped: {path}:2: unknown qid 'q9'" in err
+    board = (out / api.LEADERBOARD_FILE).read_text().splitlines()
+    assert {tuple(line.split()[:2]) for line in board} == {("runA", "q1"), ("runA", "all")}
+
+
+def test_nrp_judge_bad_reports_are_one_line_and_write_nothing(indexes, tmp_path, capsys, autojudge):
+    for name, (records, problem) in BAD.items():
+        path = write_reports(tmp_path / f"{name}.jsonl", records)
+        code, _, err = judge(capsys, path, tmp_path / "out", indexes)
+        assert (code, err) == (2, f"nrp: error: {path}{problem}\n"), name
+    # a long-layout answer file beside the reports: the judge judges reports only
+    folder = tmp_path / "mixed"
+    write_reports(folder / "runA.jsonl", RUN_A)
+    long = write_reports(folder / "zz_long.jsonl", [
+        {"llm": "m", "prompt": "p", "qid": "q1", "text": "Vitamin C."}])  # fmt: skip
+    code, _, err = judge(capsys, folder, tmp_path / "out", indexes)
+    assert code == 2 and err == (
+        f"nrp: error: {long}: not a TREC RAG report file (the judge judges reports: run_id and "
+        "topic_id, in metadata or at the top level, and answer or responses)\n"
+    )
+    assert not (tmp_path / "out").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_nrp_judge_without_nltk_data_is_one_line(indexes, reports, monkeypatch, tmp_path, capsys):
+    import nltk
+
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])
+    out = tmp_path / "out"
+    code, _, err = judge(capsys, reports, out, indexes)
+    assert code == 2 and not out.exists()
+    assert err == (
+        "nrp: error: autojudge_base needs NLTK data to be imported, and these are not installed: "
+        "corpora/stopwords, tokenizers/punkt (run nltk.download('stopwords') and "
+        "nltk.download('punkt') where the network allows, or point NLTK_DATA at a copy)\n"
+    )
 
 
 def test_without_nltk_data_the_judge_says_why(monkeypatch, tmp_path):

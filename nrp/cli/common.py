@@ -110,11 +110,11 @@ def _no_progress(line: str) -> None:
 def read_answer_set(path: Path, collection: object, skip_invalid: bool) -> Any:
     """The answer set at ``path`` read against the collection; skipped rows listed on stderr."""
     answer_set = api.read_answers(path, collection, skip_invalid=skip_invalid)
-    _print_skipped(answer_set)
+    print_read_notes(answer_set)
     return answer_set
 
 
-def _print_skipped(answer_set: Any) -> None:
+def print_read_notes(answer_set: Any) -> None:
     """The report layouts read and the rows skipped, on stderr."""
     for line in [*answer_set.layout_lines(), answer_set.empty_line()]:
         if line:
@@ -130,7 +130,7 @@ def read_answer_blocks(path: Path, collection: object, skip_invalid: bool) -> An
     skipped rows listed on stderr."""
     blocks = api.read_answer_blocks(path, collection, skip_invalid=skip_invalid)
     if blocks.whole is not None:
-        _print_skipped(blocks.whole)
+        print_read_notes(blocks.whole)
     return blocks
 
 

@@ -106,7 +106,7 @@ def _pairs(items: list[str] | None, what: str) -> dict[str, str]:
     return pairs
 
 
-def _rankers(args: argparse.Namespace, collection: api.Collection) -> object:
+def ranker_choice(args: argparse.Namespace, collection: api.Collection) -> object:
     """What ``score_answers`` takes: a validation JSON's path, one spec, or DIM -> spec; given
     neither, the collection's own validation JSON (``nrp validate`` wrote it)."""
     if args.validation:
@@ -156,7 +156,7 @@ def handle(args: argparse.Namespace) -> int:
         )
     else:
         blocks = read_answer_blocks(args.answers, collection, args.skip_invalid)
-    rankers = _rankers(args, collection)
+    rankers = ranker_choice(args, collection)
     weights = {k: float(v) for k, v in _pairs(args.weight, "--weight").items()} or None
     with open_executor(args) as executor:
         run = api.ScoringRun(

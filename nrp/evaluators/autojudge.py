@@ -26,11 +26,21 @@ loads NLTK's ``stopwords`` and ``punkt`` data and downloads them when they are m
 hangs or fails on a machine that cannot reach NLTK's download site. ``autojudge_module`` looks
 for the data first and, when they are missing, says so in one line; the rest of nrp is
 unaffected.
+
+``judge_reports`` is ``nrp judge``: the track's own runner (``autojudge_base.judge_runner``) with
+``NrpJudge`` over report files read as ``nrp score`` reads them (``report_records``: their JSON
+objects), the topics taken from the collection (``report_topics``) instead of a topics file, and
+the runner's files written aside and moved into the output folder at the end.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,9 +49,9 @@ import pandas as pd
 
 from nrp.analysis.citations import cite_answers
 from nrp.analysis.leaderboard import leaderboard
-from nrp.answers import AnswerLocation, AnswerReader
+from nrp.answers import AnswerLocation, AnswerReader, AnswerSet
 from nrp.collection.collection import Collection
-from nrp.errors import ConfigError
+from nrp.errors import ConfigError, InputError
 from nrp.positioning.scoring import score_answers
 from nrp.positioning.ties import DEFAULT_TIE_MODE
 from nrp.validation.result import VALIDATION_FILE
@@ -52,6 +62,15 @@ SETTINGS = ("collection", "indexes", "ranker", "weights", "ties", "skip_invalid"
 #: what the track's runner adds to every judge's settings (its output folder and file base):
 #: the runner writes the leaderboard itself, so the judge takes and ignores them
 RUNNER_SETTINGS = ("outdir", "filebase")
+
+
+#: the file base of what ``judge_reports`` has the track's runner write: the leaderboard
+#: ``nrp.eval.txt`` (``LEADERBOARD_FILE``), its measures ``nrp.eval.measures.yml`` and the
+#: run's settings ``nrp.config.yml``
+JUDGE_FILEBASE = "nrp"
+#: the leaderboard file the runner writes (``run_id topic_id measure value``, as ``nrp
+#: leaderboard`` writes it)
+LEADERBOARD_FILE = f"{JUDGE_FILEBASE}.eval.txt"
 
 
 #: the NLTK data ``import autojudge_base`` loads (and downloads when missing)
@@ -219,3 +238,112 @@ def as_leaderboard(table: pd.DataFrame) -> Any:
     specs = tuple(autojudge.MeasureSpec(name, float) for name in measures)
     spec = autojudge.LeaderboardSpec(measures=specs)
     return autojudge.Leaderboard(measures=measures, spec=spec, entries=entries)
+
+
+class _ReportKeeper(AnswerReader):
+    """An ``AnswerReader`` that keeps the JSON object of every report it reads as an answer,
+    and notes each file it read a report from."""
+
+    def __init__(self, known_qids: set[str] | None, skip_invalid: bool):
+        super().__init__(known_qids, skip_invalid)
+        self.records: list[dict[str, Any]] = []
+        self.report_files: set[Path] = set()
+
+    def read_report(self, where: AnswerLocation, report: dict[str, Any]) -> None:
+        self.report_files.add(where.file)
+        before = self.count
+        super().read_report(where, report)
+        if self.count > before:
+            self.records.append(report)
+
+
+def report_records(answer_set: AnswerSet, collection: Collection) -> list[dict[str, Any]]:
+    """The JSON objects of the reports ``answer_set`` holds (read by ``read_answers`` from
+    report files, which found every error and left out what ``skip_invalid`` skips), in the
+    order read: what the track's runner hands a judge. A file of the set that holds no report
+    (a long-layout answer file beside the reports) is an ``InputError``: a judge judges
+    reports."""
+    keeper = _ReportKeeper(set(collection.topics["qid"].astype(str)), skip_invalid=True)
+    for name in answer_set.files:
+        file = Path(name)
+        keeper.read_file(file)
+        if file not in keeper.report_files:
+            raise InputError(
+                file, None, "not a TREC RAG report file (the judge judges reports: run_id and "
+                "topic_id, in metadata or at the top level, and answer or responses)"
+            )  # fmt: skip
+    return keeper.records
+
+
+def report_topics(collection: Collection, qids: Iterable[str]) -> list[Any]:
+    """``autojudge_base.Request`` topics of the collection's topics among ``qids`` (in the
+    collection's order): request_id the qid, title the query, background the narrative
+    (None where it is empty), collection_ids the collection's name. What a topics file gives
+    the track's runner, taken from the collection instead."""
+    request = autojudge_module().Request
+    wanted = {str(qid) for qid in qids}
+    topics = []
+    for row in collection.topics.itertuples(index=False):
+        if str(row.qid) not in wanted:
+            continue
+        narrative = row.narrative if isinstance(row.narrative, str) else ""
+        topics.append(
+            request(
+                request_id=str(row.qid),
+                title=str(row.query),
+                collection_ids=[collection.name],
+                background=narrative.strip() or None,
+            )
+        )
+    return topics
+
+
+def judge_reports(
+    answer_set: AnswerSet,
+    collection: Collection,
+    out: str | Path,
+    indexes: str | Path | None = None,
+    **settings: Any,
+) -> Path:
+    """``nrp judge``: the track's runner (``autojudge_base.judge_runner.run_judge``) with
+    ``NrpJudge`` and the judge settings ``settings`` (``SETTINGS``; collection and indexes are
+    given here) over the reports of ``answer_set`` (``report_records``), the topics those reports
+    name taken from the collection (``report_topics``). The runner's files (``JUDGE_FILEBASE``)
+    are written into a folder beside ``out`` and moved into ``out`` when all is done, so an
+    error leaves ``out`` as it was. Returns the leaderboard's path (``LEADERBOARD_FILE``)."""
+    autojudge = autojudge_module()  # the NLTK data checked before anything is read or written
+    from autojudge_base.judge_runner import run_judge
+
+    settings = {"collection": collection.name, **settings}
+    if indexes is not None:
+        settings["indexes"] = str(indexes)
+    _check_settings(settings)
+    records = report_records(answer_set, collection)
+    topics = report_topics(collection, answer_set.answers["qid"])
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    said = io.StringIO()  # the runner's progress names the folder aside: logged, not printed
+    try:
+        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+            run_judge(
+                auto_judge=NrpJudge(), rag_responses=records, rag_topics=topics,
+                llm_config=autojudge.LlmConfigBase(model="none"), judge_settings=settings,
+                judge_output_path=aside / JUDGE_FILEBASE, out_dir=aside,
+                judge_uses_nuggets=False, judge_uses_qrels=False,
+            )  # fmt: skip
+        _move_into(aside, out)
+    finally:
+        log.debug("the runner said: %s", said.getvalue())
+        shutil.rmtree(aside, ignore_errors=True)
+    return out / LEADERBOARD_FILE
+
+
+def _move_into(aside: Path, out: Path) -> None:
+    """The files of the folder ``aside`` moved into ``out``: the folder renamed when ``out`` is
+    not there, else file by file (each replacing a file of that name)."""
+    if not out.exists():
+        os.replace(aside, out)
+        return
+    for file in sorted(aside.iterdir()):
+        os.replace(file, out / file.name)
