@@ -118,7 +118,7 @@ def _calls(payload: dict) -> None:
                          collection.topics["query"].astype(str), strict=True))  # fmt: skip
     needed = [*texts[rest], *(questions[q] for q in qids[rest])]
     if payload["spec"] != DENSE:
-        from nrp.rankers.guard import lexical_features
+        from nrp.rankers.guard_features import lexical_features
 
         pairs = zip(qids[rest], texts[rest], strict=True)
         needed += [r for r in (lexical_features(questions[q], t)[2] for q, t in pairs) if r]

@@ -153,7 +153,8 @@ def fitting_arguments_problem(args: argparse.Namespace) -> str | None:
 def feature_table(rows: pd.DataFrame, features, cache: Path | None) -> pd.DataFrame:
     """``features.frame`` of (query, text) rows; with ``cache``, rows computed before are read
     from it and the table is written back (refits with other settings cost no encoding)."""
-    from nrp.rankers.guard import FEATURES, WORD_FEATURES
+    from nrp.rankers.guard_features import WORD_FEATURES
+    from nrp.rankers.guard_model import FEATURES
 
     key = pd.MultiIndex.from_frame(rows[["query", "text"]])
     if cache is not None and cache.is_file():
@@ -438,7 +439,7 @@ def fit_direction(
     """``answer_like``'s linear model: an L2-penalised logistic regression (``l2``) of "real
     answer" on the embeddings of the ``answers`` rows against the ``negative`` rows, the two
     classes weighted to equal mass."""
-    from nrp.rankers.guard import balanced_weights, fit_logistic
+    from nrp.training.guard_fit import balanced_weights, fit_logistic
 
     fit = answers | negative
     y = answers[fit].astype(float)
@@ -487,7 +488,7 @@ def fit_detectors(
     model and the table with the ``answer_like`` column it was fitted with."""
     from dataclasses import replace
 
-    from nrp.rankers.guard import fit_guard_model
+    from nrp.training.guard_fit import fit_guard_model
 
     within = np.ones(len(rows), dtype=bool) if within is None else within
     column, direction = answer_like_column(embeddings, rows, answers, within, args)
@@ -559,15 +560,10 @@ def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
     from dataclasses import replace
 
-    from nrp.rankers.guard import (
-        FEATURES,
-        GuardFeatures,
-        GuardModel,
-        document_frequencies,
-        fluency_reference,
-        judged_answers,
-    )
+    from nrp.rankers.guard_features import GuardFeatures, judged_answers
+    from nrp.rankers.guard_model import FEATURES, GuardModel
     from nrp.rankers.registry import make_ranker
+    from nrp.training.guard_fit import document_frequencies, fluency_reference
     from nrp.validation.degenerate import FAMILIES
 
     held = set(FAMILIES.get(args.held_out, ()))

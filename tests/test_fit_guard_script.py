@@ -227,7 +227,8 @@ def test_the_fluency_collections_documents_are_read_from_an_ingest_of_their_mani
 def test_the_feature_cache_computes_only_the_rows_it_lacks(tmp_path):
     """A cached row whose spec_rd is unknown (NaN: its question has no other judged answer) is
     read from the cache, not computed again on every run; a row the cache lacks is computed."""
-    from nrp.rankers.guard import GuardFeatures, GuardModel
+    from nrp.rankers.guard_features import GuardFeatures
+    from nrp.rankers.guard_model import GuardModel
 
     class Encoder:  # a text's counts of two words, unit length
         def fingerprint(self) -> str:

@@ -27,7 +27,9 @@ cross-entropy with the grades as targets):
 
 Modules: ``settings`` (``TrainSettings``), ``data`` (pairs, folds, overlaps), ``loss``,
 ``model`` (base model, frozen bottom, trained top), ``fit`` (one model's training run),
-``train`` (``train_ranker`` and the output folder). docs/training.md is the user's guide. The
-names users call are in ``nrp.api`` (``train_ranker``, ``TrainSettings``, ``TrainingResult``);
-importing this package imports nothing else, so the CLI reads the defaults cheaply.
+``train`` (``train_ranker`` and the output folder); ``guard_fit`` fits the guard's model
+(``nrp.rankers.guard_model``, for ``scripts/fit_guard.py``). docs/training.md is the user's
+guide. The names users call are in ``nrp.api`` (``train_ranker``, ``TrainSettings``,
+``TrainingResult``); importing this package imports nothing else, so the CLI reads the defaults
+cheaply.
 """

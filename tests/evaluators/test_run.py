@@ -21,7 +21,8 @@ from nrp.evaluators.nrp_scores import NrpEvaluator, parse_rankers, parse_weights
 from nrp.evaluators.reference_based import Rouge
 from nrp.evaluators.run import evaluate, evaluate_answers
 from nrp.positioning.scoring import score_answers
-from nrp.rankers.guard import PACKAGED_MODEL, GuardRanker
+from nrp.rankers.guard import GuardRanker
+from nrp.rankers.guard_model import PACKAGED_MODEL
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 

@@ -26,7 +26,8 @@ from nrp.positioning.scoring import (
     score_answers,
     validation_of,
 )
-from nrp.rankers.guard import PACKAGED_MODEL, GuardRanker, packaged_model
+from nrp.rankers.guard import GuardRanker
+from nrp.rankers.guard_model import PACKAGED_MODEL, packaged_model
 from nrp.validation.result import names_validation_file
 from nrp.validation.validate import validate
 

@@ -15,26 +15,25 @@ import pandas as pd
 import pytest
 
 from nrp.errors import ConfigError
-from nrp.rankers.guard import (
-    FEATURES,
-    FLAG_OFFSET,
+from nrp.rankers.guard import FLAG_OFFSET, GuardRanker
+from nrp.rankers.guard_features import (
     GuardFeatures,
-    GuardModel,
-    GuardRanker,
     asks_only,
-    document_frequencies,
-    fit_guard_model,
-    fit_logistic,
     fluency,
-    fluency_reference,
     information_features,
     judged_documents,
     lexical_features,
-    packaged_model,
     rest_of,
     unquoted,
 )
+from nrp.rankers.guard_model import FEATURES, GuardModel, packaged_model
 from nrp.rankers.registry import make_ranker
+from nrp.training.guard_fit import (
+    document_frequencies,
+    fit_guard_model,
+    fit_logistic,
+    fluency_reference,
+)
 
 QUESTION = "Can ibuprofen raise blood pressure?"
 ANSWERS = [
@@ -396,7 +395,7 @@ def test_a_text_within_the_tolerance_of_a_threshold_is_at_it_not_flagged(encoder
     ``threshold=`` sets the first detector's."""
     import math
 
-    from nrp.rankers.guard import FLOOR_EVIDENCE, THRESHOLD_TOLERANCE
+    from nrp.rankers.guard_model import FLOOR_EVIDENCE, THRESHOLD_TOLERANCE
 
     frame = pd.DataFrame({"qid": "q1", "query": QUESTION, "docno": ["a1"], "text": ANSWERS[:1]})
     guard = make_ranker("guard")
@@ -422,7 +421,7 @@ def test_evidence_adds_up_over_the_detectors_below_their_thresholds():
     or two at 0.7 of theirs, but not one at half exactly, nor one at 0.6 and one at 0.9."""
     import math
 
-    from nrp.rankers.guard import evidence_of, floored, flooring_evidence
+    from nrp.rankers.guard_model import evidence_of, floored, flooring_evidence
 
     shares = np.array(
         [[0.5, 2.0], [0.6, 0.9], [1 - 1e-6, 0.1], [np.inf, 1.0], [0.49, 1.5], [0.7, 0.7]]
@@ -439,7 +438,7 @@ def test_evidence_adds_up_over_the_detectors_below_their_thresholds():
 
 
 def test_one_embedding_stream_serves_the_guarded_dense_ranker_and_the_features(encoder):
-    import nrp.rankers.guard as guard_module
+    import nrp.rankers.guard_features as features_module
 
     frame = pd.DataFrame(
         {"qid": "q1", "query": QUESTION, "docno": ["a1", "a2", "a3", "echo", "refusal"],
@@ -460,7 +459,7 @@ def test_one_embedding_stream_serves_the_guarded_dense_ranker_and_the_features(e
         return real_encode(texts, *args, **kwargs)
 
     def scored(ranker, stream=None):
-        guard_module._MEMO.clear()
+        features_module._MEMO.clear()
         embedded.clear()
         if stream is None:
             return ranker.score_frame(frame), list(embedded)
@@ -704,7 +703,7 @@ def test_a_bad_model_file_is_one_model_error(tmp_path):
     from nrp.errors import ModelError
 
     bad = tmp_path / "guard.json"
-    head = '{"format": {"schema": 1, "features_version": 1, "calibration": 3}, '
+    head = '{"format": {"schema": 1, "features_version": 4, "calibration": 3}, '
     bad.write_text(head + '"features": ["nope"], "weights": [1], "intercept": 0, "threshold": 0.5}')
     with pytest.raises(ModelError, match="unknown features"):
         _ = make_ranker(f"guard:model={bad}").model
@@ -729,11 +728,16 @@ def test_a_model_file_says_what_it_is_and_a_foreign_one_is_refused(tmp_path, cap
 
     from nrp.cli import main
     from nrp.errors import ModelError
-    from nrp.rankers.guard import FEATURES_VERSION, MODEL_SCHEMA, PACKAGED_MODEL, model_format
+    from nrp.rankers.guard_model import (
+        FEATURE_DEFINITIONS,
+        MODEL_SCHEMA,
+        PACKAGED_MODEL,
+        model_format,
+    )
 
     packaged = json.loads(PACKAGED_MODEL.read_text(encoding="utf-8"))
     assert packaged["format"] == model_format() == {
-        "schema": MODEL_SCHEMA, "features_version": FEATURES_VERSION, "calibration": 3,
+        "schema": MODEL_SCHEMA, "features_version": FEATURE_DEFINITIONS, "calibration": 3,
     }  # fmt: skip
     written = tmp_path / "written.json"
     GuardModel(("log_novel",), (1.0,), 0.0, 0.5).to_json(written)
@@ -744,7 +748,7 @@ def test_a_model_file_says_what_it_is_and_a_foreign_one_is_refused(tmp_path, cap
         "schema": ({**packaged, "format": {**packaged["format"], "schema": 2}},
                    "format schema 2, where this nrp reads 1"),
         "features": ({**packaged, "format": {**packaged["format"], "features_version": 0}},
-                     "format features_version 0, where this nrp reads 1"),
+                     "format features_version 0, where this nrp reads 4"),
         "field": ({k: v for k, v in packaged.items() if k != "threshold"},
                   "missing field 'threshold'"),
     }  # fmt: skip

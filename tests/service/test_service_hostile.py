@@ -136,7 +136,7 @@ def test_a_guard_model_file_is_refused_as_a_model_the_server_does_not_offer(plai
     data-root file ("could not convert string to float: 'SECRET'"), and scored with a NaN
     threshold. Now every one is the refusal a model folder gets, and a fitted model in a data
     root scores."""
-    from nrp.rankers.guard import GuardModel
+    from nrp.rankers.guard_model import GuardModel
 
     data, cwd = plain["root"] / "data", plain["root"] / "cwd"
     (cwd / "beside.json").write_text("{}")

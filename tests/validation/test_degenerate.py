@@ -80,7 +80,7 @@ def test_composed_kinds_contain_the_question_and_vary_with_the_draw():
 def test_asked_is_questions_about_the_questions_words_and_nothing_else():
     """One to three questions back to the asker, each about a run of one or two of the question's
     content words: every sentence ends with a question mark, and the question is not in it."""
-    from nrp.rankers.guard import asks_only
+    from nrp.rankers.guard_features import asks_only
 
     texts = {degenerate_text("asked", MATERIAL, seed=0, index=i) for i in range(8)}
     assert len(texts) >= 6  # composed wording

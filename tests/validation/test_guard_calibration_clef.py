@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 
 from nrp import Collection, ingest
-from nrp.rankers.guard import (
+from nrp.rankers.guard_features import judged_answers
+from nrp.rankers.guard_model import (
     THRESHOLD_TOLERANCE,
     _with_thresholds,
     flagging_threshold,
-    judged_answers,
     packaged_model,
 )
 from nrp.rankers.registry import make_ranker

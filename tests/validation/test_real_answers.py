@@ -18,7 +18,8 @@ from test_validity_selection import MANIFEST, QuestionOverlap
 
 from nrp import Collection, ingest
 from nrp.errors import ConfigError
-from nrp.rankers.guard import GuardModel, GuardRanker
+from nrp.rankers.guard import GuardRanker
+from nrp.rankers.guard_model import GuardModel
 from nrp.validation import ValidationResult, validate
 from nrp.validation.validity import (
     CrossFitted,
@@ -265,7 +266,7 @@ def metformin(tmp_path_factory) -> Collection:
 def test_a_drug_label_sentence_one_detector_doubts_keeps_its_place_and_an_echo_does_not(
     metformin, tmp_path
 ):
-    from nrp.rankers.guard import FLOOR_EVIDENCE
+    from nrp.rankers.guard_model import FLOOR_EVIDENCE
     from nrp.rankers.registry import make_ranker
 
     guard = make_ranker("guard")

@@ -320,7 +320,7 @@ def test_the_bound_guard_calibrates_each_detector_on_the_collections_judged_answ
     judged answers (gain above 0: eight here) where that loosens it (the fitted threshold where it
     is lower), kept beside the collection and read from there by the next guard; 0, or too few
     answers for S, keeps the model's thresholds."""
-    from nrp.rankers.guard import packaged_model
+    from nrp.rankers.guard_model import packaged_model
     from nrp.rankers.registry import make_ranker
 
     relevant = answers.candidates().merge(
