@@ -68,8 +68,8 @@ RUNNER_SETTINGS = ("outdir", "filebase")
 #: ``nrp.eval.txt`` (``LEADERBOARD_FILE``), its measures ``nrp.eval.measures.yml`` and the
 #: run's settings ``nrp.config.yml``
 JUDGE_FILEBASE = "nrp"
-#: the leaderboard file the runner writes (``run_id topic_id measure value``, as ``nrp
-#: leaderboard`` writes it)
+#: the leaderboard file the runner writes (``run_id topic_id measure value``, the layout of
+#: ``nrp leaderboard``, but tab-separated and unrounded: the runner's own writer)
 LEADERBOARD_FILE = f"{JUDGE_FILEBASE}.eval.txt"
 
 

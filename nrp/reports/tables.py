@@ -40,7 +40,7 @@ import pandas as pd
 from nrp import statistics
 from nrp.analysis.summary import ALL_PROMPTS, Summary
 from nrp.collection.manifest import COMBINED
-from nrp.measures import COUNTING_MEASURES, display_name
+from nrp.measures import display_name, measure_bounds
 from nrp.tables import distinct, write_text
 
 #: NRP values closer than this are the same NRP (they are r/|D_q| fractions)
@@ -165,13 +165,13 @@ def validation_table(validation: Any) -> pd.DataFrame:
 
 
 def _bounded(value: float | None, measure: str) -> float:
-    """An interval end of a validation measure, clipped to [0, 1] where the measure lies
-    there (a t-interval of a mean near 1 passes 1; counting measures are not clipped)."""
+    """An interval end of a validation measure, clipped to the measure's bounds
+    (``measure_bounds``: a validation.json written before intervals were clipped at the source
+    holds a t-interval past 1; counting measures are not clipped)."""
     if value is None or math.isnan(value):
         return math.nan
-    if measure.split("@")[0].split("(")[0] in COUNTING_MEASURES:
-        return float(value)
-    return min(1.0, max(0.0, float(value)))
+    bounds = measure_bounds(measure)
+    return float(value) if bounds is None else min(bounds[1], max(bounds[0], float(value)))
 
 
 # -- NRP -----------------------------------------------------------------------------------------
