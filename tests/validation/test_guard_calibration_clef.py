@@ -15,9 +15,9 @@ from nrp import Collection, ingest
 from nrp.rankers.guard_features import judged_answers
 from nrp.rankers.guard_model import (
     THRESHOLD_TOLERANCE,
-    _with_thresholds,
     flagging_threshold,
     packaged_model,
+    with_thresholds,
 )
 from nrp.rankers.registry import make_ranker
 
@@ -74,7 +74,7 @@ def test_thresholds_calibrated_on_clef_are_never_stricter_than_fitted(clef):
         "I'm sorry, but as an AI language model,",
         "The reaction of colleagues to disclosin",
     ]
-    at_the_edge = _with_thresholds(
+    at_the_edge = with_thresholds(
         fitted, {"thresholds": edges, "floor_evidence": fitted.floor_evidence}
     )
     assert int((at_the_edge.answer_share(assessed) < 1.0 - THRESHOLD_TOLERANCE).sum()) == 9
