@@ -11,7 +11,7 @@ from pathlib import Path
 
 from nrp import api
 from nrp.cli.common import add_indexes_option, check_out, print_read_notes
-from nrp.cli.score import ranker_choice
+from nrp.cli.score import add_ranker_choice, add_ties_option, ranker_choice
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -35,26 +35,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help=f"folder for the runner's leaderboard {api.LEADERBOARD_FILE} (run_id topic_id "
         "measure value), its measures and its settings",
     )
-    chooser = parser.add_mutually_exclusive_group()
-    chooser.add_argument(
-        "--validation",
-        type=Path,
-        help="validation JSON: each dimension's chosen ranker (default, without --ranker: "
-        f"INDEXES/COLLECTION/{api.VALIDATION_FILE}, written by nrp validate)",
-    )
-    chooser.add_argument(
-        "--ranker",
-        "--rankers",
-        action="append",
-        metavar="DIM=SPEC",
-        help="ranker for a dimension (repeat), or SPEC for every dimension",
-    )
-    parser.add_argument(
-        "--ties",
-        choices=api.TIE_MODES,
-        default=api.DEFAULT_TIE_MODE,
-        help=f"how documents tied with the answer count (default {api.DEFAULT_TIE_MODE})",
-    )
+    add_ranker_choice(parser)
+    add_ties_option(parser)
     parser.add_argument(
         "--skip-invalid",
         action="store_true",

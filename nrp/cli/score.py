@@ -37,20 +37,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "the wide layout <llm>/<prompt>.csv (qid, query, answer1..answerN), or TREC RAG report "
         "JSONL (metadata, answer/responses with citations): file or folder",
     )
-    chooser = parser.add_mutually_exclusive_group()
-    chooser.add_argument(
-        "--validation",
-        type=Path,
-        help="validation JSON: each dimension's chosen ranker (default, without --ranker: "
-        f"INDEXES/COLLECTION/{api.VALIDATION_FILE}, written by nrp validate)",
-    )
-    chooser.add_argument(
-        "--ranker",
-        "--rankers",
-        action="append",
-        metavar="DIM=SPEC",
-        help="ranker for a dimension (repeat), or SPEC for every dimension",
-    )
+    add_ranker_choice(parser)
     parser.add_argument(
         "--out",
         type=Path,
@@ -58,12 +45,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="folder for results.parquet/.csv, flags.csv and (answers with citations) "
         "citations.csv",
     )
-    parser.add_argument(
-        "--ties",
-        choices=api.TIE_MODES,
-        default=api.DEFAULT_TIE_MODE,
-        help=f"how documents tied with the answer count (default {api.DEFAULT_TIE_MODE})",
-    )
+    add_ties_option(parser)
     parser.add_argument(
         "--frozen-stats",
         action="store_true",
@@ -104,6 +86,34 @@ def _pairs(items: list[str] | None, what: str) -> dict[str, str]:
             raise NrpError(f"{what} {item!r} is not DIM=VALUE")
         pairs[key.strip()] = value.strip()
     return pairs
+
+
+def add_ranker_choice(parser: argparse.ArgumentParser) -> None:
+    """``--validation FILE`` or ``--ranker DIM=SPEC`` (repeated) / ``--ranker SPEC``: what
+    ``ranker_choice`` reads (``nrp score``, ``nrp judge``)."""
+    chooser = parser.add_mutually_exclusive_group()
+    chooser.add_argument(
+        "--validation",
+        type=Path,
+        help="validation JSON: each dimension's chosen ranker (default, without --ranker: "
+        f"INDEXES/COLLECTION/{api.VALIDATION_FILE}, written by nrp validate)",
+    )
+    chooser.add_argument(
+        "--ranker",
+        "--rankers",
+        action="append",
+        metavar="DIM=SPEC",
+        help="ranker for a dimension (repeat), or SPEC for every dimension",
+    )
+
+
+def add_ties_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--ties",
+        choices=api.TIE_MODES,
+        default=api.DEFAULT_TIE_MODE,
+        help=f"how documents tied with the answer count (default {api.DEFAULT_TIE_MODE})",
+    )
 
 
 def ranker_choice(args: argparse.Namespace, collection: api.Collection) -> object:
