@@ -167,3 +167,20 @@ def test_score_says_how_far_the_embedding_is_in_a_pipe(indexes, tmp_path):
     stream = [line for line in lines if line.startswith("dense stream: ")]
     assert stream and stream[-1] == "dense stream: 584/584 texts embedded"
     assert lines.index(stream[-1]) < lines.index("dense: 256/520 positioned")
+
+
+def test_validate_says_how_far_a_neural_rankers_documents_are(tmp_path, shared_data):
+    """Validation embeds D_q of every query with a neural ranker before its first count: the
+    model's batches say how far they are (MEDIQA 2019: 1,107 judged documents, 1,020 distinct
+    texts, each embedded once; none cached)."""
+    from nrp import Collection, validate
+
+    shared_data("mediqa-2019")  # skips with a reason when ../shared is absent
+    ingest(ROOT / "manifests" / "mediqa-2019.yaml", indexes_dir=tmp_path)
+    collection = Collection.load("mediqa-2019", tmp_path)
+    lines: list[str] = []
+    validate(collection, ["dense"], progress=lines.append, cache=False, validity=False,
+             random_control=False, save=False)  # fmt: skip
+    ticks = [line for line in lines if line.startswith("dense documents: ")]
+    assert ticks and ticks[-1] == "dense documents: 1020/1020 texts embedded"
+    assert lines.index(ticks[-1]) < lines.index("rankers: 1/1 validated")

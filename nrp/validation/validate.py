@@ -32,7 +32,7 @@ from nrp.measures import (
     run_from_frame,
 )
 from nrp.models.device import progress as progress_bar
-from nrp.progress import Progress
+from nrp.progress import Progress, reporting
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
 from nrp.rankers.coerce import as_rankers
@@ -143,7 +143,9 @@ def validate(
     # time left; with one (the CLI) its counted lines say the same (``nrp.progress``)
     bar = progress_bar(rankers, len(rankers), "validating rankers", verbose=progress is None)
     systems, scored = [], None
-    with embedding_memo():  # the candidates read the same texts: each embedded once
+    # the candidates read the same texts: each embedded once; a model's batches say how far
+    # they are (``reporting``: a neural ranker's D_q is minutes of embedding)
+    with embedding_memo(), reporting(progress):
         for name, ranker in zip(names, bar, strict=True):
             systems.append(
                 _ranker_system(
