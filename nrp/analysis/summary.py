@@ -738,16 +738,15 @@ def _comparisons(
             mine = per_prompt[per_prompt["llm"] == llm]
             families.append((PROMPTS_WITHIN_LLM, llm, _by(mine, "prompt")))
         for family, group, series in families:
-            tests = []
-            for a, b in itertools.combinations(series, 2):
-                first, second = _paired(series, a, b)
+            tested, _ = _family(series, test, n_resamples, seed, correction)
+            for a, b, first, second, p, p_corrected in tested:
                 if len(first) < len(series[a]) or len(first) < len(series[b]):
                     warnings.append(
                         f"{dimension}, {family} {group}: {a} and {b} are compared over the "
                         f"{len(first)} queries both answered "
                         f"({len(series[a])} and {len(series[b])} answered)"
                     )
-                tests.append(
+                rows.append(
                     {
                         "dimension": dimension,
                         "ranker": ranker,
@@ -759,26 +758,38 @@ def _comparisons(
                         "mean_a": float(first.mean()) if len(first) else np.nan,
                         "mean_b": float(second.mean()) if len(first) else np.nan,
                         "mean_difference": float((first - second).mean()) if len(first) else np.nan,
-                        "p": np.nan,
-                        "p_corrected": np.nan,
-                        "_pair": (first, second),
+                        "p": p,
+                        "p_corrected": p_corrected,
                     }
                 )
-            tested = [t for t in tests if t["n_queries"]]
-            pairs = [t.pop("_pair") for t in tested]
-            p_values = statistics.paired_tests(pairs, test, n_resamples, seed)
-            for t, p, p_corrected in zip(
-                tested, p_values, statistics.correct(p_values, correction), strict=True
-            ):
-                t["p"], t["p_corrected"] = p, p_corrected
-            for t in tests:
-                t.pop("_pair", None)
-            rows.extend(tests)
     columns = [
         "dimension", "ranker", "family", "group", "a", "b", "n_queries", "mean_a", "mean_b",
         "mean_difference", "p", "p_corrected",
     ]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
+
+
+def _family(
+    series: dict[Any, pd.Series],
+    test: statistics.TestMethod,
+    n_resamples: int,
+    seed: int,
+    correction: statistics.Correction,
+    alpha: float | None = None,
+) -> tuple[list[tuple[Any, Any, np.ndarray, np.ndarray, float, float]], int]:
+    """One family of paired tests: every pair of ``series`` (in their order) as (a, b, a's and
+    b's query-level means over the queries both have, p, p corrected within the family; NaN
+    for a pair without a common query), and the sign vectors drawn. ``alpha``: enough sign
+    vectors for the family's size (``statistics.family_resamples``), else ``n_resamples``."""
+    pairs = [(a, b, *_paired(series, a, b)) for a, b in itertools.combinations(series, 2)]
+    tested = [pair for pair in pairs if len(pair[2])]
+    if alpha is not None:
+        n_resamples = statistics.family_resamples(len(tested), alpha, n_resamples)
+    p_values = statistics.paired_tests([(f, s) for _, _, f, s in tested], test, n_resamples, seed)
+    corrected = statistics.correct(p_values, correction)
+    found = {(a, b): pc for (a, b, _, _), *pc in zip(tested, p_values, corrected, strict=True)}
+    nan = (np.nan, np.nan)
+    return [(a, b, f, s, *found.get((a, b), nan)) for a, b, f, s in pairs], n_resamples
 
 
 def _paired(series: dict[Any, pd.Series], a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -816,9 +827,7 @@ def ranking_table(summary: Summary, by: str = "prompt") -> pd.DataFrame:
     keys = list(zip(table["llm"], table["prompt"], strict=True))
     floored = _floored_shares(summary, dimension, ranker)
     table["share_floored"] = [floored.get(key, np.nan) for key in keys]
-    flagged = _flag_shares(summary.flags, by)
-    for column in ("share_flagged", "share_empty"):
-        table[column] = [flagged.get(column, {}).get(key, np.nan) for key in keys]
+    add_flag_shares(table, summary.flags, by)
     queries = summary.query_means
     mine = queries[(queries["dimension"] == dimension) & (queries["ranker"] == ranker)]
     series = {
@@ -838,27 +847,16 @@ def _groups(
     """The compact letter display of ``keys`` (best first) from one family of paired tests
     over every pair with a common query, the number of pairs tested, and the randomization
     test's sign vectors (``statistics.family_resamples``: enough for the family's size)."""
-    tested = []
-    for a, b in itertools.combinations(keys, 2):
-        first, second = _paired(series, a, b)
-        if len(first):
-            tested.append((a, b, first, second))
-    resamples = statistics.family_resamples(len(tested), settings["alpha"], settings["n_resamples"])
-    p_values = statistics.paired_tests(
-        [(first, second) for _, _, first, second in tested],
-        settings["test"],
-        resamples,
-        settings["seed"],
-    )
-    corrected = statistics.correct(p_values, settings["correction"])
-    different = [
-        (a, b) for (a, b, _, _), p in zip(tested, corrected, strict=True) if p < settings["alpha"]
-    ]
+    tested, resamples = _family(
+        {key: series[key] for key in keys}, settings["test"], settings["n_resamples"],
+        settings["seed"], settings["correction"], alpha=settings["alpha"],
+    )  # fmt: skip
+    different = [(a, b) for a, b, _, _, _, p in tested if p < settings["alpha"]]
     try:
         groups = statistics.compact_letter_display(keys, different)
     except ValueError:  # more groups than letters: the pairwise tests say it (--details)
         groups = dict.fromkeys(keys, "-")
-    return groups, len(tested), resamples
+    return groups, sum(1 for pair in tested if len(pair[2])), resamples
 
 
 def _floored_shares(summary: Summary, dimension: str, ranker: str) -> dict[Any, float]:
@@ -872,6 +870,16 @@ def _floored_shares(summary: Summary, dimension: str, ranker: str) -> dict[Any, 
     floors = {spec: flooring_ranker(spec) is not None for spec in rows["ranker"].unique()}
     rows = rows[rows["ranker"].map(floors).astype(bool) & rows["share_floored"].notna()]
     return rows.groupby(["llm", "prompt"], sort=False)["share_floored"].max().to_dict()
+
+
+def add_flag_shares(table: pd.DataFrame, flags: pd.DataFrame | None, by: str) -> None:
+    """``table``'s (a ranked table's) share_flagged and share_empty columns from ``flags``
+    (``flag_shares``' table; NaN without, or where it lacks a row or an ``empty`` column):
+    per LLM x prompt, or per LLM (``by="llm"``) its prompts weighted by their answers."""
+    flagged = _flag_shares(flags, by)
+    keys = list(zip(table["llm"], table["prompt"], strict=True))
+    for column in ("share_flagged", "share_empty"):
+        table[column] = [flagged.get(column, {}).get(key, np.nan) for key in keys]
 
 
 def _flag_shares(flags: pd.DataFrame | None, by: str) -> dict[str, dict[Any, float]]:

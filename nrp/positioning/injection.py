@@ -205,25 +205,23 @@ class AnswerInjector:
         frame around them (the service's synchronous requests)."""
         if not answer_ids:
             return []
-        said = [i for i, text in enumerate(texts) if not is_empty(text)]
-        if len(said) == len(texts):
-            return self.strategy.position(self._answer_frame(answer_ids, qids, texts))
-        rows: list[tuple] = [self._last(answer_ids[i], qids[i]) for i in range(len(texts))]
-        if said:
-            frame = self._answer_frame(
-                [answer_ids[i] for i in said], [qids[i] for i in said], [texts[i] for i in said]
-            )
-            for i, row in zip(said, self.strategy.position(frame), strict=True):
-                rows[i] = row
+        frame = self._answer_frame(answer_ids, qids, texts)
+        empty = [is_empty(text) for text in texts]
+        if not any(empty):
+            return self.strategy.position(frame)
+        # an answer that says nothing (``nrp.answers.is_empty``) is not ranked: no score, every
+        # document of D_q above it under every tie rule, so NRP 0 (the source study's rule for
+        # an empty answer), after the same checks as a ranked answer's
+        said = frame[[not nothing for nothing in empty]].reset_index(drop=True)
+        ranked = iter(self.strategy.position(said) if len(said) else [])
+        rows: list[tuple] = []
+        for answer_id, qid, nothing in zip(answer_ids, qids, empty, strict=True):
+            if not nothing:
+                rows.append(next(ranked))
+                continue
+            n_docs = len(self.state.dq[qid])
+            rows.append((answer_id, qid, float("nan"), n_docs, 0, n_docs, n_docs))
         return rows
-
-    def _last(self, answer_id: str, qid: str) -> tuple:
-        """The row of an answer that says nothing (``nrp.answers.is_empty``): not ranked (no
-        score), every document of D_q above it under every tie rule, so NRP 0, the source
-        study's rule for an empty answer. The same checks as a ranked answer's."""
-        self._answer_frame([answer_id], [qid], [""])
-        n_docs = len(self.state.dq[qid])
-        return (answer_id, qid, float("nan"), n_docs, 0, n_docs, n_docs)
 
     @contextlib.contextmanager
     def embedding_stream(self, qids: list[str], texts: list[Any]) -> Iterator[None]:

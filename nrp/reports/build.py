@@ -31,7 +31,13 @@ import pandas as pd
 
 from nrp import statistics
 from nrp.analysis.flags import FLAG_NAMES, flag_shares
-from nrp.analysis.summary import ALL_PROMPTS, SHARE_COLUMNS, flooring_ranker, summarize
+from nrp.analysis.summary import (
+    ALL_PROMPTS,
+    SHARE_COLUMNS,
+    add_flag_shares,
+    flooring_ranker,
+    summarize,
+)
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError
 from nrp.progress import Progress
@@ -195,8 +201,8 @@ def _write(
     summary = summarize(results, n_boot=settings.n_boot, seed=settings.seed)
     attrs = dict(inputs.results.attrs)
     weights = _weights(attrs, inputs.scoring)
-    if inputs.flags is not None:
-        _ranking_flags(summary.ranking, inputs.flags)
+    if inputs.flags is not None:  # the summary of a frame has none: they come with the folder
+        add_flag_shares(summary.ranking, flag_shares(inputs.flags), "prompt")
     content = _Content(
         results, attrs, summary, tables.nrp_measures(results, weights), work / "figures",
         settings.seed, flags=inputs.flags, weights=weights,
@@ -357,16 +363,6 @@ def _weights(attrs: dict[str, Any], scoring: dict[str, Any] | None) -> dict[str,
         if isinstance(weights, dict) and weights:
             return {str(d): float(w) for d, w in weights.items()}
     return None
-
-
-def _ranking_flags(ranking: pd.DataFrame, flags: pd.DataFrame) -> None:
-    """The ranked table's flagged and empty shares from flags.csv (the summary of a frame has
-    none: they come with a results folder)."""
-    shares = flag_shares(flags).set_index(["llm", "prompt"])
-    keys = list(zip(ranking["llm"], ranking["prompt"], strict=True))
-    for column in ("share_flagged", "share_empty"):
-        if column in shares.columns:
-            ranking[column] = [float(shares[column].get(key, math.nan)) for key in keys]
 
 
 def _interval(low: float, high: float) -> str:
