@@ -18,7 +18,7 @@ from flag_collection import (
 )
 
 import nrp
-from nrp.errors import NrpError
+from nrp.errors import InputError, NrpError
 from nrp.validation.flags import (
     FLAG_NAMES,
     answer_flags,
@@ -205,3 +205,28 @@ def test_flag_answers_equals_answer_flags_on_mediqa_texts(shared_data):
     assert frame["empty"].sum() == 375 and frame.loc[frame["empty"], "flags"].eq("empty").all()
     assert 0 < frame["judged_copy"].sum() < len(frame)
     assert (frame["copy_share"].between(0, 1, inclusive="neither")).any()
+
+
+def test_a_flags_file_written_before_the_empty_flag_reads_it_as_false(tmp_path):
+    """flags.csv of an nrp before ``empty`` existed: read, every answer not empty; the shares
+    per LLM x prompt counted as before (one of two flagged), share_empty 0."""
+    from nrp.analysis.flags import flag_shares, read_flags
+
+    path = tmp_path / "flags.csv"
+    path.write_text(
+        "answer_id,qid,llm,prompt,sample,flags,question_words,judged_copy,little_content,flagged\n"
+        "a,1,m,p,0,little_content,False,False,True,True\n"
+        "b,1,m,p,1,,False,False,False,False\n"
+    )
+    flags = read_flags(path)
+    assert flags["empty"].tolist() == [False, False]
+    shares = flag_shares(flags).iloc[0]
+    assert (shares["n_answers"], shares["n_flagged"], shares["share_empty"]) == (2, 1, 0.0)
+    assert shares["share_little_content"] == 0.5
+    # a file that has the column is read as it says, and checked like every flag
+    path.write_text(
+        "answer_id,flagged,empty,question_words,judged_copy,little_content\n"
+        "a,True,True,False,False,False\nb,False,maybe,False,False,False\n"
+    )
+    with pytest.raises(InputError, match="empty 'maybe' is not True or False"):
+        read_flags(path)
