@@ -2,10 +2,10 @@
 
 The CLI (``nrp.cli``) and the service (``nrp.service``) are shells over this module: they import
 no domain package directly (an import-linter contract checks it), so each step of the pipeline
-has one implementation that every shell calls. Names are grouped in ``__all__`` in the data-flow
-order of the package: collection -> rankers -> validation -> training -> positioning -> analysis
--> evaluators -> meta -> review -> generation -> experiments -> reports, and the executors they
-run on.
+has one implementation that every shell calls. The package's data flow: collection -> rankers ->
+validation -> positioning -> analysis -> evaluators -> meta -> generation -> training (rankers and
+the guard fitted on a collection, with answers an LLM writes) -> review -> experiments -> reports,
+and the executors they run on (``__all__`` is sorted).
 
 The names are plain imports, so import-linter, type checkers and drawings of the import graph see
 an edge from this module to each module it exports from. The heavy libraries stay lazy inside
@@ -119,6 +119,8 @@ from nrp.synth.documents import TableColumns
 from nrp.synth.kinds import KIND_NAMES
 from nrp.synth.output import format_report
 from nrp.synth.synth import SynthSettings, synthesize
+from nrp.training.guard_settings import GuardTrainSettings
+from nrp.training.guard_train import train_guard
 from nrp.training.settings import TrainSettings
 from nrp.training.train import TrainingResult, train_ranker
 from nrp.validation.degenerate import degenerate_frame, query_materials
@@ -165,6 +167,7 @@ __all__ = [
     "FlagsFile",
     "GenerationOptions",
     "GenerationSettings",
+    "GuardTrainSettings",
     "InvalidAnswer",
     "Manifest",
     "NRPMeasure",
@@ -274,6 +277,7 @@ __all__ = [
     "split_specs",
     "summarize",
     "synthesize",
+    "train_guard",
     "train_ranker",
     "unique_keys",
     "using_executor",

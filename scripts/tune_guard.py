@@ -6,10 +6,10 @@
 The guard (``nrp.rankers.guard``) decides which texts are answers at all; two parameters say
 how it scores the texts it lets through: ``content`` (a reward per new content term) and
 ``quoted`` (the guarded ranker scores a text without the runs of at least that many words it
-copies from the question). Both are chosen here, on the fitting questions of
-``scripts/fit_guard.py`` (MEDIQA 2019 training set 2 and validation set: training set 1 is
-LiveQA-Med's questions and v-24, v-38, t2-103 are asked again in MEDIQA test), never on a
-collection the guard is evaluated on.
+copies from the question). Both are chosen here, on the questions the packaged
+guard is fitted on (``nrp train guard mediqa-2019-train``, ``PACKAGED_FITTING``: MEDIQA 2019
+training set 2 and validation set; training set 1 is LiveQA-Med's questions and v-24, v-38,
+t2-103 are asked again in MEDIQA test), never on a collection the guard is evaluated on.
 
 For every combination it prints, over the fitting questions:
 
@@ -23,9 +23,9 @@ For every combination it prints, over the fitting questions:
   answers and not degenerate texts) are printed and are not part of the criterion
   (``fitting_kinds``);
 - **restated_answer**: the same share for each graded-relevant judged document after its
-  question (``fit_guard.restated_answers``): a real answer that restates the question first,
-  as language models write them, must keep its place (about 0.5, where its document stands;
-  the lower, the higher it ranks).
+  question (``nrp.training.guard_data.restated_answers``): a real answer that restates the
+  question first, as language models write them, must keep its place (about 0.5, where its
+  document stands; the lower, the higher it ranks).
 
 ``content`` was chosen first (0.06, with ``quoted`` 0: the agreement peaks there;
 docs/validity.md). The criterion for ``quoted``: on the fitting questions the guard flags nearly
@@ -48,7 +48,13 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fit_guard import add_fitting_arguments, fitting_arguments_problem, fitting_rows
+from benchkit import ROOT, load_or_ingest
+
+#: the collection and settings the packaged guard is fitted with (docs/guard.md, "Fitting a
+#: guard"): training set 1 (LiveQA-Med's questions) forms the references, and the three
+#: questions MEDIQA test asks again are left out
+FITTING_COLLECTION = "mediqa-2019-train"
+PACKAGED_FITTING = {"reference_queries": ("t1-*",), "leave_out": ("v-24", "v-38", "t2-103")}
 
 TOLERANCE = 0.005
 
@@ -63,6 +69,36 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--held-out", default="evasion", help="the family kept out of choice")
     add_fitting_arguments(parser)
     return parser.parse_args(argv)
+
+
+def add_fitting_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of the fitting rows (``GuardTrainSettings`` fields, its defaults)."""
+    from nrp.training.guard_settings import GuardTrainSettings
+
+    default = GuardTrainSettings()
+    parser.add_argument("--indexes", type=Path, default=ROOT / "indexes")
+    for name in ("per_kind", "seed", "boilerplate_questions", "near_best", "written_tokens"):
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(default, name))
+    parser.add_argument("--written-llm", default=default.written_llm)
+
+
+def fitting_settings(args: argparse.Namespace):
+    """The ``GuardTrainSettings`` of the packaged guard with the options given, checked (a
+    ``ConfigError`` of one line)."""
+    from nrp.training.guard_settings import GuardTrainSettings
+
+    given = {
+        k: getattr(args, k)
+        for k in (
+            "per_kind",
+            "seed",
+            "boilerplate_questions",
+            "near_best",
+            "written_tokens",
+            "written_llm",
+        )
+    }
+    return GuardTrainSettings(**PACKAGED_FITTING, **given).checked()
 
 
 def kind_wins(rows: pd.DataFrame, scores: np.ndarray, relevant: pd.Series) -> pd.Series:
@@ -132,13 +168,19 @@ def choose(table: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
-    if problem := fitting_arguments_problem(args):
-        print(f"tune_guard: {problem}", file=sys.stderr)
+    from nrp.errors import ConfigError
+
+    try:
+        settings = fitting_settings(args)
+    except ConfigError as error:
+        print(f"tune_guard: {error}", file=sys.stderr)
         return 2
     from nrp.rankers.guard import GuardRanker
+    from nrp.training.guard_data import fitting_rows
     from nrp.validation.degenerate import FAMILIES
 
-    collection, _, rows = fitting_rows(args)
+    collection = load_or_ingest(FITTING_COLLECTION, args.indexes)
+    rows = fitting_rows(collection, settings).rows
     rows = rows[rows["kind"] != "boilerplate"].reset_index(drop=True)
     # an answer after its question is a text of its own, never its document's cached score
     restated = rows["kind"] == "restated_answer"

@@ -159,6 +159,8 @@ SLOW = (
     "tests/rankers/test_t5.py::test_batched_sentencepiece_ids_equal_the_tokenizers_own",
     "tests/positioning/test_injection.py::test_monot5_fast_equals_full",
     "tests/meta/test_cli_meta.py::test_meta_writes_tables_with_hand_values",
+    "tests/test_guard_training.py::test_nrp_train_guard_fits_a_model_that_guard_model_reads_back",
+    "tests/test_guard_training.py::test_a_bad_option_is_one_line_exit_2_and_nothing_generated_",
 )
 
 

@@ -12,7 +12,7 @@ import pytest
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 
-@pytest.mark.parametrize("script", ["validity_study.py", "weighting_study.py", "fit_guard.py"])
+@pytest.mark.parametrize("script", ["validity_study.py", "weighting_study.py", "tune_guard.py"])
 def test_a_collection_missing_from_the_indexes_is_ingested_from_its_manifest(
     script, tmp_path, shared_data
 ):

@@ -74,7 +74,7 @@ def test_choose_content_alone_when_one_quoted_is_measured():
 
 
 def test_it_takes_every_option_the_fitting_rows_read_and_refuses_bad_ones(capsys):
-    # fitting_rows (scripts/fit_guard.py) reads these; tune_guard once lacked the written
+    # fitting_rows (nrp.training.guard_data) reads these; tune_guard once lacked the written
     # replies' two and ended in an AttributeError before measuring anything
     args = vars(tune_guard.arguments([]))
     assert {k: args[k] for k in ("per_kind", "seed", "boilerplate_questions", "written_tokens",
@@ -82,9 +82,13 @@ def test_it_takes_every_option_the_fitting_rows_read_and_refuses_bad_ones(capsys
         "per_kind": 2, "seed": 0, "boilerplate_questions": 5, "written_tokens": 96,
         "written_llm": "local", "near_best": 0}  # fmt: skip
     assert tune_guard.main(["--written-tokens", "0"]) == 2
-    assert capsys.readouterr().err == "tune_guard: --written-tokens must be at least 1, got 0\n"
+    assert capsys.readouterr().err == (
+        "tune_guard: guard training: written_tokens must be at least 1, got 0\n"
+    )
     assert tune_guard.main(["--near-best", "-1"]) == 2
-    assert capsys.readouterr().err == "tune_guard: --near-best must be at least 0, got -1\n"
+    assert capsys.readouterr().err == (
+        "tune_guard: guard training: near_best must be at least 0, got -1\n"
+    )
 
 
 def test_the_fitting_wins_leave_out_the_held_out_kinds_incomplete_answers_and_the_llms_answers():

@@ -9,6 +9,7 @@ a command is read, changed and tested in one place; this module only puts them i
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -67,6 +68,7 @@ _COMMANDS = (
     synth.add_parser,
     run.add_parser,
     train.add_parser,
+    train.add_guard_parser,
 )
 
 
@@ -109,4 +111,5 @@ def path_options(parser: argparse.ArgumentParser) -> dict[str, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     api.close_hub_unless_allowed()  # no model hub unless NRP_MODEL_HUB=1 (docs/security.md)
-    return run_command(build_parser().parse_args(argv))
+    words = list(sys.argv[1:] if argv is None else argv)
+    return run_command(build_parser().parse_args(train.guard_argv(words)))

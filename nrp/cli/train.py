@@ -1,6 +1,7 @@
 """``nrp train``: fine-tune a cross-encoder (or the dense bi-encoder) on one dimension of a
 collection's judgments, with query-disjoint folds, into a folder that ``cross:model=DIR`` (or
-``dense:model=DIR``) ranks with (docs/training.md)."""
+``dense:model=DIR``) ranks with (docs/training.md); ``nrp train guard``: fit the guard's
+detectors on a collection into a model file that ``guard:model=FILE`` reads (docs/guard.md)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         description="Fine-tune a cross-encoder (--ranker cross) or the dense bi-encoder "
         "(--ranker dense) on the graded (query, document) pairs of one dimension: one model per "
         "query-disjoint fold (trained without that fold's queries) and one on all queries. "
-        "Rank with RANKER:model=OUT (docs/training.md).",
+        "Rank with RANKER:model=OUT (docs/training.md). The guard's detectors are fitted by "
+        "`nrp train guard COLLECTION` (see `nrp train guard --help`).",
     )
     parser.add_argument("collection")
     parser.add_argument("--dimension", required=True, help="the quality dimension to learn")
@@ -101,5 +103,117 @@ def handle(args: argparse.Namespace) -> int:
         progress=print_progress,
         **{field: value for field, value in given.items() if value is not None},
     )
+    print(result.format())
+    return 0
+
+
+#: the command's name in the parser; ``nrp train guard`` reaches it (``guard_argv``)
+GUARD_COMMAND = "train-guard"
+
+
+def guard_argv(argv: list[str]) -> list[str]:
+    """``argv`` with ``train guard`` (the command's first two words, after the global options)
+    read as the guard's own command."""
+    words = [i for i, word in enumerate(argv) if not word.startswith("-")]
+    first, second = [*words, -1, -1][:2]
+    if second == first + 1 and argv[first] == "train" and argv[second] == "guard":
+        return [*argv[:first], GUARD_COMMAND, *argv[second + 1 :]]
+    return argv
+
+
+def add_guard_parser(commands: argparse._SubParsersAction) -> None:
+    """``nrp train guard``: not listed on its own in ``nrp --help`` (``nrp train`` names it)."""
+    default = api.GuardTrainSettings()
+    parser = commands.add_parser(
+        GUARD_COMMAND,
+        prog="nrp train guard",
+        description="Fit the guard's detectors on a collection's judged answers and the "
+        "non-answers nrp makes for it (degenerate texts, mined boilerplate, and replies an LLM "
+        "writes when told not to answer, generated once and kept beside the collection), with "
+        "one family held out; write the model file that guard:model=OUT reads (docs/guard.md).",
+    )
+    parser.add_argument("collection")
+    parser.add_argument(
+        "--out", type=Path, help="the model file to write (default: guard-COLLECTION.json)"
+    )
+    parser.add_argument(
+        "--dimension", help="the graded dimension that tells real answers (default: relevance, "
+        "else the collection's first)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--reference-queries", nargs="+", metavar="PATTERN", default=[],
+        help="qids (patterns such as 't1-*') whose documents form the fluency and term "
+        "references and are never fitted on (default: every fourth question, drawn with --seed)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--leave-out", nargs="+", metavar="QID", default=[],
+        help="questions neither fitted on nor read (asked again in a collection you evaluate)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--held-out", help=f"the degenerate family no detector is fitted on (default "
+        f"{default.held_out})",
+    )  # fmt: skip
+    numbers = [
+        ("--per-kind", int, f"degenerate texts per kind and question (default {default.per_kind})"),
+        ("--seed", int, f"every random draw (default {default.seed})"),
+        ("--boilerplate-questions", int, "a sentence in the documents of this many questions "
+         f"is boilerplate (default {default.boilerplate_questions})"),
+        ("--near-best", int, "the best documents of the N closest questions join off_topic's "
+         f"negatives (default {default.near_best})"),
+        ("--written-tokens", int, f"new tokens of each written reply (default "
+         f"{default.written_tokens})"),
+        ("--frequent", int, "function words of the fluency reference (default "
+         f"{default.frequent})"),
+        ("--pair-docs", int, "reference documents a pair of them must be adjacent in (default "
+         f"{default.pair_docs})"),
+        ("--restated-grade", float, "judged documents of at least this grade, after their "
+         f"question, are real answers too (default {default.restated_grade:g}; 0: none)"),
+        ("--terse-answers", float, "the share of first sentences of the best documents that "
+         f"are real answers too (default {default.terse_answers:g})"),
+        ("--l2", float, f"the detectors' L2 penalty (default {default.l2:g})"),
+        ("--direction-l2", float, f"answer_like's L2 penalty (default {default.direction_l2:g})"),
+        ("--max-flagged", float, "the share of the fitting answers each detector's threshold "
+         f"flags (default {default.max_flagged:g})"),
+        ("--cross-fit", int, "also print each kind's flagged share with guards fitted without "
+         "the text's question (K folds; default 0: not)"),
+    ]  # fmt: skip
+    for option, kind, text in numbers:
+        parser.add_argument(option, type=kind, help=text)
+    parser.add_argument(
+        "--written-llm", help=f"the LLM that writes the replies (nrp generate's --llm; default "
+        f"{default.written_llm}: the packaged SmolLM2)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--fluency-collections", nargs="+", metavar="NAME", default=[],
+        help="collections whose documents join the fluency reference",
+    )  # fmt: skip
+    parser.add_argument(
+        "--features", type=Path, help="a feature table kept between fits (a refit with other "
+        "settings encodes nothing again)",
+    )  # fmt: skip
+    add_indexes_option(parser)
+    parser.set_defaults(run=handle_guard)
+
+
+#: GuardTrainSettings fields the options set (same names); an option left out keeps the default
+_GUARD_SETTINGS = (
+    "dimension", "reference_queries", "leave_out", "held_out", "per_kind", "seed",
+    "boilerplate_questions", "near_best", "written_llm", "written_tokens", "frequent",
+    "pair_docs", "fluency_collections", "restated_grade", "terse_answers", "l2",
+    "direction_l2", "max_flagged", "cross_fit",
+)  # fmt: skip
+
+
+def handle_guard(args: argparse.Namespace) -> int:
+    out = args.out or Path(f"guard-{Path(args.collection).name}.json")
+    check_out(out, "file")
+    given = {field: getattr(args, field) for field in _GUARD_SETTINGS}
+    settings = api.GuardTrainSettings(
+        **{field: value for field, value in given.items() if value not in (None, [])}
+    ).checked()
+    result = api.train_guard(
+        args.collection, out, settings, indexes_dir=args.indexes,
+        features_cache=args.features, progress=print_progress,
+    )  # fmt: skip
     print(result.format())
     return 0

@@ -21,7 +21,7 @@ flagged texts rank among themselves by how likely the guard holds them to be ans
 ranker's order of unflagged texts, its agreement with the judges, is untouched. NRP of a flagged
 answer is then the share of D_q that is flagged too (usually none: NRP 0).
 
-The packaged model (``guard_model.json``) was fitted by ``scripts/fit_guard.py``;
+The packaged model (``guard_model.json``) was fitted by ``nrp train guard``;
 ``model=FILE`` reads another fitted model. What it was fitted on and how its settings were
 chosen: docs/guard-study.md.
 

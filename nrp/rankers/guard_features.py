@@ -40,7 +40,7 @@ contributes beyond the question; none reads any wording. The model that reads th
   ``answer_offset``) on the text's embedding: whether the text, taken whole, reads like an
   answer or like a reply that gives none (declines, defers, stalls, talks around the question).
   Fitted on the judged answers against non-answers a language model wrote in its own words
-  (``scripts/fit_guard.py``), so it learns what saying nothing means, not any sentence; 0
+  (``nrp train guard``), so it learns what saying nothing means, not any sentence; 0
   without a direction.
 - ``asks_only``: 1 when every sentence of the text that holds a word ends with a question mark
   (a text that asks and states nothing: the question itself, a question back, a list of

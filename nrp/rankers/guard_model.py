@@ -17,9 +17,9 @@ floor, on real answers: it loosens, never tightens.
 
 A model file (``GuardModel.to_json``) opens with its ``format`` block (``model_format``: the
 schema, the feature definitions and the calibration rule it was fitted for); ``from_json``
-refuses a file of others. The packaged model (``guard_model.json``, ``packaged_model``) was fitted
-by ``scripts/fit_guard.py``; what it was fitted on and how its settings were chosen:
-docs/guard-study.md.
+refuses a file of others. The packaged model (``guard_model.json``, ``packaged_model``) was
+fitted by ``nrp train guard`` (``nrp.training.guard_train``); what it was fitted on and how its
+settings were chosen: docs/guard-study.md.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ FEATURES = (
     "first_person", "idf_new", "oov_new", "answer_like", "asks_only",
 )  # fmt: skip
 #: ``calibrate``: the share of a bound collection's judged answers each detector flags (the share
-#: of the fitting answers each was fitted to flag: ``scripts/fit_guard.py --max-flagged``)
+#: of the fitting answers each was fitted to flag: ``nrp train guard --max-flagged``)
 CALIBRATED_SHARE = 0.01
 #: how calibration sets a threshold, in the fingerprint and the thresholds file's key: 3, each
 #: detector's threshold the lesser of the fitted one and the one that flags ``calibrate`` of the
@@ -153,10 +153,11 @@ class GuardModel:
 
     @cached_property
     def digest(self) -> str:
-        """A hash of the whole model (weights, thresholds, references, detectors): what a
-        guard's fingerprint reads, computed once (the references are tens of thousands of
-        values)."""
-        payload = json.dumps(asdict(self), sort_keys=True)
+        """A hash of what the model computes (weights, thresholds, references, detectors and
+        their names), not of the record of its fitting (``fitted_on`` beyond each detector's
+        name): what a guard's fingerprint reads, so that a refit to the same weights keeps every
+        cached score. Computed once (the references are tens of thousands of values)."""
+        payload = json.dumps(_computing(asdict(self)), sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def to_json(self, path: str | Path) -> None:
@@ -225,6 +226,14 @@ class GuardModel:
             raise InputError(path, None, f"not a guard model ({error})") from None
 
 
+def _computing(data: dict[str, Any]) -> dict[str, Any]:
+    """``asdict`` of a model with ``fitted_on`` kept to the detector's name, in it and its
+    ``also``."""
+    name = data["fitted_on"].get("name")
+    also = [_computing(d) for d in data["also"]]
+    return {**data, "fitted_on": {"name": name} if name is not None else {}, "also": also}
+
+
 def model_format() -> dict[str, int]:
     """The ``format`` block of a model file this code writes and reads."""
     return {
@@ -248,7 +257,7 @@ def check_format(block: Any) -> None:
         if found != expected:
             raise ValueError(
                 f"format {key} {found!r}, where this nrp reads {expected!r}: fitted for another "
-                "version of the guard; fit it again (scripts/fit_guard.py)"
+                "version of the guard; fit it again (nrp train guard)"
             )
 
 

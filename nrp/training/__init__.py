@@ -27,9 +27,11 @@ cross-entropy with the grades as targets):
 
 Modules: ``settings`` (``TrainSettings``), ``data`` (pairs, folds, overlaps), ``loss``,
 ``model`` (base model, frozen bottom, trained top), ``fit`` (one model's training run),
-``train`` (``train_ranker`` and the output folder); ``guard_fit`` fits the guard's model
-(``nrp.rankers.guard_model``, for ``scripts/fit_guard.py``). docs/training.md is the user's
-guide. The names users call are in ``nrp.api`` (``train_ranker``, ``TrainSettings``,
-``TrainingResult``); importing this package imports nothing else, so the CLI reads the defaults
+``train`` (``train_ranker`` and the output folder). The guard (``nrp train guard``,
+``train_guard``): ``guard_settings``, ``guard_data`` (the fitting texts), ``guard_fit`` (one
+detector's logistic fit and the references), ``guard_train`` (the detectors and the model file).
+docs/training.md is the user's guide, docs/guard.md the guard's. The names users call are in
+``nrp.api`` (``train_ranker``, ``TrainSettings``, ``TrainingResult``, ``train_guard``,
+``GuardTrainSettings``); importing this package imports nothing else, so the CLI reads the defaults
 cheaply.
 """

@@ -1,7 +1,7 @@
 """Fitting the guard's model (``nrp.rankers.guard_model.GuardModel``): the references its
 features are computed with (``fluency_reference``, ``document_frequencies``) and the logistic fit
-of a detector (``fit_logistic``, ``fit_guard_model``). ``scripts/fit_guard.py`` fits the packaged
-model with them; the ranker (``nrp.rankers.guard``) only reads a fitted one.
+of a detector (``fit_logistic``, ``fit_guard_model``). ``nrp.training.guard_train`` fits the
+packaged model with them; the ranker (``nrp.rankers.guard``) only reads a fitted one.
 """
 
 from __future__ import annotations

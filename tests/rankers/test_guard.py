@@ -769,3 +769,16 @@ def test_a_model_file_says_what_it_is_and_a_foreign_one_is_refused(tmp_path, cap
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and str(path) in err[0] and problem in err[0]
         assert not out.exists()
+
+
+def test_the_fingerprint_reads_what_the_model_computes_not_the_record_of_its_fitting(tmp_path):
+    """A refit to the same weights (``nrp train guard``) writes another ``fitted_on``: the same
+    guard, whose cached scores are reused; a detector renamed is another guard."""
+    model = packaged_model()
+    refit, renamed = tmp_path / "refit.json", tmp_path / "renamed.json"
+    replace(model, fitted_on={**model.fitted_on, "fitted_by": "another run"}).to_json(refit)
+    also = (replace(model.also[0], fitted_on={"name": "other"}), *model.also[1:])
+    replace(model, also=also).to_json(renamed)
+    packaged = make_ranker("guard").fingerprint()
+    assert make_ranker(f"guard:model={refit}").fingerprint() == packaged
+    assert make_ranker(f"guard:model={renamed}").fingerprint() != packaged
