@@ -171,10 +171,17 @@ def test_packaged_model_file_is_complete():
     model = packaged_model()
     assert model.features and len(model.weights) == len(model.features)
     assert 0 < model.threshold < 1
-    assert model.fitted_on["held_out_family"] == "evasion"
+    # fitted by nrp train guard on MEDIQA train+val: training set 1 (104 questions) the
+    # references, three questions left out, 126 fitted on
+    fitted = model.fitted_on
+    assert fitted["collection"] == "mediqa-2019-train" and fitted["dimension"] == "relevance"
+    assert (fitted["queries"], fitted["reference_queries"]) == (126, 104)
+    assert fitted["settings"]["reference_queries"] == ["t1-*"]
+    assert fitted["left_out"] == fitted["settings"]["leave_out"] == ["v-24", "v-38", "t2-103"]
+    assert fitted["settings"]["held_out"] == "evasion"
     # real answers: the 1,069 judged documents, 305 Excellent ones after their question, and the
     # 125 first sentences of the best judged documents (terse answers, all of them)
-    assert model.fitted_on["terse_answers"] == 1.0 and model.fitted_on["real_answers"] == 1499
+    assert fitted["settings"]["terse_answers"] == 1.0 and fitted["real_answers"] == 1499
     assert "of the" in model.attested_pairs
     # the detectors of boilerplate after the question, of another question's text after it,
     # of another question's answer, of word salad, of replies that give no answer, and of
