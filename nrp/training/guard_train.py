@@ -163,24 +163,32 @@ def answer_like_column(
     return column, direction
 
 
-def fit_detectors(
-    table: pd.DataFrame,
-    rows: pd.DataFrame,
-    answers: np.ndarray,
-    reference: tuple[tuple[str, ...], tuple[str, ...]],
-    settings: GuardTrainSettings,
-    embeddings: np.ndarray,
-    within: np.ndarray | None = None,
-    terms: tuple[int, dict[str, int]] = (0, {}),
-):
+@dataclass(frozen=True)
+class Fitting:
+    """What every fit of one set of fitting texts reads: their features (``table``), the rows
+    (kind, family, qid), which are real answers, the fluency reference the features were
+    computed with, the texts' embeddings (``answer_like``'s direction is fitted on them), the
+    settings and the term reference."""
+
+    table: pd.DataFrame
+    rows: pd.DataFrame
+    answers: np.ndarray
+    reference: tuple[tuple[str, ...], tuple[str, ...]]
+    embeddings: np.ndarray
+    settings: GuardTrainSettings
+    terms: tuple[int, Mapping[str, int]] = (0, {})
+
+
+def fit_detectors(fit: Fitting, within: np.ndarray | None = None) -> tuple[Any, pd.DataFrame]:
     """The guard of ``DETECTORS`` fitted on the rows of ``within`` (default: all): the first
     detector with the others in its ``also``, and ``answer_like``'s direction. Returns the
     model and the table with the ``answer_like`` column it was fitted with."""
     from nrp.errors import ConfigError
     from nrp.training.guard_fit import fit_guard_model
 
+    table, rows, answers, settings = fit.table, fit.rows, fit.answers, fit.settings
     within = np.ones(len(rows), dtype=bool) if within is None else within
-    column, direction = answer_like_column(embeddings, rows, answers, within, settings)
+    column, direction = answer_like_column(fit.embeddings, rows, answers, within, settings)
     table = table.assign(answer_like=column)
     detectors = []
     for name, kinds, used in DETECTORS:
@@ -196,8 +204,8 @@ def fit_detectors(
                 raise ConfigError(f"guard training: no {kinds} texts to fit {name} on")
             continue  # nothing of its kind to tell from a real answer: not fitted
         detector = fit_guard_model(
-            table[fitting], answers[fitting], reference, features=tuple(used_features),
-            l2=settings.l2, max_flagged=settings.max_flagged, terms=terms,
+            table[fitting], answers[fitting], fit.reference, features=tuple(used_features),
+            l2=settings.l2, max_flagged=settings.max_flagged, terms=fit.terms,
         )  # fmt: skip
         detectors.append(replace(detector, fitted_on={"name": name, "negative_kinds": kinds}))
     # the references are the first detector's (features are computed once, with them)
@@ -212,14 +220,7 @@ def fit_detectors(
     return model, table
 
 
-def cross_fitted_shares(
-    table: pd.DataFrame,
-    rows: pd.DataFrame,
-    answers: np.ndarray,
-    reference: tuple[tuple[str, ...], tuple[str, ...]],
-    settings: GuardTrainSettings,
-    embeddings: np.ndarray,
-) -> pd.Series:
+def cross_fitted_shares(fit: Fitting) -> pd.Series:
     """The share of each kind flagged when every question's texts are judged by a guard fitted
     without that question (``cross_fit`` folds of the questions, drawn with ``seed``): what the
     guard does with questions it never saw, where the in-sample shares flatter the kinds it was
@@ -227,17 +228,16 @@ def cross_fitted_shares(
     without every reply of its prompt: what the guard does with a wording it never saw."""
     from nrp.validation.validity import SHORT_ANSWER_WORDS, answer_words
 
-    fold = question_folds(rows["qid"], settings.cross_fit, settings.seed)
+    rows = fit.rows
+    fold = question_folds(rows["qid"], fit.settings.cross_fit, fit.settings.seed)
     kind = rows["kind"].to_numpy()
     share = np.empty(len(rows))
-    for k in range(settings.cross_fit):
-        model, fitted = fit_detectors(table, rows, answers, reference, settings, embeddings,
-                                      within=fold != k)  # fmt: skip
+    for k in range(fit.settings.cross_fit):
+        model, fitted = fit_detectors(fit, within=fold != k)
         share[fold == k] = model.answer_share(fitted[fold == k])
         for prompt in sorted({c for c in kind if str(c).startswith("written:")}):
             judged = (fold == k) & (kind == prompt)
-            model, fitted = fit_detectors(table, rows, answers, reference, settings, embeddings,
-                                          within=(fold != k) & (kind != prompt))  # fmt: skip
+            model, fitted = fit_detectors(fit, within=(fold != k) & (kind != prompt))
             share[judged] = model.answer_share(fitted[judged])
     flagged = pd.Series(share < 1).groupby(kind).mean()
     short = (kind == "judged") & (answer_words(rows["text"]) <= SHORT_ANSWER_WORDS).to_numpy()
@@ -305,13 +305,13 @@ def train_guard(
         embeddings = text_embeddings(rows, features, cache)
     answers = real_answers(rows, checked)
     say("guard training: fitting the detectors")
-    model, fitted = fit_detectors(table, rows, answers, reference, checked, embeddings,
-                                  terms=terms)  # fmt: skip
+    fit = Fitting(table, rows, answers, reference, embeddings, checked, terms)
+    model, fitted = fit_detectors(fit)
     flagged = pd.Series(model.answer_share(fitted) < 1).groupby(rows["kind"].to_numpy()).mean()
     cross = None
     if checked.cross_fit:
         say(f"guard training: cross-fitting ({checked.cross_fit} folds of the questions)")
-        cross = cross_fitted_shares(table, rows, answers, reference, checked, embeddings)
+        cross = cross_fitted_shares(fit)
     model = replace(model, fitted_on=fitted_on(main, data, checked, model, flagged, answers,
                                                len(fluency_texts), terms))  # fmt: skip
     if out is not None:
