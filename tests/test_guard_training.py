@@ -331,6 +331,10 @@ def test_nrp_train_guard_fits_a_model_that_guard_model_reads_back(
     # each detector flags at most 1% of the real answers at its threshold, and every echo
     assert fitted["flagged_share_at_threshold"]["judged"] <= 0.05
     assert fitted["flagged_share_at_threshold"]["echo"] == 1.0
+    # floored: the evidence summed over the detectors above the floor, as the guard scores
+    floored = fitted["floored_share_at_fit"]
+    assert floored["echo"] == 1.0
+    assert all(floored[k] <= fitted["flagged_share_at_threshold"][k] for k in floored)
     model = GuardModel.from_json(out)
     assert [d.fitted_on["name"] for d in (model, *model.also)] == names
     ranker = make_ranker(f"guard:ranker=tfidf,model={out}")

@@ -72,15 +72,15 @@ MINED_KINDS = ("boilerplate", "near_best", "written")
 @dataclass(frozen=True)
 class GuardTrainingResult:
     """A fitted guard (``model``, written to ``out``), the share of each kind of fitting text
-    it flags (``flagged``; ``family``: each kind's family), the same when every question is
-    judged by a guard fitted without it (``cross_fitted``, with ``settings.cross_fit``), and the
-    seconds it took."""
+    it flags and floors (``shares``, ``kind_shares``; ``family``: each kind's family), the same
+    when every question is judged by a guard fitted without it (``cross_fitted``, with
+    ``settings.cross_fit``), and the seconds it took."""
 
     model: Any
     out: Path | None
-    flagged: pd.Series
+    shares: pd.DataFrame
     family: Mapping[str, str]
-    cross_fitted: pd.Series | None = None
+    cross_fitted: pd.DataFrame | None = None
     seconds: float = 0.0
     counts: Mapping[str, int] = field(default_factory=dict)
 
@@ -99,14 +99,15 @@ class GuardTrainingResult:
         for name, kinds, _ in DETECTORS:
             if name not in fitted:
                 lines.append(f"{name}: not fitted (no {kinds} texts among the fitting texts)")
-        lines.append("flagged share per kind (family):")
-        for kind, share in self.flagged.items():
-            lines.append(f"  {kind:19s} {self.family[kind]:10s} {share:.3f}")
+        lines.append("share per kind (family) flagged (a detector below its threshold) and "
+                     "floored (evidence above the floor: scored last):")  # fmt: skip
+        for kind, row in self.shares.iterrows():
+            lines.append(f"  {kind:19s} {self.family[kind]:10s} {row.flagged:.3f}  "
+                         f"{row.floored:.3f}")  # fmt: skip
         if self.cross_fitted is not None:
-            lines.append("flagged share per kind, cross-fitted (written replies also without "
-                         "their prompt):")  # fmt: skip
-            for name, value in self.cross_fitted.items():
-                lines.append(f"  {name:19s} {value:.3f}")
+            lines.append("the same, cross-fitted (written replies also without their prompt):")
+            for name, row in self.cross_fitted.iterrows():
+                lines.append(f"  {name:30s} {row.flagged:.3f}  {row.floored:.3f}")
         if self.out is not None:
             lines.append(f"wrote {self.out} ({self.seconds:.0f} s)")
         return "\n".join(lines)
@@ -220,29 +221,45 @@ def fit_detectors(fit: Fitting, within: np.ndarray | None = None) -> tuple[Any, 
     return model, table
 
 
-def cross_fitted_shares(fit: Fitting) -> pd.Series:
+def kind_shares(model: Any, fitted: pd.DataFrame, kind: np.ndarray) -> pd.DataFrame:
+    """Per kind, the share of its rows of ``fitted`` (a feature table) that ``model`` flags (a
+    detector below its threshold) and floors (the evidence above the model's floor, as the
+    guard scores them)."""
+    from nrp.rankers.guard_model import floored
+
+    rows = pd.DataFrame({
+        "flagged": model.answer_share(fitted) < 1,
+        "floored": floored(model.evidence(fitted), model.floor_evidence),
+    })  # fmt: skip
+    return rows.groupby(np.asarray(kind)).mean()
+
+
+def cross_fitted_shares(fit: Fitting) -> pd.DataFrame:
     """The share of each kind flagged when every question's texts are judged by a guard fitted
     without that question (``cross_fit`` folds of the questions, drawn with ``seed``): what the
     guard does with questions it never saw, where the in-sample shares flatter the kinds it was
     fitted on. A written non-answer is judged by a guard fitted without its question and
     without every reply of its prompt: what the guard does with a wording it never saw."""
+    from nrp.rankers.guard_model import floored
     from nrp.validation.validity import SHORT_ANSWER_WORDS, answer_words
 
     rows = fit.rows
     fold = question_folds(rows["qid"], fit.settings.cross_fit, fit.settings.seed)
     kind = rows["kind"].to_numpy()
-    share = np.empty(len(rows))
+    share, low = np.empty(len(rows)), np.empty(len(rows), dtype=bool)
     for k in range(fit.settings.cross_fit):
-        model, fitted = fit_detectors(fit, within=fold != k)
-        share[fold == k] = model.answer_share(fitted[fold == k])
+        held = [(fold == k, fold != k)]
         for prompt in sorted({c for c in kind if str(c).startswith("written:")}):
-            judged = (fold == k) & (kind == prompt)
-            model, fitted = fit_detectors(fit, within=(fold != k) & (kind != prompt))
+            held.append(((fold == k) & (kind == prompt), (fold != k) & (kind != prompt)))
+        for judged, within in held:  # a prompt's replies: by a guard without them too
+            model, fitted = fit_detectors(fit, within=within)
             share[judged] = model.answer_share(fitted[judged])
-    flagged = pd.Series(share < 1).groupby(kind).mean()
+            low[judged] = floored(model.evidence(fitted[judged]), model.floor_evidence)
+    table = pd.DataFrame({"flagged": share < 1, "floored": low})
+    shares = table.groupby(kind).mean()
     short = (kind == "judged") & (answer_words(rows["text"]) <= SHORT_ANSWER_WORDS).to_numpy()
-    flagged[f"judged <= {SHORT_ANSWER_WORDS} words"] = float((share[short] < 1).mean())
-    return flagged
+    shares.loc[f"judged <= {SHORT_ANSWER_WORDS} words"] = table[short].mean()
+    return shares
 
 
 def real_answers(rows: pd.DataFrame, settings: GuardTrainSettings) -> np.ndarray:
@@ -307,18 +324,18 @@ def train_guard(
     say("guard training: fitting the detectors")
     fit = Fitting(table, rows, answers, reference, embeddings, checked, terms)
     model, fitted = fit_detectors(fit)
-    flagged = pd.Series(model.answer_share(fitted) < 1).groupby(rows["kind"].to_numpy()).mean()
+    shares = kind_shares(model, fitted, rows["kind"].to_numpy())
     cross = None
     if checked.cross_fit:
         say(f"guard training: cross-fitting ({checked.cross_fit} folds of the questions)")
         cross = cross_fitted_shares(fit)
-    model = replace(model, fitted_on=fitted_on(main, data, checked, model, flagged, answers,
+    model = replace(model, fitted_on=fitted_on(main, data, checked, model, shares, answers,
                                                len(fluency_texts), terms))  # fmt: skip
     if out is not None:
         _write(model, Path(out))
     family = rows.drop_duplicates("kind").set_index("kind")["family"].to_dict()
     return GuardTrainingResult(
-        model, Path(out) if out is not None else None, flagged, family, cross,
+        model, Path(out) if out is not None else None, shares, family, cross,
         time.perf_counter() - started,
         {"texts": len(rows), "questions": len(data.fitted_queries),
          "real_answers": int(answers.sum())},
@@ -330,14 +347,15 @@ def fitted_on(
     data: FittingData,
     settings: GuardTrainSettings,
     model: Any,
-    flagged: pd.Series,
+    shares: pd.DataFrame,
     answers: np.ndarray,
     fluency_documents: int,
     terms: tuple[int, Mapping[str, int]],
 ) -> dict[str, Any]:
     """What the model file records of its fitting: the collection (name and fingerprint), the
-    questions fitted on and set aside, every setting, the share of each kind flagged at fit
-    time, the written prompts and the first detector's name and negatives."""
+    questions fitted on and set aside, every setting, the share of each kind flagged (a
+    detector below its threshold) and floored at fit time, the written prompts and the first
+    detector's name and negatives."""
     from nrp.version import __version__
 
     return {
@@ -353,7 +371,8 @@ def fitted_on(
         "real_answers": int(answers.sum()),
         "settings": settings.recorded(),
         "written_prompts": sorted(p.stem for p in written_prompts()),
-        "flagged_share_at_threshold": {k: round(float(v), 4) for k, v in flagged.items()},
+        "flagged_share_at_threshold": {k: round(float(v), 4) for k, v in shares["flagged"].items()},
+        "floored_share_at_fit": {k: round(float(v), 4) for k, v in shares["floored"].items()},
         "fitted_by": f"nrp {__version__} (nrp train guard)",
         "name": model.fitted_on["name"],
         "negative_kinds": model.fitted_on["negative_kinds"],
