@@ -164,8 +164,9 @@ def test_composite_rankers_declare_their_parts():
         ("fuse:rankers=bm25+tfidf", "d7fdf4e9d3b5dc145a8d"),
         # the packaged guard model is hashed, and the calibration rule (CALIBRATION 3 and the
         # model's floor of evidence changed it); what the model computes, not the record of
-        # its fitting (changed it once: a refit to the same weights keeps it)
-        ("guard:ranker=bm25", "ffbc0abfb2819d1061c3"),
+        # its fitting (a refit to the same weights keeps it; the refit by nrp train guard,
+        # weights within 1.6e-5 of the model before, changed it)
+        ("guard:ranker=bm25", "19718bafd9ad63fc4ff8"),
     ],
 )
 def test_fingerprints_of_plain_and_composite_rankers_are_pinned(spec, fingerprint):
