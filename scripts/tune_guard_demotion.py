@@ -1,0 +1,145 @@
+"""Choose the guard's ``content`` reward and a graded demotion on MEDIQA train+val, cross-fitted.
+
+    .venv/bin/python scripts/tune_guard_demotion.py --features /tmp/guard-features.pkl
+
+A study (docs/guard-study.md), not a part of nrp. The rule measured: a text the guard does not
+floor scores ``ranker + content x log_novel - demote x evidence`` (its evidence: the sum over the
+detectors below their thresholds of ``-ln(probability / threshold)``); a floored text scores below
+every other. On the fitting questions the packaged guard floors nearly every degenerate text
+in-sample (it was fitted there), so nothing could show what the rule does with the texts it lets
+through; here every question's texts are judged by detectors fitted without it (``--folds``
+folds of the questions, ``nrp.training.guard_train.fit_detectors``), as the guard judges the
+questions of another collection.
+
+For every combination of ``--content`` and ``--demote`` it prints the mean per-question tau-b of
+the judged documents' scores with their grades, the worst and mean wins of the fitting kinds
+(``tune_guard.fitting_kinds``) and a few kinds of interest. ``choose``: the criterion, fixed
+before anything was measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchkit import ROOT, load_or_ingest
+from tune_guard import FITTING_COLLECTION, PACKAGED_FITTING, fitting_kinds, kind_wins, mean_tau
+
+#: tau-b may fall this far below the default's (content 0.06, no demotion); a worst kind's wins
+#: within TIE of the best are equal
+TOLERANCE = 0.005
+TIE = 0.001
+DEFAULT = (0.06, 0.0)
+
+
+def arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--content", type=float, nargs="+", default=[0.0, 0.03, 0.06])
+    parser.add_argument("--demote", type=float, nargs="+", default=[0.0, 0.1, 0.2, 0.3, 0.5])
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--features", type=Path, help="the fit's feature table, kept")
+    parser.add_argument("--indexes", type=Path, default=ROOT / "indexes")
+    return parser.parse_args(argv)
+
+
+def choose(table: pd.DataFrame) -> pd.Series:
+    """The row of a table of content, demote, tau_b and worst (the worst fitting kind's wins):
+    of the rows whose tau-b is within ``TOLERANCE`` of the default's, the highest ``worst``;
+    rows within ``TIE`` of it are equal, and of those the least demotion wins, then the content
+    nearest the default's."""
+    base = table[(table["content"] == DEFAULT[0]) & (table["demote"] == DEFAULT[1])].iloc[0]
+    kept = table[table["tau_b"] >= base["tau_b"] - TOLERANCE]
+    tied = kept[kept["worst"] >= kept["worst"].max() - TIE]
+    order = tied.assign(distance=(tied["content"] - DEFAULT[0]).abs())
+    return order.sort_values(["demote", "distance"], kind="stable").iloc[0].drop("distance")
+
+
+def cross_fitted(args: argparse.Namespace, collection):
+    """The fitting rows, their features, and each row's evidence, floored flag and least share
+    from detectors fitted without its question."""
+    from nrp.rankers.guard_features import GuardFeatures, judged_answers
+    from nrp.rankers.guard_model import FEATURES, GuardModel, floored
+    from nrp.rankers.registry import make_ranker
+    from nrp.training.guard_data import (
+        feature_table,
+        fitting_rows,
+        question_folds,
+        text_embeddings,
+    )
+    from nrp.training.guard_fit import document_frequencies, fluency_reference
+    from nrp.training.guard_settings import GuardTrainSettings
+    from nrp.training.guard_train import Fitting, fit_detectors, real_answers
+
+    settings = GuardTrainSettings(**PACKAGED_FITTING).checked()
+    data = fitting_rows(collection, settings)
+    rows = data.rows
+    reference = fluency_reference(data.reference_texts, settings.frequent, settings.pair_docs)
+    terms = document_frequencies(data.reference_texts)
+    provisional = GuardModel(FEATURES, (0.0,) * len(FEATURES), 0.0, 0.5, *reference, *terms)
+    documents = judged_answers(collection, rows[rows["kind"] == "judged"])
+    questions = collection.topics["query"].astype(str).tolist()
+    features = GuardFeatures(provisional, make_ranker("dense:model=minilm"), questions, documents)
+    table = feature_table(rows, features, args.features)
+    embeddings = text_embeddings(rows, features, args.features)
+    fit = Fitting(table, rows, real_answers(rows, settings), reference, embeddings, settings,
+                  terms)  # fmt: skip
+    fold = question_folds(rows["qid"], args.folds, settings.seed)
+    evidence, low, share = (np.empty(len(rows)) for _ in range(3))
+    for k in range(args.folds):
+        model, fitted = fit_detectors(fit, within=fold != k)
+        held = fold == k
+        evidence[held] = model.evidence(fitted[held])
+        share[held] = model.answer_share(fitted[held])
+        low[held] = floored(evidence[held], model.floor_evidence)
+    return rows, table, evidence, low.astype(bool), share, settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
+    from nrp.rankers.guard import GuardRanker
+    from nrp.validation.degenerate import FAMILIES
+
+    collection = load_or_ingest(FITTING_COLLECTION, args.indexes)
+    rows, table, evidence, low, share, settings = cross_fitted(args, collection)
+    frame = rows[["qid", "query", "docno", "text"]].copy()
+    restated = rows["kind"] == "restated_answer"  # its own text, never its document's score
+    frame.loc[restated, "docno"] = frame.loc[restated, "docno"] + ":after-question"
+    guard = GuardRanker({})
+    guard.bind_collection(collection)
+    ranked = np.asarray(guard.ranker_scores(frame), dtype=float)
+    grade_of = {(str(r.qid), str(r.docno)): float(r.label)
+                for r in collection.qrels("relevance").itertuples()}  # fmt: skip
+    grades = pd.Series([grade_of.get(k, np.nan) for k in zip(rows["qid"], rows["docno"],
+                                                                 strict=True)])  # fmt: skip
+    relevant = (rows["kind"] == "judged") & (grades >= 1)
+    scored_rows = rows.assign(docno=frame["docno"])
+    held = set(FAMILIES[settings.held_out])
+    novel = table["log_novel"].to_numpy()
+    results = []
+    for content in args.content:
+        for demote in args.demote:
+            scores = ranked + content * novel - demote * evidence
+            scores = np.where(low, -1e3 + 500 * np.minimum(share, 1.0), scores)
+            per_kind = kind_wins(scored_rows, scores, relevant)
+            fitting = fitting_kinds(per_kind.drop("restated_answer"), rows, held)
+            results.append(
+                {"content": content, "demote": demote, "tau_b": mean_tau(rows, scores, grades),
+                 "worst": float(fitting.min()), "worst_kind": fitting.idxmin(),
+                 "mean": float(fitting.mean()), **{k: float(per_kind[k]) for k in
+                 ("shuffled", "other_best", "restated_answer")}}
+            )  # fmt: skip
+    table = pd.DataFrame(results)
+    print(table.round(4).to_string(index=False))
+    chosen = choose(table)
+    print(f"chosen: content={chosen['content']:g} demote={chosen['demote']:g} (tau-b "
+          f"{chosen['tau_b']:.4f}, worst fitting kind {chosen['worst']:.4f})")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

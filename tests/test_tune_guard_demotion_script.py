@@ -1,0 +1,51 @@
+"""scripts/tune_guard_demotion.py: the criterion it chooses content and the demotion by, on hand
+tables."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "tune_guard_demotion.py"
+tune = SimpleNamespace(**runpy.run_path(str(SCRIPT), run_name="tune_guard_demotion"))
+
+
+def table(rows: list[tuple[float, float, float, float]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["content", "demote", "tau_b", "worst"])
+
+
+def test_the_highest_worst_kind_among_those_keeping_the_agreement():
+    # the default (0.06, 0) has tau-b 0.618: 0.612 is more than 0.005 below, so (0.06, 0.5) is
+    # out for all its better worst kind; (0.06, 0.3) is the best of the rest
+    chosen = tune.choose(
+        table(
+            [
+                (0.06, 0.0, 0.618, 0.667),
+                (0.06, 0.3, 0.6158, 0.694),
+                (0.06, 0.5, 0.612, 0.708),
+                (0.0, 0.3, 0.534, 0.700),
+            ]
+        )
+    )
+    assert (chosen["content"], chosen["demote"]) == (0.06, 0.3)
+
+
+def test_ties_go_to_the_least_demotion_then_the_content_nearest_the_default():
+    # 0.6905 and 0.6910 are within 0.001: equal; the least demotion wins, then content 0.06
+    chosen = tune.choose(
+        table(
+            [
+                (0.06, 0.0, 0.618, 0.60),
+                (0.03, 0.2, 0.617, 0.6905),
+                (0.06, 0.2, 0.617, 0.6905),
+                (0.06, 0.3, 0.617, 0.6910),
+            ]
+        )
+    )
+    assert (chosen["content"], chosen["demote"]) == (0.06, 0.2)
+    # nothing keeps the agreement but the default: the default
+    alone = tune.choose(table([(0.06, 0.0, 0.618, 0.5), (0.06, 0.3, 0.60, 0.9)]))
+    assert (alone["content"], alone["demote"]) == (0.06, 0.0)
