@@ -62,32 +62,15 @@ def choose(table: pd.DataFrame) -> pd.Series:
 def cross_fitted(args: argparse.Namespace, collection):
     """The fitting rows, their features, and each row's evidence, floored flag and least share
     from detectors fitted without its question."""
-    from nrp.rankers.guard_features import GuardFeatures, judged_answers
-    from nrp.rankers.guard_model import FEATURES, GuardModel, floored
-    from nrp.rankers.registry import make_ranker
-    from nrp.training.guard_data import (
-        feature_table,
-        fitting_rows,
-        question_folds,
-        text_embeddings,
-    )
-    from nrp.training.guard_fit import document_frequencies, fluency_reference
+    from nrp.rankers.guard_model import floored
+    from nrp.training.guard_data import fitting_rows, question_folds
     from nrp.training.guard_settings import GuardTrainSettings
-    from nrp.training.guard_train import Fitting, fit_detectors, real_answers
+    from nrp.training.guard_train import fit_detectors, fitting_table
 
     settings = GuardTrainSettings(**PACKAGED_FITTING).checked()
     data = fitting_rows(collection, settings)
-    rows = data.rows
-    reference = fluency_reference(data.reference_texts, settings.frequent, settings.pair_docs)
-    terms = document_frequencies(data.reference_texts)
-    provisional = GuardModel(FEATURES, (0.0,) * len(FEATURES), 0.0, 0.5, *reference, *terms)
-    documents = judged_answers(collection, rows[rows["kind"] == "judged"])
-    questions = collection.topics["query"].astype(str).tolist()
-    features = GuardFeatures(provisional, make_ranker("dense:model=minilm"), questions, documents)
-    table = feature_table(rows, features, args.features)
-    embeddings = text_embeddings(rows, features, args.features)
-    fit = Fitting(table, rows, real_answers(rows, settings), reference, embeddings, settings,
-                  terms)  # fmt: skip
+    fit = fitting_table(collection, data, settings, data.reference_texts, args.features)
+    rows, table = fit.rows, fit.table
     fold = question_folds(rows["qid"], args.folds, settings.seed)
     evidence, low, share = (np.empty(len(rows)) for _ in range(3))
     for k in range(args.folds):

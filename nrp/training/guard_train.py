@@ -288,11 +288,6 @@ def train_guard(
     ``features_cache``: a pickle of the feature table (and the embeddings beside it) kept
     between fits, so that a refit with other settings encodes nothing again."""
     from nrp.collection.collection import Collection
-    from nrp.progress import reporting
-    from nrp.rankers.guard_features import GuardFeatures, judged_answers
-    from nrp.rankers.guard_model import FEATURES, GuardModel
-    from nrp.rankers.registry import make_ranker
-    from nrp.training.guard_fit import document_frequencies, fluency_reference
 
     started = time.perf_counter()
     checked = replace(settings or GuardTrainSettings(), **overrides).checked()
@@ -305,24 +300,12 @@ def train_guard(
     say(f"guard training: {main.name}, the fitting texts (written replies by "
         f"{checked.written_llm}, kept in {main.path})")  # fmt: skip
     data = fitting_rows(main, checked, progress=progress)
-    rows = data.rows
     fluency_texts = data.reference_texts + [
         t for c in fluency for t in c.candidates()["text"].astype(str).drop_duplicates()
     ]
-    reference = fluency_reference(fluency_texts, checked.frequent, checked.pair_docs)
-    terms = document_frequencies(data.reference_texts)
-    provisional = GuardModel(FEATURES, (0.0,) * len(FEATURES), 0.0, 0.5, *reference, *terms)
-    others = main.topics["query"].astype(str).tolist()
-    documents = judged_answers(main, rows[rows["kind"] == "judged"])
-    features = GuardFeatures(provisional, make_ranker("dense:model=minilm"), others, documents)
-    cache = Path(features_cache) if features_cache is not None else None
-    say(f"guard training: features of {len(rows)} texts of {len(data.fitted_queries)} questions")
-    with reporting(progress):  # the encoder's batches say how far they are
-        table = feature_table(rows, features, cache)
-        embeddings = text_embeddings(rows, features, cache)
-    answers = real_answers(rows, checked)
+    fit = fitting_table(main, data, checked, fluency_texts, features_cache, progress)
+    rows, answers, terms = fit.rows, fit.answers, fit.terms
     say("guard training: fitting the detectors")
-    fit = Fitting(table, rows, answers, reference, embeddings, checked, terms)
     model, fitted = fit_detectors(fit)
     shares = kind_shares(model, fitted, rows["kind"].to_numpy())
     cross = None
@@ -340,6 +323,42 @@ def train_guard(
         {"texts": len(rows), "questions": len(data.fitted_queries),
          "real_answers": int(answers.sum())},
     )  # fmt: skip
+
+
+def fitting_table(
+    collection: Any,
+    data: FittingData,
+    settings: GuardTrainSettings,
+    fluency_texts: list[str],
+    features_cache: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Fitting:
+    """The ``Fitting`` of ``data`` (``fitting_rows``): the fluency reference of
+    ``fluency_texts`` and the term reference of the reference questions' documents, the rows'
+    features computed with them and the packaged encoder (``features_cache``: kept between
+    fits), the texts' embeddings, and which rows are real answers."""
+    from nrp.progress import reporting
+    from nrp.rankers.guard_features import GuardFeatures, judged_answers
+    from nrp.rankers.guard_model import FEATURES, GuardModel
+    from nrp.rankers.registry import make_ranker
+    from nrp.training.guard_fit import document_frequencies, fluency_reference
+
+    rows = data.rows
+    reference = fluency_reference(fluency_texts, settings.frequent, settings.pair_docs)
+    terms = document_frequencies(data.reference_texts)
+    provisional = GuardModel(FEATURES, (0.0,) * len(FEATURES), 0.0, 0.5, *reference, *terms)
+    others = collection.topics["query"].astype(str).tolist()
+    documents = judged_answers(collection, rows[rows["kind"] == "judged"])
+    features = GuardFeatures(provisional, make_ranker("dense:model=minilm"), others, documents)
+    cache = Path(features_cache) if features_cache is not None else None
+    if progress is not None:
+        progress(f"guard training: features of {len(rows)} texts of "
+                 f"{len(data.fitted_queries)} questions")  # fmt: skip
+    with reporting(progress):  # the encoder's batches say how far they are
+        table = feature_table(rows, features, cache)
+        embeddings = text_embeddings(rows, features, cache)
+    answers = real_answers(rows, settings)
+    return Fitting(table, rows, answers, reference, embeddings, settings, terms)
 
 
 def fitted_on(
