@@ -101,6 +101,20 @@ def fitting_settings(args: argparse.Namespace):
     return GuardTrainSettings(**PACKAGED_FITTING, **given).checked()
 
 
+def scoring_rows(rows: pd.DataFrame, collection) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
+    """The fitting rows as they are scored (an answer after its question is a text of its own,
+    never its document's cached score: its docno gets ``:after-question``), each row's grade
+    (NaN but for the judged documents) and whether it is a relevant judged document (grade >= 1)."""
+    rows = rows.reset_index(drop=True)
+    restated = rows["kind"] == "restated_answer"
+    rows.loc[restated, "docno"] = rows.loc[restated, "docno"] + ":after-question"
+    qrels = collection.qrels("relevance")
+    grade_of = {(str(r.qid), str(r.docno)): float(r.label) for r in qrels.itertuples()}
+    keys = zip(rows["qid"], rows["docno"], strict=True)
+    grades = pd.Series([grade_of.get(key, np.nan) for key in keys])
+    return rows, grades, (rows["kind"] == "judged") & (grades >= 1)
+
+
 def kind_wins(rows: pd.DataFrame, scores: np.ndarray, relevant: pd.Series) -> pd.Series:
     """kind -> the share of pairs its texts lose to their question's relevant judged documents
     (``relevant``; ties half), the mean over questions: ``nrp validate``'s own measure
@@ -181,15 +195,7 @@ def main(argv: list[str] | None = None) -> int:
 
     collection = load_or_ingest(FITTING_COLLECTION, args.indexes)
     rows = fitting_rows(collection, settings).rows
-    rows = rows[rows["kind"] != "boilerplate"].reset_index(drop=True)
-    # an answer after its question is a text of its own, never its document's cached score
-    restated = rows["kind"] == "restated_answer"
-    rows.loc[restated, "docno"] = rows.loc[restated, "docno"] + ":after-question"
-    qrels = collection.qrels("relevance")
-    grade_of = {(str(r.qid), str(r.docno)): float(r.label) for r in qrels.itertuples()}
-    keys = zip(rows["qid"], rows["docno"], strict=True)
-    grades = pd.Series([grade_of.get(key, np.nan) for key in keys])
-    relevant = (rows["kind"] == "judged") & (grades >= 1)
+    rows, grades, relevant = scoring_rows(rows[rows["kind"] != "boilerplate"], collection)
     held = set(FAMILIES[args.held_out])
     frame = rows[["qid", "query", "docno", "text"]]
     assessed = None

@@ -28,7 +28,14 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import ROOT, load_or_ingest
-from tune_guard import FITTING_COLLECTION, PACKAGED_FITTING, fitting_kinds, kind_wins, mean_tau
+from tune_guard import (
+    FITTING_COLLECTION,
+    PACKAGED_FITTING,
+    fitting_kinds,
+    kind_wins,
+    mean_tau,
+    scoring_rows,
+)
 
 #: tau-b may fall this far below the default's (content 0.06, no demotion); a worst kind's wins
 #: within TIE of the best are equal
@@ -62,24 +69,16 @@ def choose(table: pd.DataFrame) -> pd.Series:
 def cross_fitted(args: argparse.Namespace, collection):
     """The fitting rows, their features, and each row's evidence, floored flag and least share
     from detectors fitted without its question."""
-    from nrp.rankers.guard_model import floored
-    from nrp.training.guard_data import fitting_rows, question_folds
+    from nrp.training.guard_data import fitting_rows
     from nrp.training.guard_settings import GuardTrainSettings
-    from nrp.training.guard_train import fit_detectors, fitting_table
+    from nrp.training.guard_train import cross_fitted_rows, fitting_table
 
     settings = GuardTrainSettings(**PACKAGED_FITTING).checked()
     data = fitting_rows(collection, settings)
     fit = fitting_table(collection, data, settings, data.reference_texts, args.features)
-    rows, table = fit.rows, fit.table
-    fold = question_folds(rows["qid"], args.folds, settings.seed)
-    evidence, low, share = (np.empty(len(rows)) for _ in range(3))
-    for k in range(args.folds):
-        model, fitted = fit_detectors(fit, within=fold != k)
-        held = fold == k
-        evidence[held] = model.evidence(fitted[held])
-        share[held] = model.answer_share(fitted[held])
-        low[held] = floored(evidence[held], model.floor_evidence)
-    return rows, table, evidence, low.astype(bool), share, settings
+    judged = cross_fitted_rows(fit, args.folds, by_prompt=False)
+    evidence, low, share = (judged[c].to_numpy() for c in ("evidence", "floored", "share"))
+    return fit.rows, fit.table, evidence, low, share, settings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,18 +88,10 @@ def main(argv: list[str] | None = None) -> int:
 
     collection = load_or_ingest(FITTING_COLLECTION, args.indexes)
     rows, table, evidence, low, share, settings = cross_fitted(args, collection)
-    frame = rows[["qid", "query", "docno", "text"]].copy()
-    restated = rows["kind"] == "restated_answer"  # its own text, never its document's score
-    frame.loc[restated, "docno"] = frame.loc[restated, "docno"] + ":after-question"
+    rows, grades, relevant = scoring_rows(rows, collection)
     guard = GuardRanker({})
     guard.bind_collection(collection)
-    ranked = np.asarray(guard.ranker_scores(frame), dtype=float)
-    grade_of = {(str(r.qid), str(r.docno)): float(r.label)
-                for r in collection.qrels("relevance").itertuples()}  # fmt: skip
-    grades = pd.Series([grade_of.get(k, np.nan) for k in zip(rows["qid"], rows["docno"],
-                                                                 strict=True)])  # fmt: skip
-    relevant = (rows["kind"] == "judged") & (grades >= 1)
-    scored_rows = rows.assign(docno=frame["docno"])
+    ranked = np.asarray(guard.ranker_scores(rows[["qid", "query", "docno", "text"]]), dtype=float)
     held = set(FAMILIES[settings.held_out])
     novel = table["log_novel"].to_numpy()
     results = []
@@ -108,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         for demote in args.demote:
             scores = ranked + content * novel - demote * evidence
             scores = np.where(low, -1e3 + 500 * np.minimum(share, 1.0), scores)
-            per_kind = kind_wins(scored_rows, scores, relevant)
+            per_kind = kind_wins(rows, scores, relevant)
             fitting = fitting_kinds(per_kind.drop("restated_answer"), rows, held)
             results.append(
                 {"content": content, "demote": demote, "tau_b": mean_tau(rows, scores, grades),

@@ -210,7 +210,7 @@ def handle_guard(args: argparse.Namespace) -> int:
     given = {field: getattr(args, field) for field in _GUARD_SETTINGS}
     settings = api.GuardTrainSettings(
         **{field: value for field, value in given.items() if value not in (None, [])}
-    ).checked()
+    )
     result = api.train_guard(
         args.collection, out, settings, indexes_dir=args.indexes,
         features_cache=args.features, progress=print_progress,

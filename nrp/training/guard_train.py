@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +57,6 @@ DETECTORS = (
     ("hollow", "written", "answer_like,first_person,idf_new,oov_new"),
     ("asking", "echo", "asks_only"),
 )  # fmt: skip
-#: a detector with no texts of its kinds among the fitting texts (no boilerplate where no sentence
-#: recurs in enough questions' documents) is not fitted, and the model has no such detector
 #: the detector that ``near_best`` adds its texts to the negatives of
 NEAR_BEST_DETECTOR = "off_topic"
 #: answer_like's direction: its negatives, and the folds of the questions that give each fitting
@@ -82,7 +80,6 @@ class GuardTrainingResult:
     family: Mapping[str, str]
     cross_fitted: pd.DataFrame | None = None
     seconds: float = 0.0
-    counts: Mapping[str, int] = field(default_factory=dict)
 
     def format(self) -> str:
         """What ``nrp train guard`` prints: each detector's weights and threshold, the flagged
@@ -182,8 +179,10 @@ class Fitting:
 
 def fit_detectors(fit: Fitting, within: np.ndarray | None = None) -> tuple[Any, pd.DataFrame]:
     """The guard of ``DETECTORS`` fitted on the rows of ``within`` (default: all): the first
-    detector with the others in its ``also``, and ``answer_like``'s direction. Returns the
-    model and the table with the ``answer_like`` column it was fitted with."""
+    detector with the others in its ``also``, and ``answer_like``'s direction. A detector with
+    no texts of its kinds among them (no boilerplate where no sentence recurs in enough
+    questions' documents) is not fitted: the model has no such detector. Returns the model and
+    the table with the ``answer_like`` column it was fitted with."""
     from nrp.errors import ConfigError
     from nrp.training.guard_fit import fit_guard_model
 
@@ -234,28 +233,43 @@ def kind_shares(model: Any, fitted: pd.DataFrame, kind: np.ndarray) -> pd.DataFr
     return rows.groupby(np.asarray(kind)).mean()
 
 
-def cross_fitted_shares(fit: Fitting) -> pd.DataFrame:
-    """The share of each kind flagged when every question's texts are judged by a guard fitted
-    without that question (``cross_fit`` folds of the questions, drawn with ``seed``): what the
-    guard does with questions it never saw, where the in-sample shares flatter the kinds it was
-    fitted on. A written non-answer is judged by a guard fitted without its question and
-    without every reply of its prompt: what the guard does with a wording it never saw."""
+def cross_fitted_rows(fit: Fitting, folds: int, by_prompt: bool = True) -> pd.DataFrame:
+    """Each fitting row as a guard fitted without its question judges it (``folds`` folds of
+    the questions, drawn with ``seed``): its least share (``share``, ``GuardModel.answer_share``),
+    its ``evidence`` and whether that floors it (``floored``). ``by_prompt``: a written
+    non-answer is judged by a guard fitted without its question and without every reply of its
+    prompt too (a wording it never saw)."""
     from nrp.rankers.guard_model import floored
-    from nrp.validation.validity import SHORT_ANSWER_WORDS, answer_words
 
     rows = fit.rows
-    fold = question_folds(rows["qid"], fit.settings.cross_fit, fit.settings.seed)
+    fold = question_folds(rows["qid"], folds, fit.settings.seed)
     kind = rows["kind"].to_numpy()
-    share, low = np.empty(len(rows)), np.empty(len(rows), dtype=bool)
-    for k in range(fit.settings.cross_fit):
+    share, evidence = np.empty(len(rows)), np.empty(len(rows))
+    low = np.empty(len(rows), dtype=bool)
+    prompts = sorted({c for c in kind if str(c).startswith("written:")}) if by_prompt else []
+    for k in range(folds):
         held = [(fold == k, fold != k)]
-        for prompt in sorted({c for c in kind if str(c).startswith("written:")}):
+        for prompt in prompts:
             held.append(((fold == k) & (kind == prompt), (fold != k) & (kind != prompt)))
         for judged, within in held:  # a prompt's replies: by a guard without them too
             model, fitted = fit_detectors(fit, within=within)
             share[judged] = model.answer_share(fitted[judged])
-            low[judged] = floored(model.evidence(fitted[judged]), model.floor_evidence)
-    table = pd.DataFrame({"flagged": share < 1, "floored": low})
+            evidence[judged] = model.evidence(fitted[judged])
+            low[judged] = floored(evidence[judged], model.floor_evidence)
+    return pd.DataFrame({"share": share, "evidence": evidence, "floored": low})
+
+
+def cross_fitted_shares(fit: Fitting) -> pd.DataFrame:
+    """The share of each kind flagged and floored when every question's texts are judged by a
+    guard fitted without that question (``cross_fitted_rows``, ``cross_fit`` folds): what the
+    guard does with questions it never saw, where the in-sample shares flatter the kinds it was
+    fitted on; a written non-answer also without its prompt's replies."""
+    from nrp.validation.validity import SHORT_ANSWER_WORDS, answer_words
+
+    rows = fit.rows
+    kind = rows["kind"].to_numpy()
+    judged = cross_fitted_rows(fit, fit.settings.cross_fit)
+    table = pd.DataFrame({"flagged": judged["share"] < 1, "floored": judged["floored"]})
     shares = table.groupby(kind).mean()
     short = (kind == "judged") & (answer_words(rows["text"]) <= SHORT_ANSWER_WORDS).to_numpy()
     shares.loc[f"judged <= {SHORT_ANSWER_WORDS} words"] = table[short].mean()
@@ -304,25 +318,26 @@ def train_guard(
         t for c in fluency for t in c.candidates()["text"].astype(str).drop_duplicates()
     ]
     fit = fitting_table(main, data, checked, fluency_texts, features_cache, progress)
-    rows, answers, terms = fit.rows, fit.answers, fit.terms
     say("guard training: fitting the detectors")
     model, fitted = fit_detectors(fit)
-    shares = kind_shares(model, fitted, rows["kind"].to_numpy())
+    shares = kind_shares(model, fitted, fit.rows["kind"].to_numpy())
     cross = None
     if checked.cross_fit:
         say(f"guard training: cross-fitting ({checked.cross_fit} folds of the questions)")
         cross = cross_fitted_shares(fit)
-    model = replace(model, fitted_on=fitted_on(main, data, checked, model, shares, answers,
-                                               len(fluency_texts), terms))  # fmt: skip
+    record = fitted_on(main, data, fit, model, shares, len(fluency_texts))
+    model = replace(model, fitted_on=record)
     if out is not None:
         _write(model, Path(out))
-    family = rows.drop_duplicates("kind").set_index("kind")["family"].to_dict()
+    family = fit.rows.drop_duplicates("kind").set_index("kind")["family"].to_dict()
     return GuardTrainingResult(
-        model, Path(out) if out is not None else None, shares, family, cross,
+        model,
+        Path(out) if out is not None else None,
+        shares,
+        family,
+        cross,
         time.perf_counter() - started,
-        {"texts": len(rows), "questions": len(data.fitted_queries),
-         "real_answers": int(answers.sum())},
-    )  # fmt: skip
+    )
 
 
 def fitting_table(
@@ -364,12 +379,10 @@ def fitting_table(
 def fitted_on(
     collection: Any,
     data: FittingData,
-    settings: GuardTrainSettings,
+    fit: Fitting,
     model: Any,
     shares: pd.DataFrame,
-    answers: np.ndarray,
     fluency_documents: int,
-    terms: tuple[int, Mapping[str, int]],
 ) -> dict[str, Any]:
     """What the model file records of its fitting: the collection (name and fingerprint), the
     questions fitted on and set aside, every setting, the share of each kind flagged (a
@@ -377,6 +390,7 @@ def fitted_on(
     detector's name and negatives."""
     from nrp.version import __version__
 
+    settings = fit.settings
     return {
         "collection": collection.name,
         "collection_fingerprint": collection.meta.get("fingerprint"),
@@ -386,8 +400,8 @@ def fitted_on(
         "left_out": list(settings.leave_out),
         "fluency_reference": f"the {len(data.reference_texts)} distinct documents of the "
         f"reference questions ({fluency_documents} texts with the fluency collections)",
-        "term_reference": f"the {terms[0]} distinct documents of the reference questions",
-        "real_answers": int(answers.sum()),
+        "term_reference": f"the {fit.terms[0]} distinct documents of the reference questions",
+        "real_answers": int(fit.answers.sum()),
         "settings": settings.recorded(),
         "written_prompts": sorted(p.stem for p in written_prompts()),
         "flagged_share_at_threshold": {k: round(float(v), 4) for k, v in shares["flagged"].items()},
