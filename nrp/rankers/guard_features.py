@@ -46,6 +46,15 @@ contributes beyond the question; none reads any wording. The model that reads th
   (a text that asks and states nothing: the question itself, a question back, a list of
   questions), else 0. An answer states something; a reply made only of questions gives no
   answer, in whatever wording (docs/validity.md, "Questions in place of an answer").
+- ``order``: whether the text's sentences begin where its capitals say they do: of the words
+  that follow a sentence's end (a word ending in . ! or ?, not an abbreviation such as "e.g."
+  or "U.S."), those that begin with a capital or a digit, over all of them and the capitalised
+  function words ("The", "It", "And", ...) found inside a sentence, counted with
+  ``ORDER_PRIOR`` words in place more; 1.0 without any (in a text without a word in title case,
+  written without capitals, lower-case starts count for nothing). Prose and lists keep their
+  sentence starts; words put in another order (word salad) carry their capitals and full stops
+  into the middle of sentences, which the pairs of function words that ``fluency`` reads miss in
+  a short text or a list.
 
 ``unquoted`` (and ``quoted_runs``): a text without the runs of words it copies from its question,
 what the guarded ranker scores. ``judged_documents`` / ``judged_answers``: each question's judged
@@ -72,7 +81,7 @@ from nrp.tables import write_aside
 
 #: the features read from the words alone and the model's references (no encoder): cheap, and
 #: computed anew by the fitting script whatever its cache holds
-WORD_FEATURES = ("fluency", "first_person", "idf_new", "oov_new", "asks_only")
+WORD_FEATURES = ("fluency", "first_person", "idf_new", "oov_new", "asks_only", "order")
 #: first_person: the words of the first person singular (lower case, as ``WORDS`` splits them)
 FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "i'm", "i've", "i'd", "i'll"})
 #: spec_rd: how many of a question's judged documents (the closest) the rest is compared with
@@ -89,6 +98,31 @@ _MARKS = re.compile(r"[^\w\s]*")
 #: white space, or at a line break; it asks when it ends with a question mark
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|\n")
 _ASKS = re.compile(r"\?[\"'\u201d\u2019)\]]*$")
+#: order: words in place counted in addition to a text's own (a prior of ordered text); the
+#: function words whose capital after a word in lower case is out of place; a sentence's end
+#: (a word ending in . ! or ?, closing quotes and brackets after it) that is an abbreviation,
+#: an ellipsis or a list's mark ("1.", "b.") and ends nothing; what may come before a sentence's
+#: first word besides a sentence's end (the text's or a line's start, a word ending in a colon
+#: or a dash, a list's mark such as "(a)" or "2)", a mark or sign that holds no letter or digit)
+ORDER_PRIOR = 2
+ORDER_FUNCTION_WORDS = frozenset((
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "from", "he", "her", "his",
+    "how", "if", "in", "is", "it", "its", "of", "on", "or", "our", "she", "that", "the", "their",
+    "there", "these", "they", "this", "those", "to", "was", "we", "were", "what", "when", "which",
+    "who", "with", "you", "your",
+))  # fmt: skip
+_ENDS_SENTENCE = re.compile(r"[.!?][\"'\u201d\u2019)\]]*$")
+_LIST_MARK = r"\(?(?:\d{1,3}|[A-Za-z])[.)]"
+_ENDS_NOTHING = re.compile(
+    r"\.\.[\"'\u201d\u2019)\]]*$|^\(?(?:[A-Za-z]\.){2,}[\"'\u201d\u2019)\]]*$"
+    rf"|^\(?(?:e\.g|i\.e|etc|vs|cf|dr|mr|mrs|ms|st|no|fig|approx|inc|ltd|jr|sr)\.$|^{_LIST_MARK}$",
+    re.IGNORECASE,
+)
+_IS_LIST_MARK = re.compile(rf"{_LIST_MARK}$")
+_OPENS = re.compile(rf"^[^\w]+$|[:\-\u2013\u2014]$|^{_LIST_MARK}$")
+_TITLE_CASE = re.compile(r"\b[A-Z][a-z]")
+_ESCAPED = re.compile(r"\\[nrt]|\\u[0-9a-fA-F]{4}")
+_PUNCTUATION = "\"'()[]{},;:.!?\u201c\u201d\u2018\u2019"
 #: ``quoted_runs``: a run of question words cut from a text is at least this many words (and
 #: at least the ranker's ``quoted`` share of the question's words: ``QUOTED_SHARE``)
 QUOTED_WORDS = 4
@@ -182,6 +216,50 @@ def asks_only(text: str) -> float:
     sentences = (part.strip() for part in _SENTENCE_BREAK.split(text))
     said = [s for s in sentences if _ANY_WORD.search(s)]
     return float(bool(said) and all(_ASKS.search(s) for s in said))
+
+
+def order(text: str) -> float:
+    """The share of sentence starts in place (``order`` in the module's docstring): words after
+    a sentence's end that begin with a capital or a digit, over those and the capitalised
+    function words inside a sentence, with ``ORDER_PRIOR`` in place more; 1.0 without any. A
+    text without a word in title case (a capital, then lower case; acronyms aside) is written
+    without capitals: its lower-case starts are its way, not out of place. Escaped line breaks
+    and characters (a literal ``\\n`` or ``\\u2022``, as text stored twice in JSON carries them)
+    read as what they stand for."""
+    text = _ESCAPED.sub(_unescape, text)
+    placed = misplaced = lowered = 0
+    capitalised = bool(_TITLE_CASE.search(text))
+    for line in text.splitlines():
+        previous = None
+        for token in line.split():
+            ends = previous is not None and _ends_sentence(previous)
+            first = next((ch for ch in token if ch.isalnum()), "")
+            if ends and first and not _IS_LIST_MARK.match(token):
+                placed += not first.islower()
+                lowered += first.islower()
+            elif not ends and previous is not None and _lower_case(previous):
+                word = token.rstrip(_PUNCTUATION)  # an opening mark of its own starts one
+                misplaced += word.istitle() and word.lower() in ORDER_FUNCTION_WORDS
+            previous = token
+    misplaced += lowered if capitalised else 0
+    return (placed + ORDER_PRIOR) / (placed + misplaced + ORDER_PRIOR)
+
+
+def _unescape(match: re.Match[str]) -> str:
+    escaped = match.group(0)
+    return "\n" if escaped[1] in "nr" else " " if escaped[1] == "t" else chr(int(escaped[2:], 16))
+
+
+def _lower_case(token: str) -> bool:
+    """Whether ``token`` is a word in lower case inside a sentence (not a mark, a list's mark or
+    a word ending in a colon or a dash, after which a sentence may begin)."""
+    first = next((ch for ch in token if ch.isalnum()), "")
+    return first.islower() and not _OPENS.search(token)
+
+
+def _ends_sentence(token: str) -> bool:
+    """Whether ``token`` ends a sentence: . ! or ? at its end, and no abbreviation or ellipsis."""
+    return bool(_ENDS_SENTENCE.search(token)) and not _ENDS_NOTHING.search(token)
 
 
 def information_features(
@@ -342,6 +420,7 @@ class GuardFeatures:
                 "idf_new": [i for _, i, _ in information],
                 "oov_new": [o for _, _, o in information],
                 "asks_only": [asks_only(t) for t in texts],
+                "order": [order(t) for t in texts],
             },
             dtype=float,
         )

@@ -48,7 +48,7 @@ THRESHOLD_TOLERANCE = 1.0e-5
 PACKAGED_MODEL = Path(__file__).with_name("guard_model.json")
 FEATURES = (
     "novel_share", "log_novel", "cos_tq", "cos_rq", "fluency", "spec_rq", "margin_rq", "spec_rd",
-    "first_person", "idf_new", "oov_new", "answer_like", "asks_only",
+    "first_person", "idf_new", "oov_new", "answer_like", "asks_only", "order",
 )  # fmt: skip
 #: ``calibrate``: the share of a bound collection's judged answers each detector flags (the share
 #: of the fitting answers each was fitted to flag: ``nrp train guard --max-flagged``)
@@ -66,8 +66,8 @@ MODEL_SCHEMA = 1
 #: and the guard's fingerprint: raised whenever the code of a feature changes what it computes,
 #: so that a model fitted on the old definitions is refused (its weights would read numbers they
 #: were not fitted on) and scores cached under the old ones are not reused. 2: spec_rd reads
-#: judged answers only; 3: first_person, idf_new, oov_new, answer_like; 4: asks_only
-FEATURE_DEFINITIONS = 4
+#: judged answers only; 3: first_person, idf_new, oov_new, answer_like; 4: asks_only; 5: order
+FEATURE_DEFINITIONS = 5
 #: the evidence a text is floored on (``GuardModel.evidence``: the sum over the detectors of
 #: ``-ln(probability / threshold)`` where a probability is below its threshold) unless the model
 #: says otherwise: ln 2, one detector at half its threshold or several agreeing detectors less

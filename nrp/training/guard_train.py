@@ -45,15 +45,15 @@ from nrp.training.guard_settings import GuardTrainSettings
 
 #: the detectors fitted: (name, the kinds that are its negatives, its features): one for every
 #: way of saying nothing beyond the question, one for the question followed by text about
-#: another question, one for word salad on fluency alone, one for the written non-answers
-#: (``hollow``), and one for a text that only asks (every sentence a question)
+#: another question, one for word salad on its word order alone (fluency, order), one for the
+#: written non-answers (``hollow``), and one for a text that only asks (every sentence a question)
 DETECTORS = (
     ("mirror", "echo,restated,keywords,spliced,shuffled",
      "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq"),
     ("generic", "boilerplate", "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq,spec_rd"),
     ("elsewhere", "spliced", "novel_share,log_novel,cos_tq,cos_rq,fluency,spec_rq,margin_rq"),
     ("off_topic", "other_best", "novel_share,log_novel,cos_tq,cos_rq,spec_rq,margin_rq,spec_rd"),
-    ("disorder", "shuffled", "fluency"),
+    ("disorder", "shuffled", "fluency,order"),
     ("hollow", "written", "answer_like,first_person,idf_new,oov_new"),
     ("asking", "echo", "asks_only"),
 )  # fmt: skip

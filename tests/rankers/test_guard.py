@@ -23,6 +23,7 @@ from nrp.rankers.guard_features import (
     information_features,
     judged_documents,
     lexical_features,
+    order,
     rest_of,
     unquoted,
 )
@@ -137,6 +138,32 @@ def test_asks_only_by_hand():
     assert asks_only("") == 0.0 and asks_only("... ?") == 0.0  # no word: nothing asked
 
 
+def test_order_by_hand():
+    """Words after a sentence's end that begin with a capital or a digit are in place, those
+    that begin lower case and capitalised function words inside a sentence are not; two in
+    place of prior; a line, a colon, a list's mark or an opening bracket starts a sentence; an
+    abbreviation or an ellipsis ends none."""
+    assert order("Take it with food. The dose is 5 mg. 10 mg at most.") == 1.0  # (2+2)/(2+2)
+    salad = "Noonan abnormally. body through that families It disease (inherited). a can"
+    # "body" and "a" after a sentence's end, "It" inside one: (0 + 2) / (3 + 2)
+    assert order(salad) == pytest.approx(2 / 5)
+    assert order("The rash itches") == 1.0  # nothing to go by
+    assert order("Symptoms:\n- The rash\n- It itches: The skin (The face) 1. The hands") == 1.0
+    abbreviated = "Take it, e.g. with food, as the U.S. label says. it helps"
+    assert order(abbreviated) == pytest.approx(2 / 3)
+    assert order("It may wait... then the rash fades.") == 1.0
+    assert order("rest, The doctor said. and So on") == pytest.approx(2 / 4)  # The, and
+    # Title Case ("Ways To Reduce Your Risk"), a list's marks and signs begin what follows them
+    assert order("Ways To Reduce Your Risk Of It. A) It helps (b) The dose 1. https://x") == 1.0
+    assert order("It may help. b. The dose. c) The time 🤔 It") == 1.0
+    assert order("") == 1.0
+    # written without capitals: lower-case starts are the writer's way, not word salad
+    assert order("good posture matters. here are some exercises. stand up straight.") == 1.0
+    assert order("good posture matters. Here it is. stand up.") == pytest.approx(3 / 4)
+    # escaped line breaks and characters read as what they stand for
+    assert order("It may include:\\n\\u2022 Fatigue. \\u2022 Pain.\\nMajor risks: none.") == 1.0
+
+
 def test_fit_logistic_separates_and_the_threshold_flags_at_most_the_share_asked():
     x = np.array([[0.0], [0.1], [0.2], [0.8], [0.9], [1.0]])
     y = np.array([0, 0, 0, 1, 1, 1], dtype=float)
@@ -187,7 +214,7 @@ def test_packaged_model_file_is_complete():
     # of another question's answer, of word salad, of replies that give no answer, and of
     # texts that only ask
     generic, elsewhere, off_topic, disorder, hollow, asking = model.also
-    assert disorder.features == ("fluency",) and disorder.weights[0] > 0
+    assert disorder.features == ("fluency", "order") and min(disorder.weights) > 0
     assert disorder.fitted_on["negative_kinds"] == "shuffled"
     assert "spec_rd" in generic.features and 0 < generic.threshold < 1
     assert generic.fitted_on["negative_kinds"] == "boilerplate"  # mined, in no wording of nrp's
@@ -710,7 +737,7 @@ def test_a_bad_model_file_is_one_model_error(tmp_path):
     from nrp.errors import ModelError
 
     bad = tmp_path / "guard.json"
-    head = '{"format": {"schema": 1, "features_version": 4, "calibration": 3}, '
+    head = '{"format": {"schema": 1, "features_version": 5, "calibration": 3}, '
     bad.write_text(head + '"features": ["nope"], "weights": [1], "intercept": 0, "threshold": 0.5}')
     with pytest.raises(ModelError, match="unknown features"):
         _ = make_ranker(f"guard:model={bad}").model
@@ -755,7 +782,7 @@ def test_a_model_file_says_what_it_is_and_a_foreign_one_is_refused(tmp_path, cap
         "schema": ({**packaged, "format": {**packaged["format"], "schema": 2}},
                    "format schema 2, where this nrp reads 1"),
         "features": ({**packaged, "format": {**packaged["format"], "features_version": 0}},
-                     "format features_version 0, where this nrp reads 4"),
+                     "format features_version 0, where this nrp reads 5"),
         "field": ({k: v for k, v in packaged.items() if k != "threshold"},
                   "missing field 'threshold'"),
     }  # fmt: skip

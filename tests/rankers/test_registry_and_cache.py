@@ -165,8 +165,9 @@ def test_composite_rankers_declare_their_parts():
         # the packaged guard model is hashed, and the calibration rule (CALIBRATION 3 and the
         # model's floor of evidence changed it); what the model computes, not the record of
         # its fitting (a refit to the same weights keeps it; the refit by nrp train guard,
-        # weights within 1.6e-5 of the model before, changed it)
-        ("guard:ranker=bm25", "19718bafd9ad63fc4ff8"),
+        # weights within 1.6e-5 of the model before, changed it; so did the feature definitions
+        # 5, the disorder detector reading order beside fluency)
+        ("guard:ranker=bm25", "8469aa6872d2a81efa11"),
     ],
 )
 def test_fingerprints_of_plain_and_composite_rankers_are_pinned(spec, fingerprint):

@@ -7,6 +7,7 @@ that scores the share of the question's words a text holds."""
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -247,9 +248,10 @@ JUDGED = {
     "m3": "Symptoms of lactic acidosis include unusual muscle pain, trouble breathing, stomach "
     "pain and feeling very weak or tired; anyone with them should get medical help at once.",
 }
-#: plain clinical prose as a drug label words it: the fluency detector (``disorder``) holds it
-#: for word salad at 0.79 of its threshold (few of its function-word pairs are attested), so the
-#: union of detectors flagged it; that one detector's doubt is not enough to floor it
+#: plain clinical prose as a drug label words it: few of its function-word pairs are attested,
+#: and the word salad detector (``disorder``) that read fluency alone held it for word salad at
+#: 0.79 of its threshold (the union of detectors flagged it); reading its sentence starts too
+#: (``order``), no detector doubts it. The same words shuffled are floored.
 LABEL = (
     "Metformin, as with all biguanides, may in some cases lead to lactic acidosis, which when it "
     "does occur is fatal in about half of such cases; for this reason those over 80 should not "
@@ -263,7 +265,7 @@ def metformin(tmp_path_factory) -> Collection:
     return _collection(root, "metformin", {"m": QUESTION}, JUDGED, "m 0 m1 2\nm 0 m2 2\nm 0 m3 1\n")
 
 
-def test_a_drug_label_sentence_one_detector_doubts_keeps_its_place_and_an_echo_does_not(
+def test_a_drug_label_sentence_keeps_its_place_and_an_echo_and_word_salad_do_not(
     metformin, tmp_path
 ):
     from nrp.rankers.guard_model import FLOOR_EVIDENCE
@@ -271,21 +273,23 @@ def test_a_drug_label_sentence_one_detector_doubts_keeps_its_place_and_an_echo_d
 
     guard = make_ranker("guard")
     guard.bind_collection(metformin)
-    frame = pd.DataFrame({"qid": "m", "query": QUESTION, "docno": ["label", "echo"],
-                          "text": [LABEL, QUESTION]})  # fmt: skip
+    words = LABEL.split()
+    random.Random(7).shuffle(words)
+    salad = " ".join(words)  # "when may half normal. is does to it lactic given unless ..."
+    frame = pd.DataFrame({"qid": "m", "query": QUESTION, "docno": ["label", "echo", "salad"],
+                          "text": [LABEL, QUESTION, salad]})  # fmt: skip
     detectors = guard.detectors()
-    shares = detectors.shares(guard.features().frame([QUESTION] * 2, [LABEL, QUESTION]))
+    table = guard.features().frame([QUESTION] * 3, [LABEL, QUESTION, salad])
+    assert table["order"].tolist() == [1.0, 1.0, pytest.approx(2 / 3)]  # "normal. is"
+    shares = detectors.shares(table)
     names = [d.fitted_on["name"] for d in (detectors, *detectors.also)]
-    doubting = {
-        name: round(float(share), 3)
-        for name, share in zip(names, shares[0], strict=True)
-        if share < 1
-    }
-    assert doubting == {"disorder": 0.794}  # the union of detectors flagged it
+    doubting = [{n for n, share in zip(names, row, strict=True) if share < 1} for row in shares]
+    assert doubting[0] == set()  # the label: no detector doubts it
+    assert "disorder" in doubting[2]
     assessed = guard.assess(frame)
-    assert assessed["evidence"][0] == pytest.approx(-np.log(shares[0][4]), rel=1e-9)
-    assert assessed["evidence"][0] < FLOOR_EVIDENCE < assessed["evidence"][1]
-    assert assessed["flagged"].tolist() == [False, True]
+    assert assessed["evidence"][0] == 0.0
+    assert min(assessed["evidence"][1], assessed["evidence"][2]) > FLOOR_EVIDENCE
+    assert assessed["flagged"].tolist() == [False, True, True]
     path = _answers_file(tmp_path, [
         {"llm": "label", "prompt": "p", "qid": "m", "text": LABEL},
         {"llm": "echo", "prompt": "p", "qid": "m", "text": QUESTION},
