@@ -48,6 +48,10 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--content", type=float, nargs="+", default=[0.0, 0.03, 0.06])
     parser.add_argument("--demote", type=float, nargs="+", default=[0.0, 0.1, 0.2, 0.3, 0.5])
+    parser.add_argument(
+        "--scaled", type=float, nargs="*", default=[],
+        help="rewards of the scaled form too: content x log_novel x max(ranker's score, 0)",
+    )  # fmt: skip
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--features", type=Path, help="the fit's feature table, kept")
     parser.add_argument("--indexes", type=Path, default=ROOT / "indexes")
@@ -57,13 +61,20 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
 def choose(table: pd.DataFrame) -> pd.Series:
     """The row of a table of content, demote, tau_b and worst (the worst fitting kind's wins):
     of the rows whose tau-b is within ``TOLERANCE`` of the default's, the highest ``worst``;
-    rows within ``TIE`` of it are equal, and of those the least demotion wins, then the content
-    nearest the default's."""
-    base = table[(table["content"] == DEFAULT[0]) & (table["demote"] == DEFAULT[1])].iloc[0]
+    rows within ``TIE`` of it are equal, and of those the least demotion wins, then the default's
+    form of reward (``form``: plain, the reward alone; scaled, the reward in proportion to the
+    ranker's score), then the content nearest the default's."""
+    plain = table["form"] == "plain" if "form" in table else True
+    base = table[plain & (table["content"] == DEFAULT[0]) & (table["demote"] == DEFAULT[1])]
+    base = base.iloc[0]
     kept = table[table["tau_b"] >= base["tau_b"] - TOLERANCE]
     tied = kept[kept["worst"] >= kept["worst"].max() - TIE]
-    order = tied.assign(distance=(tied["content"] - DEFAULT[0]).abs())
-    return order.sort_values(["demote", "distance"], kind="stable").iloc[0].drop("distance")
+    order = tied.assign(
+        distance=(tied["content"] - DEFAULT[0]).abs(),
+        other_form=tied["form"] != "plain" if "form" in tied else False,
+    )
+    ranked = order.sort_values(["demote", "other_form", "distance"], kind="stable")
+    return ranked.iloc[0].drop(["distance", "other_form"])
 
 
 def cross_fitted(args: argparse.Namespace, collection):
@@ -95,14 +106,18 @@ def main(argv: list[str] | None = None) -> int:
     held = set(FAMILIES[settings.held_out])
     novel = table["log_novel"].to_numpy()
     results = []
-    for content in args.content:
+    rules = [("plain", c, novel) for c in args.content]
+    topical = novel * np.maximum(ranked, 0.0)  # the reward in proportion to the ranker's score
+    rules += [("scaled", c, topical) for c in args.scaled]
+    for form, content, reward in rules:
         for demote in args.demote:
-            scores = ranked + content * novel - demote * evidence
+            scores = ranked + content * reward - demote * evidence
             scores = np.where(low, -1e3 + 500 * np.minimum(share, 1.0), scores)
             per_kind = kind_wins(rows, scores, relevant)
             fitting = fitting_kinds(per_kind.drop("restated_answer"), rows, held)
             results.append(
-                {"content": content, "demote": demote, "tau_b": mean_tau(rows, scores, grades),
+                {"form": form, "content": content, "demote": demote,
+                 "tau_b": mean_tau(rows, scores, grades),
                  "worst": float(fitting.min()), "worst_kind": fitting.idxmin(),
                  "mean": float(fitting.mean()), **{k: float(per_kind[k]) for k in
                  ("shuffled", "other_best", "restated_answer")}}
@@ -110,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     table = pd.DataFrame(results)
     print(table.round(4).to_string(index=False))
     chosen = choose(table)
-    print(f"chosen: content={chosen['content']:g} demote={chosen['demote']:g} (tau-b "
-          f"{chosen['tau_b']:.4f}, worst fitting kind {chosen['worst']:.4f})")  # fmt: skip
+    print(f"chosen: {chosen['form']} content={chosen['content']:g} demote={chosen['demote']:g} "
+          f"(tau-b {chosen['tau_b']:.4f}, worst fitting kind {chosen['worst']:.4f})")  # fmt: skip
     return 0
 
 

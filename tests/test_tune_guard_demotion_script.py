@@ -49,3 +49,17 @@ def test_ties_go_to_the_least_demotion_then_the_content_nearest_the_default():
     # nothing keeps the agreement but the default: the default
     alone = tune.choose(table([(0.06, 0.0, 0.618, 0.5), (0.06, 0.3, 0.60, 0.9)]))
     assert (alone["content"], alone["demote"]) == (0.06, 0.0)
+
+
+def test_a_scaled_reward_is_chosen_only_where_it_is_better_and_the_plain_one_wins_ties():
+    rows = [("plain", 0.06, 0.0, 0.618, 0.667), ("plain", 0.06, 0.3, 0.616, 0.694),
+            ("scaled", 0.1, 0.0, 0.6175, 0.700), ("scaled", 0.2, 0.0, 0.610, 0.750)]  # fmt: skip
+    forms = pd.DataFrame(rows, columns=["form", "content", "demote", "tau_b", "worst"])
+    # scaled 0.2 loses the agreement (0.610 < 0.613); scaled 0.1 keeps it and has the best
+    # worst kind of the rest
+    chosen = tune.choose(forms)
+    assert (chosen["form"], chosen["content"], chosen["demote"]) == ("scaled", 0.1, 0.0)
+    # equal worst kinds: the plain form (the default's) first
+    forms.loc[0, "worst"] = 0.7
+    chosen = tune.choose(forms)
+    assert (chosen["form"], chosen["content"], chosen["demote"]) == ("plain", 0.06, 0.0)
