@@ -51,7 +51,8 @@ Choices, and why:
   slice, so ``score_max_passages`` bounds what rankers that cut answers into passages
   (``dense:passages=N``) may read for one request: more is a ``422`` (submit a job). On
   SIGTERM the worker keeps serving the requests in hand for half of ``shutdown_timeout_s``
-  and answers those left ``503``; new ones get ``503`` at once.
+  (no turn begins that, as long as the last, would end past it) and answers those left
+  ``503``; new ones get ``503`` at once.
 - **Executor.** ``executor: ray`` (with ``ray_address``, else ``$RAY_ADDRESS``, else a Ray
   instance started by the worker) runs job units on a Ray cluster (``nrp.service.worker``);
   ``local`` (the default) runs them in the worker process. ``ray_address`` without ``ray`` is

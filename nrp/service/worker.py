@@ -271,10 +271,12 @@ class Worker:
             self.pending = [r for r in self.pending if not r.abandoned]
             log.warning("dropped abandoned score requests", extra={"fields": {"ids": dropped}})
 
-    def _drained(self) -> bool:
-        """Shutting down and past the time given to the requests in hand: each one left gets
-        a 503 (the server is stopping) instead of a cancelled request."""
-        if self.drain_until is None or time.monotonic() < self.drain_until:
+    def _drained(self, turn: float = 0.0) -> bool:
+        """Shutting down and past the time given to the requests in hand, or so near it that
+        another turn as long as the last one (``turn`` seconds) would end past it: each one
+        left gets a 503 (the server is stopping) instead of a request cancelled when the
+        server's graceful wait ends (a 500)."""
+        if self.drain_until is None or time.monotonic() + turn < self.drain_until:
             return False
         self._refuse_pending()
         return True
@@ -316,11 +318,13 @@ class Worker:
                 self.pending[:0] = requests
                 break
             if requests:
+                started = time.monotonic()
                 self._serve(requests)
+                turn = time.monotonic() - started
                 self._account(measure_used=self._measure_due(quiet=False))
                 if self.pool.changes != self.frozen_at:
                     self._freeze()
-                self._drained()
+                self._drained(turn)
                 continue
             if self.drain_until is not None:  # shutting down: no new job batch
                 self._drained()
