@@ -48,8 +48,9 @@ contributes beyond the question; none reads any wording. The model that reads th
   answer, in whatever wording (docs/validity.md, "Questions in place of an answer").
 - ``order``: whether the text's sentences begin where its capitals say they do: of the words
   that follow a sentence's end (a word ending in . ! or ?, not an abbreviation such as "e.g."
-  or "U.S."), those that begin with a capital or a digit, over all of them and the capitalised
-  function words ("The", "It", "And", ...) found inside a sentence, counted with
+  or "U.S." nor a list's mark such as "1."), those that begin with a capital or a digit, over
+  all of them and the capitalised function words ("The", "It", "And", ...) that follow a word
+  in lower case inside a sentence, counted with
   ``ORDER_PRIOR`` words in place more; 1.0 without any (in a text without a word in title case,
   written without capitals, lower-case starts count for nothing). Prose and lists keep their
   sentence starts; words put in another order (word salad) carry their capitals and full stops
@@ -94,10 +95,12 @@ ENCODER = "dense:model=minilm"
 WORDS = re.compile(r"[A-Za-z0-9']+")
 _ANY_WORD = re.compile(r"\w")
 _MARKS = re.compile(r"[^\w\s]*")
+#: closing quotes and brackets, which may follow a sentence's final mark
+_CLOSING = r"[\"'\u201d\u2019)\]]*"
 #: asks_only: a sentence ends at . ! or ? (closing quotes and brackets after it kept out) before
 #: white space, or at a line break; it asks when it ends with a question mark
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|\n")
-_ASKS = re.compile(r"\?[\"'\u201d\u2019)\]]*$")
+_SENTENCE_BREAK = re.compile(rf"(?<=[.!?]){_CLOSING}\s+|\n")
+_ASKS = re.compile(rf"\?{_CLOSING}$")
 #: order: words in place counted in addition to a text's own (a prior of ordered text); the
 #: function words whose capital after a word in lower case is out of place; a sentence's end
 #: (a word ending in . ! or ?, closing quotes and brackets after it) that is an abbreviation,
@@ -111,10 +114,10 @@ ORDER_FUNCTION_WORDS = frozenset((
     "there", "these", "they", "this", "those", "to", "was", "we", "were", "what", "when", "which",
     "who", "with", "you", "your",
 ))  # fmt: skip
-_ENDS_SENTENCE = re.compile(r"[.!?][\"'\u201d\u2019)\]]*$")
+_ENDS_SENTENCE = re.compile(rf"[.!?]{_CLOSING}$")
 _LIST_MARK = r"\(?(?:\d{1,3}|[A-Za-z])[.)]"
 _ENDS_NOTHING = re.compile(
-    r"\.\.[\"'\u201d\u2019)\]]*$|^\(?(?:[A-Za-z]\.){2,}[\"'\u201d\u2019)\]]*$"
+    rf"\.\.{_CLOSING}$|^\(?(?:[A-Za-z]\.){{2,}}{_CLOSING}$"
     rf"|^\(?(?:e\.g|i\.e|etc|vs|cf|dr|mr|mrs|ms|st|no|fig|approx|inc|ltd|jr|sr)\.$|^{_LIST_MARK}$",
     re.IGNORECASE,
 )
@@ -258,7 +261,8 @@ def _lower_case(token: str) -> bool:
 
 
 def _ends_sentence(token: str) -> bool:
-    """Whether ``token`` ends a sentence: . ! or ? at its end, and no abbreviation or ellipsis."""
+    """Whether ``token`` ends a sentence: . ! or ? at its end (closing marks after it), and no
+    abbreviation, ellipsis or list's mark."""
     return bool(_ENDS_SENTENCE.search(token)) and not _ENDS_NOTHING.search(token)
 
 
