@@ -59,19 +59,19 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
 
 
 def choose(table: pd.DataFrame) -> pd.Series:
-    """The row of a table of content, demote, tau_b and worst (the worst fitting kind's wins):
+    """The row of a table of form, content, demote, tau_b and worst (the worst fitting kind's wins):
     of the rows whose tau-b is within ``TOLERANCE`` of the default's, the highest ``worst``;
     rows within ``TIE`` of it are equal, and of those the least demotion wins, then the default's
     form of reward (``form``: plain, the reward alone; scaled, the reward in proportion to the
     ranker's score), then the content nearest the default's."""
-    plain = table["form"] == "plain" if "form" in table else True
+    plain = table["form"] == "plain"
     base = table[plain & (table["content"] == DEFAULT[0]) & (table["demote"] == DEFAULT[1])]
     base = base.iloc[0]
     kept = table[table["tau_b"] >= base["tau_b"] - TOLERANCE]
     tied = kept[kept["worst"] >= kept["worst"].max() - TIE]
     order = tied.assign(
         distance=(tied["content"] - DEFAULT[0]).abs(),
-        other_form=tied["form"] != "plain" if "form" in tied else False,
+        other_form=tied["form"] != "plain",
     )
     ranked = order.sort_values(["demote", "other_form", "distance"], kind="stable")
     return ranked.iloc[0].drop(["distance", "other_form"])

@@ -14,7 +14,9 @@ tune = SimpleNamespace(**runpy.run_path(str(SCRIPT), run_name="tune_guard_demoti
 
 
 def table(rows: list[tuple[float, float, float, float]]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=["content", "demote", "tau_b", "worst"])
+    """A table of rules of the plain form (the reward alone)."""
+    frame = pd.DataFrame(rows, columns=["content", "demote", "tau_b", "worst"])
+    return frame.assign(form="plain")
 
 
 def test_the_highest_worst_kind_among_those_keeping_the_agreement():
