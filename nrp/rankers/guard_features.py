@@ -233,17 +233,17 @@ def order(text: str) -> float:
     placed = misplaced = lowered = 0
     capitalised = bool(_TITLE_CASE.search(text))
     for line in text.splitlines():
-        previous = None
+        ends = lower = False  # what the word before says: a sentence ended, a word in lower case
         for token in line.split():
-            ends = previous is not None and _ends_sentence(previous)
             first = next((ch for ch in token if ch.isalnum()), "")
             if ends and first and not _IS_LIST_MARK.match(token):
                 placed += not first.islower()
                 lowered += first.islower()
-            elif not ends and previous is not None and _lower_case(previous):
+            elif not ends and lower:
                 word = token.rstrip(_PUNCTUATION)  # an opening mark of its own starts one
                 misplaced += word.istitle() and word.lower() in ORDER_FUNCTION_WORDS
-            previous = token
+            ends = _ends_sentence(token)
+            lower = first.islower() and not _OPENS.search(token)  # not a mark before a start
     misplaced += lowered if capitalised else 0
     return (placed + ORDER_PRIOR) / (placed + misplaced + ORDER_PRIOR)
 
@@ -251,13 +251,6 @@ def order(text: str) -> float:
 def _unescape(match: re.Match[str]) -> str:
     escaped = match.group(0)
     return "\n" if escaped[1] in "nr" else " " if escaped[1] == "t" else chr(int(escaped[2:], 16))
-
-
-def _lower_case(token: str) -> bool:
-    """Whether ``token`` is a word in lower case inside a sentence (not a mark, a list's mark or
-    a word ending in a colon or a dash, after which a sentence may begin)."""
-    first = next((ch for ch in token if ch.isalnum()), "")
-    return first.islower() and not _OPENS.search(token)
 
 
 def _ends_sentence(token: str) -> bool:
