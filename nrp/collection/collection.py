@@ -68,6 +68,12 @@ class Collection:
         return {row.name: LabelScale.from_json(json.loads(row.scale)) for row in frame.itertuples()}
 
     @property
+    def answer_dimension(self) -> str:
+        """The dimension whose grades tell real answers from the rest: relevance where the
+        collection has it, else its first."""
+        return "relevance" if "relevance" in self.dimensions else next(iter(self.dimensions))
+
+    @property
     def topics(self) -> pd.DataFrame:
         """qid, query, narrative."""
         return self._query("SELECT qid, query, narrative FROM topics ORDER BY rowid")

@@ -132,10 +132,8 @@ def contexts(
     """answer_id -> what its perturbations draw on (``PerturbationContext``). Grades: the
     collection's first dimension (relevance where it has one). The texts that the perturbations
     ``names`` parse with spaCy are parsed here, once, in batches."""
-    dimensions = list(collection.dimensions)
-    dimension = "relevance" if "relevance" in dimensions else dimensions[0]
     candidates = collection.candidates()
-    grades = collection.qrels(dimension).set_index(["qid", "docno"])["label"]
+    grades = collection.qrels(collection.answer_dimension).set_index(["qid", "docno"])["label"]
     keys = list(zip(candidates["qid"].astype(str), candidates["docno"].astype(str), strict=True))
     candidates = candidates.assign(grade=[float(grades.get(k, 0.0)) for k in keys])
     judged: dict[str, list[tuple[float, str]]] = {}

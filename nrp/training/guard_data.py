@@ -120,7 +120,7 @@ def fitting_dimension(collection: Any, settings: GuardTrainSettings) -> str:
     from nrp.errors import ConfigError
 
     dimensions = list(collection.dimensions)
-    dimension = settings.dimension or ("relevance" if "relevance" in dimensions else dimensions[0])
+    dimension = settings.dimension or collection.answer_dimension
     if dimension not in dimensions:
         raise ConfigError(
             f"guard training: {collection.name} has no dimension {dimension!r} "
