@@ -128,12 +128,19 @@ from nrp.validation.result import VALIDATION_FILE, ValidationResult
 from nrp.validation.runs import RunOut, read_run, write_runs
 from nrp.validation.settings import ValidationSettings
 from nrp.validation.validate import validate, validate_runs, validity_texts
-from nrp.validation.validity import DEFAULT_MAX_FLOORED, DEFAULT_MAX_NRP, DEFAULT_MIN_WINS, Validity
+from nrp.validation.validity import (
+    DEFAULT_FALLBACK_WINS,
+    DEFAULT_MAX_FLOORED,
+    DEFAULT_MAX_NRP,
+    DEFAULT_MIN_WINS,
+    Validity,
+)
 
 __all__ = [
     "CITATIONS_FILE",
     "COMBINED",
     "DATASET_PREFIX",
+    "DEFAULT_FALLBACK_WINS",
     "DEFAULT_MAX_FLOORED",
     "DEFAULT_MAX_NRP",
     "DEFAULT_MIN_WINS",

@@ -111,6 +111,15 @@ def _add_validity_options(parser: argparse.ArgumentParser) -> None:
         f"degenerate kind in at least SHARE of pairs (default {api.DEFAULT_MIN_WINS})",
     )
     parser.add_argument(
+        "--validity-fallback-wins",
+        type=float,
+        default=api.DEFAULT_FALLBACK_WINS,
+        metavar="SHARE",
+        help="where no ranker of a dimension passes validity, choose among those that pass with "
+        "SHARE in place of --validity-min-wins, and say so (default "
+        f"{api.DEFAULT_FALLBACK_WINS}; equal to --validity-min-wins: no fallback)",
+    )
+    parser.add_argument(
         "--validity-max-nrp",
         type=float,
         default=api.DEFAULT_MAX_NRP,
@@ -168,6 +177,7 @@ def handle(args: argparse.Namespace) -> int:
         options.update(
             validity=not args.no_validity,
             validity_min_wins=args.validity_min_wins,
+            validity_fallback_wins=args.validity_fallback_wins,
             validity_max_nrp=args.validity_max_nrp,
             validity_max_floored=args.validity_max_floored,
             validity_kinds=args.validity_kinds,

@@ -94,8 +94,16 @@ def dimension_table(result: ResultView, dimension: str) -> str:
             else ""
         )
         lines.append(f"  chosen: {best}; {verdict}{tie}")
+    if choice.fallback_wins is not None:  # only ever chosen among rankers measured
+        chosen = dim.validity[best]
+        lines.append(
+            f"  no ranker passed validity ({chosen.rule.get('min_wins')}): chosen under the "
+            f"fallback, every kind but first_sentence >= {choice.fallback_wins} wins ({best}: "
+            f"{chosen.reason})"
+        )
+    rule = "the fallback" if choice.fallback_wins is not None else "validity"
     for name, reason in choice.passed_over:
-        lines.append(f"  passed over: {name} (fails validity: {reason})")
+        lines.append(f"  passed over: {name} (fails {rule}: {reason})")
     lines.extend(_against_random(result, dimension, choice, alpha))
     lines.append(
         f"  * significantly worse than the best (corrected p < {alpha}); "
@@ -167,15 +175,16 @@ def validity_lines(dim: Any, ranked: list[str]) -> list[str]:
                 f"{highest.group} {highest.nrp:.3f}",
                 "-" if truncated is None else f"{truncated.wins:.3f} wins, NRP {truncated.nrp:.3f}",
                 _floored(v.answers),
-                "pass" if v.passed else "FAIL",
+                _verdict(v),
             ]
         )
     rule = first.rule
     lines = [
         f"  validity: relevant judged documents above degenerate texts (pairs, ties half) and "
         f"the texts' NRP; pass: every kind but first_sentence >= {rule.get('min_wins')} wins "
-        f"and <= {rule.get('max_nrp')} NRP; answers floored: relevant judged documents the "
-        "ranker puts below every text it lets through (a guard's flag), reported only"
+        f"and <= {rule.get('max_nrp')} NRP{_fallback_rule(rule)}; answers floored: relevant "
+        "judged documents the ranker puts below every text it lets through (a guard's flag), "
+        "reported only"
     ]
     lines.extend(text_table(rows[0], rows[1:], indent="    ").splitlines())
     lines.extend(_worst_by_grade(dim))
@@ -259,6 +268,25 @@ def _worst_by_grade(dim: Any) -> list[str]:
         f"    {chosen}'s worst kind by the judged document's grade (pairs pooled over queries): "
         f"{worst.group}: " + ", ".join(parts)
     ]
+
+
+def _verdict(validity: Any) -> str:
+    """``pass``; ``fallback`` where the ranker fails the rule but passes its fallback (a lower
+    share of wins; chosen from only when no ranker of the dimension passes); ``FAIL``."""
+    if validity.passed:
+        return "pass"
+    below = validity.rule.get("fallback_wins", validity.rule.get("min_wins"))
+    if below != validity.rule.get("min_wins") and not validity.fallback_reason:
+        return "fallback"
+    return "FAIL"
+
+
+def _fallback_rule(rule: Any) -> str:
+    """The validity table's words for the fallback, where the rule has one."""
+    below = rule.get("fallback_wins", rule.get("min_wins"))
+    if below == rule.get("min_wins"):
+        return ""
+    return f" (fallback, chosen from where none passes: >= {below} wins)"
 
 
 def _floored(answers: Any) -> str:

@@ -18,7 +18,9 @@ SELECTION_RULE = (
     "corrected p-value (all pairs of the dimension in one family) is >= alpha. When validity "
     "was measured, only the rankers that pass it are chosen from (and the runner-up is the "
     "next of those); a ranker with a higher mean that failed is named as passed over, with the "
-    "reason. When none passes, nothing is chosen. The chosen ranker is then tested against "
+    "reason. When none passes, the rankers that pass the fallback (the same rule with a lower "
+    "share of wins) are chosen from, and the choice records the fallback; when none passes "
+    "that either, nothing is chosen. The chosen ranker is then tested against "
     "the random ranker (a control validated with every ranker set; it is added when the set "
     "lacks it): its corrected p-value from the same family of tests."
 )
@@ -56,6 +58,9 @@ class Choice:
     control_difference: float | None = None
     control_p: float | None = None
     better_than_control: bool | None = None
+    #: the share of wins of the fallback the choice was made under, where no ranker passed
+    #: validity (None: chosen among rankers that passed)
+    fallback_wins: float | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -71,6 +76,7 @@ class Choice:
                 "p_corrected": self.control_p,
                 "significantly_better": self.better_than_control,
             },
+            "fallback_wins": self.fallback_wins,
         }
 
     @classmethod
@@ -83,6 +89,7 @@ class Choice:
             data["tie_broken_by"],
             tuple((str(a), str(b)) for a, b in data.get("passed_over", [])),
             *_against_random(data.get("against_random") or {}),
+            fallback_wins=data.get("fallback_wins"),
         )
 
 
@@ -116,12 +123,20 @@ def choose(
     alpha: float = 0.05,
     failed: Mapping[str, str] | None = None,
     control: str | None = None,
+    fallback: tuple[float, Mapping[str, str]] | None = None,
 ) -> Choice | None:
     """Apply ``SELECTION_RULE``. ``means``: system -> measure -> mean; ``measures``: primary
     first; ``corrected_p``: {frozenset({a, b}): corrected p-value on the primary measure};
     ``failed``: system -> why it failed validity (never chosen); ``control``: the random
-    ranker the choice is tested against (None: not tested)."""
-    choice = _choose(means, measures, order, corrected_p, alpha, failed or {})
+    ranker the choice is tested against (None: not tested); ``fallback``: the fallback's share
+    of wins and the systems that fail it (-> why), chosen from when every system failed."""
+    failed = failed or {}
+    under = None
+    if fallback is not None and order and all(name in failed for name in order):
+        under, failed = fallback
+    choice = _choose(means, measures, order, corrected_p, alpha, failed)
+    if choice is not None and under is not None:
+        choice = replace(choice, fallback_wins=under)
     if choice is None or control is None:
         return choice
     difference = means[choice.best][measures[0]] - means[control][measures[0]]

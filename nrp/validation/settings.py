@@ -24,7 +24,12 @@ from nrp.measures import (
     parse_measures,
 )
 from nrp.validation.degenerate import kind_names
-from nrp.validation.validity import DEFAULT_MAX_FLOORED, DEFAULT_MAX_NRP, DEFAULT_MIN_WINS
+from nrp.validation.validity import (
+    DEFAULT_FALLBACK_WINS,
+    DEFAULT_MAX_FLOORED,
+    DEFAULT_MAX_NRP,
+    DEFAULT_MIN_WINS,
+)
 
 
 @dataclass(frozen=True)
@@ -38,7 +43,9 @@ class ValidationSettings:
     every kind; ``validity_per_kind`` texts of each composed kind per query, ``other_best`` the
     best documents of ``validity_other_draws`` other queries) among D_q and choose
     only rankers that pass ``validity_min_wins`` and ``validity_max_nrp`` and floor at most
-    ``validity_max_floored`` of the ``real_answers`` (answer files or folders of answers that
+    ``validity_max_floored`` of the ``real_answers``, or, where none passes, those that pass
+    with ``validity_fallback_wins`` (at most ``validity_min_wins``: above it, no fallback) in
+    place of ``validity_min_wins`` (answer files or folders of answers that
     nobody fitted or calibrated on; none by default) (``nrp.validation.validity``,
     ``nrp.validation.real_answers``). ``random_control``: validate the ``random`` ranker beside
     the given ones when they lack it, so each choice is tested against chance (the weighted
@@ -58,6 +65,7 @@ class ValidationSettings:
     seed: int = statistics.DEFAULT_SEED
     validity: bool = True
     validity_min_wins: float = DEFAULT_MIN_WINS
+    validity_fallback_wins: float = DEFAULT_FALLBACK_WINS
     validity_max_nrp: float = DEFAULT_MAX_NRP
     validity_max_floored: float = DEFAULT_MAX_FLOORED
     real_answers: Sequence[str | Path] | str | Path = ()
@@ -77,8 +85,12 @@ class ValidationSettings:
         chosen = list(self.dimensions) if self.dimensions else list(collection.dimensions)
         collection.check_dimensions(chosen)
         names = [str(m) for m in parse_measures(self.measures)]
-        if not 0 <= self.validity_min_wins <= 1 or not 0 <= self.validity_max_nrp <= 1:
-            raise ConfigError("validity_min_wins and validity_max_nrp must lie between 0 and 1")
+        shares = (self.validity_min_wins, self.validity_fallback_wins, self.validity_max_nrp)
+        if not all(0 <= share <= 1 for share in shares):
+            raise ConfigError(
+                "validity_min_wins, validity_fallback_wins and validity_max_nrp must lie between "
+                "0 and 1"
+            )
         if not 0 <= self.validity_max_floored <= 1:
             raise ConfigError("validity_max_floored must lie between 0 and 1")
         if self.validity_per_kind < 1:
@@ -91,6 +103,7 @@ class ValidationSettings:
         return replace(
             self, measures=names, dimensions=chosen, validity_kinds=kinds,
             real_answers=tuple(str(path) for path in real),
+            validity_fallback_wins=min(self.validity_fallback_wins, self.validity_min_wins),
         )  # fmt: skip
 
     def as_json(self) -> dict[str, Any]:
@@ -109,6 +122,7 @@ class ValidationSettings:
             "evaluator": evaluator_version(),
             "validity": self.validity,
             "validity_min_wins": self.validity_min_wins,
+            "validity_fallback_wins": self.validity_fallback_wins,
             "validity_max_nrp": self.validity_max_nrp,
             "validity_max_floored": self.validity_max_floored,
             "real_answers": list(self.real_answers),

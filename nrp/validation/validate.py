@@ -75,6 +75,7 @@ from nrp.validation.validity import (
     floored_answers,
     measure_validity,
     score_texts,
+    with_fallback,
     with_real_answers,
 )
 
@@ -442,6 +443,14 @@ def _evaluate(
         elif validity and dimensions[dimension].choice is None:
             warnings.append(_nothing_passed(collection.name, dimension, validity))
             warn(f"{warnings[-1]} (print the result for its tables)", NrpWarning, stacklevel=3)
+        elif (fallen := dimensions[dimension].choice) and fallen.fallback_wins is not None:
+            warnings.append(
+                f"{dimension!r}: no ranker passed validity (judged documents above each "
+                f"degenerate kind in {settings.validity_min_wins} of pairs); {fallen.best} is "
+                f"chosen under the fallback ({fallen.fallback_wins}): the validity table says "
+                "each ranker's worst kind"
+            )
+            warn(warnings[-1], NrpWarning, stacklevel=3)
     _, _, unvalidated = default_weights({d: r.choice for d, r in dimensions.items()})
     if unvalidated:
         warnings.append(unvalidated)
@@ -497,15 +506,18 @@ def _validity(
             grades[(str(row.qid), str(row.docno))] = float(row.label)
     return {
         name: with_real_answers(
-            measure_validity(
-                ranked.texts,
-                relevant,
-                tolerance=ranked.tolerance,
-                min_wins=settings.validity_min_wins,
-                max_nrp=settings.validity_max_nrp,
-                confidence=settings.confidence,
-                answers=floored_answers(ranked.floored, relevant, words),
-                grades=grades,
+            with_fallback(
+                measure_validity(
+                    ranked.texts,
+                    relevant,
+                    tolerance=ranked.tolerance,
+                    min_wins=settings.validity_min_wins,
+                    max_nrp=settings.validity_max_nrp,
+                    confidence=settings.confidence,
+                    answers=floored_answers(ranked.floored, relevant, words),
+                    grades=grades,
+                ),
+                settings.validity_fallback_wins,
             ),
             ranked.real,
             ranked.cross_fitted,
@@ -567,9 +579,12 @@ def _dimension_result(
         means = {n: {m: summary[n][m].mean for m in settings.measures} for n in names}
         corrected_by_pair = {frozenset((t.a, t.b)): t.p_corrected for t in tests}
         failed = {n: v.reason for n, v in (validity or {}).items() if not v.passed}
+        below = {n: v.fallback_reason for n, v in (validity or {}).items() if v.fallback_reason}
+        fallback = (settings.validity_fallback_wins, below) if validity else None
         choice = choose(
-            means, settings.measures, names, corrected_by_pair, settings.alpha, failed, control
-        )
+            means, settings.measures, names, corrected_by_pair, settings.alpha, failed, control,
+            fallback,
+        )  # fmt: skip
     return DimensionResult(
         dimension=qrels.dimension,
         judged_queries=list(qrels.judged_qids),

@@ -28,10 +28,13 @@ from nrp.validation.degenerate import (
 )
 from nrp.validation.validity import (
     FlooredAnswers,
+    RealAnswers,
     ScoredText,
     Validity,
     floored_answers,
     measure_validity,
+    with_fallback,
+    with_real_answers,
 )
 
 QUERY = "Can ibuprofen raise blood pressure in older adults?"
@@ -200,6 +203,22 @@ def test_measure_validity_by_hand():
     assert not validity.passed
     assert validity.reason == "echo: judged documents above it in 0.688 of pairs (< 0.9)"
     assert validity.families["mirror"].wins == pytest.approx(0.6875)
+    # the fallback: the same rule with a lower share of wins; never above the rule's own
+    assert validity.fallback_reason == validity.reason and validity.rule["fallback_wins"] == 0.9
+    assert with_fallback(validity, 0.6).fallback_reason == "echo: mean NRP 0.375 (> 0.3)"
+    looser = measure_validity(scored, relevant, min_wins=0.9, max_nrp=0.5)
+    echo_passes = with_fallback(looser, 0.6)
+    assert echo_passes.fallback_reason == "" and echo_passes.rule["fallback_wins"] == 0.6
+    assert not echo_passes.passed and echo_passes.reason == validity.reason
+    assert with_fallback(looser, 0.7).fallback_reason == (
+        "echo: judged documents above it in 0.688 of pairs (< 0.7)"
+    )
+    assert with_fallback(looser, 0.99).rule["fallback_wins"] == 0.9
+    # flooring too many real answers fails the fallback too: 1 of 20 > 2%
+    real = RealAnswers(answers=20, floored=1, flagged=1, nrp=0.8)
+    floored = with_real_answers(echo_passes, real, None, max_floored=0.02)
+    assert floored.fallback_reason == "real answers: 1 of 20 floored (5.0% > 2.0%)"
+    assert floored.reason == validity.reason  # its first failing kind stays the reason
     # a query the dimension does not evaluate is left out
     only_q2 = measure_validity(scored, {"q2": {"d4"}}, min_wins=0.9, max_nrp=0.3)
     assert only_q2.passed and only_q2.kinds["echo"].wins == 1.0

@@ -17,7 +17,7 @@ from nrp import Collection, ingest
 from nrp.errors import NrpWarning
 from nrp.rankers.base import Ranker
 from nrp.validation import ValidationResult, validate
-from nrp.validation.selection import choose
+from nrp.validation.selection import Choice, choose
 
 MANIFEST = """\
 name: answers
@@ -108,7 +108,7 @@ def test_a_ranker_of_question_words_is_passed_over_with_its_reason(answers):
     # the echo holds every question word: score 1, above every judged document of its query
     assert overlap.kinds["echo"].wins == 0.0 and overlap.kinds["echo"].nrp == 1.0
     assert not overlap.passed
-    assert overlap.reason == "echo: judged documents above it in 0.000 of pairs (< 0.9)"
+    assert overlap.reason == "echo: judged documents above it in 0.000 of pairs (< 0.95)"
     guard = dim.validity["guard"]
     assert guard.passed, guard.reason
     assert guard.kinds["echo"].wins == 1.0 and guard.kinds["echo"].nrp == 0.0
@@ -176,7 +176,7 @@ def test_the_cli_prints_who_was_passed_over_and_why(answers):
         capture_output=True, text=True,
     )  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
-    assert "validity_min_wins and validity_max_nrp must lie between 0 and 1" in bad.stderr
+    assert "validity_min_wins, validity_fallback_wins and validity_max_nrp must lie" in bad.stderr
 
 
 def test_validation_reports_the_chosen_rankers_worst_kind_by_grade(answers):
@@ -287,6 +287,66 @@ def test_choose_skips_failed_rankers_and_names_those_above():
     assert (choice.best, choice.runner_up, choice.runner_up_p) == ("b", "c", 0.2)
     assert choice.passed_over == (("a", "echo: 0.1"),)
     assert choose(means, ["m"], ["a"], p, failed={"a": "x"}) is None
+
+
+def test_choose_falls_back_only_when_every_ranker_failed():
+    means = {"a": {"m": 0.9}, "b": {"m": 0.8}, "c": {"m": 0.7}}
+    p = {frozenset(("a", "b")): 0.01, frozenset(("a", "c")): 0.01, frozenset(("b", "c")): 0.2}
+    every = {"a": "echo: 0.1", "b": "other_best: 0.93", "c": "keywords: 0.94"}
+    # a fails the fallback (0.9) too; b and c pass it: b, named as chosen under the fallback
+    fallback = (0.9, {"a": "echo: 0.1 (< 0.9)"})
+    choice = choose(means, ["m"], ["a", "b", "c"], p, failed=every, fallback=fallback)
+    assert (choice.best, choice.runner_up, choice.fallback_wins) == ("b", "c", 0.9)
+    assert choice.passed_over == (("a", "echo: 0.1 (< 0.9)"),)
+    assert Choice.from_dict(json.loads(json.dumps(choice.to_dict()))) == choice
+    # c passes the rule itself: no fallback, c chosen over b
+    passed_c = {"a": every["a"], "b": every["b"]}
+    choice = choose(means, ["m"], ["a", "b", "c"], p, failed=passed_c, fallback=fallback)
+    assert (choice.best, choice.fallback_wins) == ("c", None)
+    # every ranker fails the fallback too: nothing chosen
+    assert choose(means, ["m"], ["a"], p, failed=every, fallback=(0.9, every)) is None
+    # a choice written before the fallback reads back as made under the rule
+    old = {k: v for k, v in choice.to_dict().items() if k != "fallback_wins"}
+    assert Choice.from_dict(old).fallback_wins is None
+
+
+def test_where_nothing_passes_the_fallback_chooses_and_says_so(answers):
+    # question_overlap puts every echo above every judged document: wins 0.0, NRP 1.0. With the
+    # NRP bound out of the way (1.0), it fails a rule of 0.5 wins and passes a fallback of 0.0
+    rule = dict(validity_kinds=KINDS, validity_min_wins=0.5, validity_max_nrp=1.0)
+    with pytest.warns(NrpWarning, match="chosen under the fallback"):
+        result = validate(
+            answers, [QuestionOverlap()], cache=False, validity_fallback_wins=0.0, **rule
+        )
+    dim = result.dimensions["relevance"]
+    overlap = dim.validity["question_overlap"]
+    assert not overlap.passed and overlap.fallback_reason == ""
+    assert overlap.reason == "echo: judged documents above it in 0.000 of pairs (< 0.5)"
+    assert overlap.rule["fallback_wins"] == 0.0
+    assert dim.choice.best == "question_overlap" and dim.choice.fallback_wins == 0.0
+    assert result.chosen() == {"relevance": "question_overlap"}
+    warning = result.warnings[0]  # (then: three queries, not significantly above random)
+    assert warning == (
+        "'relevance': no ranker passed validity (judged documents above each degenerate kind "
+        "in 0.5 of pairs); question_overlap is chosen under the fallback (0.0): the validity "
+        "table says each ranker's worst kind"
+    )
+    table = result.tables()["relevance"]
+    assert "no ranker passed validity (0.5): chosen under the fallback" in table
+    assert "(fallback, chosen from where none passes: >= 0.0 wins)" in table
+    assert any(line.rstrip().endswith("fallback") for line in table.splitlines())
+    again = ValidationResult.from_dict(json.loads(result.to_json()))
+    assert again.dimensions["relevance"].choice == dim.choice
+    assert again.dimensions["relevance"].validity["question_overlap"] == overlap
+    # the default fallback (0.90) is above what it reaches: nothing chosen; a fallback above
+    # the rule's share is the rule's share (no fallback)
+    with pytest.warns(NrpWarning, match="nothing is chosen"):
+        assert validate(answers, [QuestionOverlap()], cache=False, **rule).chosen() == {}
+    with pytest.warns(NrpWarning, match="nothing is chosen"):
+        above = validate(
+            answers, [QuestionOverlap()], cache=False, validity_fallback_wins=0.8, **rule
+        )
+    assert above.settings["validity_fallback_wins"] == 0.5
 
 
 def test_with_the_chosen_guard_an_echo_gets_nrp_0_and_a_real_answer_does_not(answers):
