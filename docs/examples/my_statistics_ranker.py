@@ -2,7 +2,7 @@
 avgdl and df counted over D_q, on nrp's ``LexicalIndex``.
 
 It declares injection "statistics" and subclasses none of nrp's lexical rankers: it has what
-``StatisticsScorer`` (``nrp.rankers.base``) names, ``build_index`` (D_q as an index),
+``StatisticsScorer`` (``nrp.rankers.lexical``) names, ``build_index`` (D_q as an index),
 ``model`` (term weights: nrp's BM25 formula here, or any object with ``weight(tf, dl, stats)``)
 and ``background`` (None: no corpus, the statistics are D_q's own). nrp then positions an
 answer by rescoring D_q with the answer counted in the statistics, D_q tokenised once, or, with

@@ -11,7 +11,8 @@ it is ``nrp.meta_from_files(scores, human, ...)`` (``nrp.meta.report``, exported
 
 from nrp.meta.categorical import CategoricalResult, categorical_evaluate
 from nrp.meta.correlation import MetaResult, MetaSettings, meta_evaluate
-from nrp.meta.human import read_human, read_table
+from nrp.meta.human import read_human
+from nrp.meta.readers import read_table
 from nrp.statistics import kendall_tau_b, spearman_rho
 
 __all__ = [

@@ -132,7 +132,7 @@ def annotator_agreement(
     files have a qid. ``categorical``: text labels, nominal alpha. A Label Studio export
     (``nrp.meta.labelstudio``, query texts mapped to qids by ``query_map``) is one coder per
     annotator."""
-    from nrp.meta.human import item_keys
+    from nrp.meta.readers import item_keys
 
     names, frames = _coders(paths, id_column, categorical, query_map)
     shared = [d for d in frames[0].attrs["dimensions"] if all(d in f for f in frames[1:])]

@@ -554,7 +554,7 @@ def _load_usr(name: str, file: str, prefix: str) -> Callable[..., MetaSet]:
 
 
 def load_chatbot_vi(folder: Path, include_references: bool = False) -> MetaSet:
-    from nrp.meta.human import line_of, read_table
+    from nrp.meta.readers import line_of, read_table
 
     path = folder / "qa_300.derived.csv"
     frame = read_table(

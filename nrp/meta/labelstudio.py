@@ -23,7 +23,7 @@ annotator::
   one strict order, best first; otherwise each key is a ``Bucket``, in the order the result
   lists them, best first, its items tied. The ``_`` key (Label Studio's list of items placed in
   no bucket) and items placed nowhere are not ranked and get no label.
-- **Labels**: as for any ranking file (``nrp.meta.human.tie_group_grades``): an item's label
+- **Labels**: as for any ranking file (``nrp.meta.readers.tie_group_grades``): an item's label
   is the number of items ranked strictly below it, in a dimension ``ranking``.
 
 Cancelled annotations are skipped. One annotator (``completed_by``: an email, a name or a user
@@ -43,7 +43,7 @@ import pandas as pd
 from nrp import jsontext
 from nrp.errors import InputError, quote
 from nrp.jsontext import unique_keys
-from nrp.meta.human import check_unique_items, line_of, read_table, tie_group_grades
+from nrp.meta.readers import check_unique_items, line_of, read_table, tie_group_grades
 from nrp.tables import require_columns
 
 #: the Ranker tag's name in nrp's own labeling configuration and Label Studio's examples

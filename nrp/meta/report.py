@@ -27,15 +27,9 @@ import pandas as pd
 from nrp.errors import ConfigError, InputError, NrpError
 from nrp.meta.categorical import CategoricalResult, categorical_evaluate
 from nrp.meta.correlation import DEFAULT_BOOTSTRAP, DEFAULT_SEED, MetaResult, meta_evaluate
-from nrp.meta.human import (
-    check_numeric,
-    check_unique_items,
-    item_keys,
-    line_of,
-    read_human,
-    read_table,
-)
+from nrp.meta.human import read_human
 from nrp.meta.labelstudio import is_label_studio_export, read_label_studio_scores
+from nrp.meta.readers import check_numeric, check_unique_items, item_keys, line_of, read_table
 from nrp.settings import settings_with
 from nrp.tables import FrameView, numeric_columns
 

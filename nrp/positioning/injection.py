@@ -22,14 +22,15 @@ module of each says how it works):
   stage puts it in the top k; document pairs cached.
 
 Each ranker declares which of these it is (``Ranker.injection``: "pointwise", "statistics",
-"pairwise"), and the strategies ask of it only what a Protocol of ``nrp.rankers.base`` names
-(``StatisticsScorer``, ``PairwiseScorer``), so a new ranker, from nrp or another package, needs
-no change here. The first strategy that supports the ranker is chosen
-(``nrp.positioning.strategies.choose``); rankers whose scores depend on the candidate set in a
-way no strategy knows (``depends_on_candidate_set`` while declared pointwise), and lexical
-rankers on the ``terrier`` or ``pisa`` back-ends with recomputed statistics, fall back to the
-reference mode (``FullTransform``): exact, and slower. A ranker that declares "statistics" or
-"pairwise" but lacks what the Protocol names is refused with a ``ConfigError`` naming it.
+"pairwise"), and the strategies ask of it only what a Protocol names
+(``nrp.rankers.lexical.StatisticsScorer``, ``nrp.rankers.base.PairwiseScorer``), so a new
+ranker, from nrp or another package, needs no change here. The first strategy that supports the
+ranker is chosen (``nrp.positioning.strategies.choose``); rankers whose scores depend on the
+candidate set in a way no strategy knows (``depends_on_candidate_set`` while declared
+pointwise), and lexical rankers on the ``terrier`` or ``pisa`` back-ends with recomputed
+statistics, fall back to the reference mode (``FullTransform``): exact, and slower. A ranker
+that declares "statistics" or "pairwise" but lacks what the Protocol names is refused with a
+``ConfigError`` naming it.
 """
 
 from __future__ import annotations

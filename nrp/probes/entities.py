@@ -20,6 +20,7 @@ from typing import Any
 
 from nrp.collection.collection import Collection
 from nrp.forking import CAN_FORK, fork_call
+from nrp.probes.nlp import spacy_pipeline
 from nrp.tables import write_text
 
 #: the file beside the collection that keeps each judged document's entities
@@ -45,8 +46,6 @@ def _each_text_entities(texts: Sequence[str]) -> Iterable[Entities]:
     """Each text's entities (``ENTITY_LABELS``), in order. From ``SPLIT_TEXTS`` texts on, a
     forked child finds those of the second half while this process does the first (the model
     loaded before, shared by both: NER is most of a cold ``nrp probe``)."""
-    from nrp.probes.perturbations import spacy_pipeline
-
     nlp, texts = spacy_pipeline(), list(texts)
     if not CAN_FORK or len(texts) < SPLIT_TEXTS:
         return _entities_of(nlp, texts)
@@ -129,7 +128,5 @@ class _EntityCache:
 
 
 def _model_id() -> str:
-    from nrp.probes.perturbations import spacy_pipeline
-
     meta = spacy_pipeline().meta
     return f"{meta.get('lang')}_{meta.get('name')}-{meta.get('version')}"

@@ -55,11 +55,11 @@ import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 from nrp.errors import ConfigError
 from nrp.probes.entities import ENTITY_LABELS
+from nrp.probes.nlp import spacy_pipeline
 from nrp.validation.degenerate import (
     FUNCTION_WORDS,
     SENTENCE_END,
@@ -237,23 +237,6 @@ def _negate_verb(sentence: str, context: PerturbationContext) -> str | None:
             start, end = token.idx, token.idx + len(token.text)
             return f"{sentence[:start]}{DO_SUPPORT[token.tag_]} {token.lemma_}{sentence[end:]}"
     return None
-
-
-@cache
-def spacy_pipeline():  # type: ignore[no-untyped-def]
-    """The heuristics evaluator's spaCy model with what the perturbations read (tags, lemmas,
-    named entities; the parser left out), loaded once per process. Its matrix products go
-    through numpy's BLAS rather than BLIS (thinc's default): the probe's NER over the judged
-    documents of 30 MEDIQA queries took 4.9 s instead of 7.0 on the 2-core machine of
-    docs/performance.md, with the same entities, tags and lemmas."""
-    from nrp.evaluators.heuristics import DEFAULT_MODEL, check_model, import_spacy
-
-    spacy = import_spacy()  # thinc without torch where nothing can need it
-    from thinc.api import use_ops
-
-    check_model(DEFAULT_MODEL)
-    with use_ops("numpy", use_blis=False):  # the models keep the ops they are built with
-        return spacy.load(DEFAULT_MODEL, exclude=["parser"])
 
 
 def texts_to_parse(names: Sequence[str], text: str) -> list[str]:

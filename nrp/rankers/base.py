@@ -44,8 +44,8 @@ fingerprint, so rankers keep their names and cached scores.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import pandas as pd
@@ -57,9 +57,6 @@ from nrp.components import Component
 from nrp.errors import ConfigError, NrpError
 from nrp.spec import Param
 from nrp.tables import require_columns
-
-if TYPE_CHECKING:
-    from nrp.rankers.lexical import CorpusStatistics, LexicalIndex, TermStatistics
 
 REQUIRED_COLUMNS = ("qid", "query", "docno", "text")
 #: how a ranker's answers are injected among D_q (see the module docstring)
@@ -252,34 +249,6 @@ def sort_ranked(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 # -- what an injection strategy needs of a ranker (nrp.positioning.strategies) --------------------
-class TermWeighting(Protocol):
-    """A weighting model: the weight of a term in documents, from the term's frequency ``tf`` and
-    the documents' lengths ``dl`` (arrays, one entry per posting) and the statistics ``s`` the
-    documents are scored with (N, avgdl, df, F, keyFrequency). ``nrp.rankers.lexical``'s TfIdf,
-    BM25 and DPH are three."""
-
-    def weight(self, tf: np.ndarray, dl: np.ndarray, s: TermStatistics) -> np.ndarray: ...
-
-
-class StatisticsScorer(Protocol):
-    """What injecting an answer with D_q's statistics uses of a ranker that declares
-    "statistics": ``build_index`` (D_q as a ``LexicalIndex`` with the ranker's statistics, the
-    recomputed mode rescoring it with each answer counted), ``model`` (its term weights, also for
-    an answer scored against frozen statistics) and ``background`` (corpus statistics with
-    stats=collection, None when the statistics are D_q's own). The ``stats`` and ``backend``
-    parameters, when declared, choose recomputed or frozen statistics (``backend`` other than
-    python: no incremental index, D_q re-ranked in full per answer)."""
-
-    model: TermWeighting
-
-    @property
-    def background(self) -> CorpusStatistics | None: ...
-
-    def build_index(
-        self, texts: Iterable[str], docnos: Iterable[str] | None = None
-    ) -> LexicalIndex: ...
-
-
 class PairwiseScorer(Protocol):
     """What the pairwise injection uses of a ranker that declares "pairwise" (duoT5): ``mono``,
     the pointwise first stage (its scores of D_q are cached like any ranker's); ``params["k"]``,

@@ -69,7 +69,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from glob import glob
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 import numpy as np
 import pandas as pd
@@ -103,6 +103,15 @@ class TermStatistics(NamedTuple):
     df: float  # documents containing the term
     cf: float  # F: occurrences of the term in the collection
     key_frequency: float  # the query term's weight
+
+
+class TermWeighting(Protocol):
+    """A weighting model: the weight of a term in documents, from the term's frequency ``tf`` and
+    the documents' lengths ``dl`` (arrays, one entry per posting) and the statistics ``s`` the
+    documents are scored with (N, avgdl, df, F, keyFrequency). ``nrp.rankers.lexical``'s TfIdf,
+    BM25 and DPH are three."""
+
+    def weight(self, tf: np.ndarray, dl: np.ndarray, s: TermStatistics) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -388,6 +397,25 @@ class LexicalIndex:
             )
             scores[docs] += model.weight(tfs, lengths[docs], stats)
         return scores
+
+
+class StatisticsScorer(Protocol):
+    """What injecting an answer with D_q's statistics uses of a ranker that declares
+    "statistics": ``build_index`` (D_q as a ``LexicalIndex`` with the ranker's statistics, the
+    recomputed mode rescoring it with each answer counted), ``model`` (its term weights, also for
+    an answer scored against frozen statistics) and ``background`` (corpus statistics with
+    stats=collection, None when the statistics are D_q's own). The ``stats`` and ``backend``
+    parameters, when declared, choose recomputed or frozen statistics (``backend`` other than
+    python: no incremental index, D_q re-ranked in full per answer)."""
+
+    model: TermWeighting
+
+    @property
+    def background(self) -> CorpusStatistics | None: ...
+
+    def build_index(
+        self, texts: Iterable[str], docnos: Iterable[str] | None = None
+    ) -> LexicalIndex: ...
 
 
 # -- back-ends other than python -----------------------------------------------------------------

@@ -33,8 +33,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from nrp.rankers import text_pipeline
-from nrp.rankers.base import StatisticsScorer
-from nrp.rankers.lexical import CorpusStatistics, LexicalIndex, TermStatistics, WeightingModel
+from nrp.rankers.lexical import (
+    CorpusStatistics,
+    LexicalIndex,
+    StatisticsScorer,
+    TermStatistics,
+    WeightingModel,
+)
 from nrp.rankers.term_arrays import TermArrays, Vocabulary, analyse_texts
 
 

@@ -16,7 +16,7 @@
 ``create_review_project`` puts the chosen kinds into one project. The texts come from
 ``nrp.evaluators.items.build_items`` (the question, the collection's references or
 pseudo-references), the judge's labels from an ``nrp evaluate`` output read by
-``nrp.meta.human.read_table``.
+``nrp.meta.readers.read_table``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from nrp.collection.collection import Collection
 from nrp.collection.labels import normalize_label
 from nrp.errors import ConfigError, InputError
 from nrp.evaluators.items import build_items
-from nrp.meta.human import read_table
+from nrp.meta.readers import read_table
 from nrp.review.project import KINDS, TFN_LABELS, ReviewItem, ReviewProject
 from nrp.settings import settings_with
 from nrp.tables import require_columns

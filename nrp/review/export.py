@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from nrp.meta.annotators import krippendorff_alpha, pairwise_kendall_tau
-from nrp.meta.human import read_table
+from nrp.meta.readers import read_table
 from nrp.review.project import ReviewProject
 from nrp.review.store import Review
 from nrp.tables import write_aside, write_text

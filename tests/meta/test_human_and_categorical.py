@@ -11,7 +11,8 @@ import pytest
 
 from nrp.errors import InputError, NrpError
 from nrp.meta.categorical import NO_LABEL, categorical_evaluate, normalise_label
-from nrp.meta.human import read_human, read_table
+from nrp.meta.human import read_human
+from nrp.meta.readers import read_table
 
 
 def write(path, text):

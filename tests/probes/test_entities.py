@@ -85,7 +85,7 @@ def test_entities_found_in_two_processes_are_those_of_one(monkeypatch):
     (the small English model's NER has a tok2vec of its own), with the same entities as with
     the shared tok2vec running too."""
     from nrp.probes import entities
-    from nrp.probes.perturbations import spacy_pipeline
+    from nrp.probes.nlp import spacy_pipeline
 
     texts = [*DOCUMENTS.values(), "Nothing here.", "Roche is based in Basel, Switzerland."]
     one = list(entities._each_text_entities(texts))
@@ -116,7 +116,7 @@ def test_spacy_is_imported_without_torch_where_no_pipeline_can_need_it():
     probe = (
         "import sys\n"
         "{first}"
-        "from nrp.probes.perturbations import spacy_pipeline\n"
+        "from nrp.probes.nlp import spacy_pipeline\n"
         "nlp = spacy_pipeline()\n"
         "import thinc.compat\n"
         "print('torch' in sys.modules, thinc.compat.has_torch)\n"

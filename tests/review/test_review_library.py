@@ -19,7 +19,7 @@ from nrp import api
 from nrp.cli import main
 from nrp.errors import ConfigError, InputError
 from nrp.meta.annotators import krippendorff_alpha, pairwise_kendall_tau
-from nrp.meta.human import read_table
+from nrp.meta.readers import read_table
 from nrp.meta.report import meta_from_files
 from nrp.review.create import verify_items
 from nrp.review.desk import NotAssigned, ReviewDesk

@@ -271,7 +271,7 @@ class Strategy:
             raise ConfigError(
                 f"ranker {ranker.spec()} declares injection {ranker.injection!r}, which "
                 f"positions answers through {cls.needs.__name__} "
-                f"(nrp.rankers.base), but lacks {', '.join(missing)}; implement "
+                f"({cls.needs.__module__}), but lacks {', '.join(missing)}; implement "
                 "them, or declare another injection (docs/extending.md)"
             )
 

@@ -17,8 +17,8 @@ import pandas as pd
 
 from nrp.positioning.strategies.base import InjectionState, Strategy
 from nrp.positioning.strategies.statistics import declares_statistics, frozen, python_backend
-from nrp.rankers.base import Ranker, StatisticsScorer
-from nrp.rankers.lexical import LexicalIndex
+from nrp.rankers.base import Ranker
+from nrp.rankers.lexical import LexicalIndex, StatisticsScorer
 from nrp.rankers.lexical_batch import QueryPostings, score_with_each_extra
 from nrp.rankers.term_arrays import Vocabulary, analyse_texts
 
