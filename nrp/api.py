@@ -92,7 +92,6 @@ from nrp.positioning.scoring import (
     score,
     score_answers,
 )
-from nrp.positioning.ties import DEFAULT_TIE_MODE, TIE_MODES, TieMode, check_tie_mode
 from nrp.probes.perturbations import PERTURBATIONS, PerturbationContext, perturb
 from nrp.probes.probe import ProbeResult, probe
 from nrp.progress import ProgressLines
@@ -108,6 +107,7 @@ from nrp.rankers.registry import (
     parse_spec,
     split_specs,
 )
+from nrp.ranks import DEFAULT_TIE_MODE, TIE_MODES, TieMode, check_tie_mode
 from nrp.reports.build import ReportSettings, build_report
 from nrp.review.create import ReviewSettings, create_review_project
 from nrp.review.desk import NotAssigned, ReviewDesk

@@ -42,7 +42,7 @@ Statistics (and why):
   normalisation to [0, 1] (a grade-3 document of one query should get a higher NRP than a
   grade-0 document of another), which is how NRP means over queries are read. No interval or
   p-value: pairs within a query are not independent.
-- **Ties rule** (``ties``): the scoring step's rules and code (``nrp.positioning.ties``): ``mid``
+- **Ties rule** (``ties``): the scoring step's rules and code (``nrp.ranks``): ``mid``
   (default) counts each document scored equal to d as half above it, ``pessimistic`` (and
   ``strict``, d appended after the rest) as above, ``optimistic`` as below. Scores compare
   as there: exactly for lexical rankers, within the dtype's tolerance for neural ones.
@@ -60,18 +60,18 @@ import pandas as pd
 from nrp.collection.collection import Collection, LabelMode
 from nrp.errors import ConfigError, NrpError
 from nrp.models.device import progress as progress_bar
-from nrp.positioning.ties import (
+from nrp.progress import Progress
+from nrp.rankers.base import Ranker
+from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
+from nrp.rankers.dense import embedding_memo
+from nrp.rankers.registry import make_ranker, split_specs
+from nrp.ranks import (
     DEFAULT_TIE_MODE,
     check_tie_mode,
     nrp_value,
     rank_from_counts,
     tie_margin,
 )
-from nrp.progress import Progress
-from nrp.rankers.base import Ranker
-from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
-from nrp.rankers.dense import embedding_memo
-from nrp.rankers.registry import make_ranker, split_specs
 from nrp.statistics import correct, correlations, mean_with_interval, paired_test
 from nrp.tables import (
     FrameView,
@@ -94,7 +94,7 @@ def leave_one_out(
 ) -> pd.DataFrame:
     """Each document of one D_q held out in turn against the others: columns ``above`` (others
     scored higher by more than the tie margin), ``tied`` (others within it; equal when
-    ``tolerance`` is 0, see ``nrp.positioning.ties``), ``r`` and ``nrp`` = 1 - r / (n - 1).
+    ``tolerance`` is 0, see ``nrp.ranks``), ``r`` and ``nrp`` = 1 - r / (n - 1).
     With fewer than two documents there is nothing to rank against: NaN."""
     check_tie_mode(ties)
     values = np.asarray(scores, dtype=float)

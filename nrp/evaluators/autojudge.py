@@ -53,7 +53,7 @@ from nrp.answers import AnswerLocation, AnswerReader, AnswerSet
 from nrp.collection.collection import Collection
 from nrp.errors import ConfigError, InputError
 from nrp.positioning.scoring import score_answers
-from nrp.positioning.ties import DEFAULT_TIE_MODE
+from nrp.ranks import DEFAULT_TIE_MODE
 from nrp.validation.result import VALIDATION_FILE
 
 log = logging.getLogger(__name__)

@@ -39,7 +39,7 @@ import pandas as pd
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, NrpError
 from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param, register
-from nrp.positioning.ties import DEFAULT_TIE_MODE, TIE_MODES
+from nrp.ranks import DEFAULT_TIE_MODE, TIE_MODES
 from nrp.validation.result import VALIDATION_FILE, names_validation_file
 
 log = logging.getLogger(__name__)

@@ -58,7 +58,7 @@ from nrp.positioning.scoring import (
     resolve_scoring,
     score_answers,
 )
-from nrp.positioning.ties import check_tie_mode
+from nrp.ranks import check_tie_mode
 from nrp.settings import settings_with
 from nrp.validation.result import VALIDATION_FILE
 

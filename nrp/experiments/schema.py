@@ -39,7 +39,7 @@ from nrp.collection.mapping_files import parse_yaml, string_field, yaml_error
 from nrp.errors import ConfigError, InputError, quote
 from nrp.generation.generate import STUDY_OPTIONS, STUDY_SAMPLES, LlmSpec, parse_llm
 from nrp.llm.backends import GenerationOptions
-from nrp.positioning.ties import DEFAULT_TIE_MODE
+from nrp.ranks import DEFAULT_TIE_MODE
 from nrp.spec import split_specs
 
 KEYS = (

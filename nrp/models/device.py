@@ -42,7 +42,7 @@ DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("fp32", "fp16", "bf16")
 #: relative tolerance under which two scores of a neural ranker count as tied, per dtype: above
 #: the batch-to-batch rounding of each precision (fp32 ~1e-7, half precision ~1e-3), below the
-#: gaps between the scores of different texts (see ``nrp.positioning.ties``)
+#: gaps between the scores of different texts (see ``nrp.ranks``)
 SCORE_TOLERANCE = {"fp32": 1e-5, "fp16": 5e-3, "bf16": 2e-2}
 
 

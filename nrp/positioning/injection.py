@@ -2,7 +2,7 @@
 
 For each answer a of query q the result is its score s_a, ``above`` (documents of D_q scored
 strictly higher), ``ties`` (scored exactly s_a), ``strict`` (the rank a full re-ranking gives a,
-see ``nrp.positioning.ties``) and |D_q|; ``nrp.positioning.scoring`` turns these into r and NRP.
+see ``nrp.ranks``) and |D_q|; ``nrp.positioning.scoring`` turns these into r and NRP.
 
 The source study's scripts re-rank all of D_q again for every answer. That is the reference mode
 here (``full_rerank=True``: ``ranker.transform`` on D_q plus the answer appended last, nothing

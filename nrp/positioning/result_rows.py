@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from nrp.collection.manifest import COMBINED
-from nrp.positioning.ties import nrp_value, rank_from_counts
+from nrp.ranks import nrp_value, rank_from_counts
 
 #: the values of a position row (``POSITION_COLUMNS``) that rows are computed from
 POSITION_FIELDS = ("score", "above", "ties", "strict", "n_docs")

@@ -6,7 +6,7 @@ many tied, the strict rank and |D_q|. The key is (collection fingerprint, ranker
 injection mode, qid, answer_id, SHA-256 of the answer text), so an interrupted run continues
 where it stopped, re-running unchanged inputs computes nothing, and an edited answer text (same
 id) is scored again. The tie rule is *not* in the key: the stored counts give r under every rule
-(``nrp.positioning.ties``), so switching ``--ties`` recomputes nothing.
+(``nrp.ranks``), so switching ``--ties`` recomputes nothing.
 
 ``PairCache`` keeps duoT5's document-document pair scores log P(a more relevant than b) in the
 score cache's SQLite file (``indexes/NAME/scores.sqlite``, table ``pair_scores``) keyed by

@@ -54,11 +54,11 @@ from nrp.positioning.job import PositionCaches, PositionJob, PositionOptions
 from nrp.positioning.positioner import Positioner
 from nrp.positioning.result_rows import dimension_values, result_arrays
 from nrp.positioning.results_cache import text_sha
-from nrp.positioning.ties import DEFAULT_TIE_MODE, check_tie_mode
 from nrp.progress import Progress
 from nrp.rankers.base import Ranker
 from nrp.rankers.coerce import as_ranker
 from nrp.rankers.dense import embedding_memo
+from nrp.ranks import DEFAULT_TIE_MODE, check_tie_mode
 from nrp.settings import settings_with
 from nrp.tables import require_columns
 
@@ -265,7 +265,7 @@ def normalised_weights(
 @dataclass(frozen=True)
 class ScoreSettings:
     """Options of ``score_answers``. ``ties``: mid, optimistic, pessimistic or strict
-    (``nrp.positioning.ties``). ``frozen_stats``: lexical rankers keep D_q's statistics instead
+    (``nrp.ranks``). ``frozen_stats``: lexical rankers keep D_q's statistics instead
     of counting the answer in them. ``full_rerank``: the reference mode, D_q re-ranked from
     scratch for every answer. ``weights``: per dimension in the combined NRP (equal when None).
     When the rankers come from a validation result and no ``weights`` are given, the weights

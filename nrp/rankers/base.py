@@ -112,7 +112,7 @@ class Ranker(Component, pt.Transformer):
     @property
     def score_tolerance(self) -> float:
         """Relative tolerance under which two of this ranker's scores count as tied
-        (``nrp.positioning.ties``). 0, exact, for rankers without a floating-point model; a
+        (``nrp.ranks``). 0, exact, for rankers without a floating-point model; a
         ranker that runs one declares a ``dtype`` parameter and gets that precision's tolerance
         (``nrp.models.device.SCORE_TOLERANCE``), because its scores move with the batch."""
         dtype = self.params.get("dtype")

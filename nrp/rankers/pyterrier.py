@@ -21,7 +21,7 @@ of (qid, query, docno, text) rows: it is given rows and must return a score for 
   under the same path, edited code the function calls): give a fingerprint for anything but a
   quick experiment.
 - **Ties are declared.** ``tolerance`` is the relative margin under which two scores count as
-  tied (``nrp.positioning.ties``): 0 (exact) by default, which suits deterministic scorers;
+  tied (``nrp.ranks``): 0 (exact) by default, which suits deterministic scorers;
   a neural model should declare one (1e-5 for fp32, as nrp's own models do), since its scores
   move with the batch they are computed in.
 - **Batch dependence is probed.** When the ranker is bound to a collection (every entry that

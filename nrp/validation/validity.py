@@ -15,7 +15,7 @@ per ranker and dimension:
   query's draws of another query's best document count as one text, their mean, in a family's
   and all texts' figures: ``DRAWN_KINDS``).
 - **NRP**: the NRP the degenerate text would get, ``1 - r/|D_q|`` with ``r`` the documents above
-  it plus half the tied ones (the ``mid`` tie rule), averaged the same way.
+  it plus half the tied ones (the ``mid`` tie rule of ``nrp.ranks``), averaged the same way.
 
 A text is ranked as NRP ranks an answer: a pointwise ranker scores it alone beside D_q's
 validated scores (through the score cache, so validating again scores nothing); a ranker whose
@@ -49,6 +49,7 @@ from nrp import statistics
 from nrp.rankers.base import REQUIRED_COLUMNS, Ranker
 from nrp.rankers.cache import CachedRanker, ScoreCache
 from nrp.rankers.lexical_batch import scores_with_each_text
+from nrp.ranks import compare, nrp_value, rank_from_counts
 from nrp.validation.degenerate import DRAWN_KINDS, FAMILY_OF, HELD_OUT_FAMILY, KINDS
 
 #: judged answers of at most this many words are counted apart among those a ranker floors
@@ -353,16 +354,13 @@ def _pair_values(
     """(share of relevant documents above the text, the text's NRP among D_q, each relevant
     document's outcome: 1 above, 0.5 tied, 0 below), ties half."""
     scores = np.fromiter(text.documents.values(), dtype=float, count=len(text.documents))
-    margin = tolerance * max(1.0, abs(text.score))
-    above = scores > text.score + margin
-    tied = np.abs(scores - text.score) <= margin
-    nrp = 1.0 - (above.sum() + 0.5 * tied.sum()) / len(scores)
+    above, tied = compare(scores, text.score, tolerance)
+    nrp = nrp_value(rank_from_counts(above.sum(), tied.sum(), "mid"), len(scores))
     rel = [docno for docno in text.documents if docno in relevant]
     if not rel:
         return None, float(nrp), {}
-    values = np.array([text.documents[d] for d in rel])
-    # halves and wholes: their sum is exact whatever the order
-    won = (values > text.score + margin) + 0.5 * (np.abs(values - text.score) <= margin)
+    higher, even = compare(np.array([text.documents[d] for d in rel]), text.score, tolerance)
+    won = higher + 0.5 * even  # halves and wholes: their sum is exact whatever the order
     return float(won.sum() / len(rel)), float(nrp), dict(zip(rel, won.tolist(), strict=True))
 
 

@@ -16,8 +16,8 @@ from test_injection import FixedScores, build_tiny, fresh_copy
 from nrp.positioning.job import PositionCaches, PositionJob, PositionOptions
 from nrp.positioning.positioner import Positioner
 from nrp.positioning.scoring import score_answers
-from nrp.positioning.ties import TIE_MODES
 from nrp.rankers.lexical import TfIdfRanker
+from nrp.ranks import TIE_MODES
 from nrp.validation.flags import FLAG_NAMES, flag_answers
 
 

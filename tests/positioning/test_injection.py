@@ -33,10 +33,10 @@ from nrp.positioning.injection import (
 )
 from nrp.positioning.results_cache import RESULTS_FILE
 from nrp.positioning.scoring import score_answers
-from nrp.positioning.ties import TIE_MODES, nrp_value, position, positions, rank_from_counts
 from nrp.rankers.base import Ranker
 from nrp.rankers.random_order import RandomOrder
 from nrp.rankers.registry import make_ranker
+from nrp.ranks import TIE_MODES, nrp_value, position, positions, rank_from_counts
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_DATA = ROOT.parent / "shared" / "data"

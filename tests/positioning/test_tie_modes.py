@@ -1,4 +1,4 @@
-"""The tie rules are written once (nrp.positioning.ties): the CLI's --ties choices, the service's
+"""The tie rules are written once (nrp.ranks): the CLI's --ties choices, the service's
 request schemas and the nrp evaluator's parameter read that one constant."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nrp import api
 from nrp.evaluators.nrp_scores import NRP_PARAMS
-from nrp.positioning.ties import DEFAULT_TIE_MODE, TIE_MODES
+from nrp.ranks import DEFAULT_TIE_MODE, TIE_MODES
 from nrp.service.schemas import JobRequest, ScoreRequest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,4 +49,4 @@ def test_no_other_module_spells_the_rules_out():
         for path in (ROOT / "nrp").rglob("*.py")
         if spelled.search(path.read_text(encoding="utf-8"))
     }
-    assert found == {"nrp/positioning/ties.py", *STILL_SPELLED}
+    assert found == {"nrp/ranks.py", *STILL_SPELLED}

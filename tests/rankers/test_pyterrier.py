@@ -269,7 +269,7 @@ def tiny_t5(tmp_path_factory):
 
 
 def _expected_nrp(scores: dict[str, float], docs: dict[str, list[float]], tol: float) -> dict:
-    """r = above + ties / 2 with ties within ``tol * max(1, |s|)`` (nrp.positioning.ties)."""
+    """r = above + ties / 2 with ties within ``tol * max(1, |s|)`` (nrp.ranks)."""
     out = {}
     for answer_id, qid in zip(ANSWERS["answer_id"], ANSWERS["qid"], strict=True):
         s, margin = scores[answer_id], tol * max(1.0, abs(scores[answer_id]))

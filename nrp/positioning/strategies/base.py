@@ -15,9 +15,9 @@ import pandas as pd
 from nrp.collection.collection import Collection
 from nrp.errors import ConfigError
 from nrp.positioning.results_cache import PairCache
-from nrp.positioning.ties import position, positions
 from nrp.rankers.base import REQUIRED_COLUMNS, Ranker, missing_members
 from nrp.rankers.cache import CachedRanker, ScoreCache
+from nrp.ranks import position, positions
 
 
 class InjectedRanking(NamedTuple):

@@ -27,11 +27,11 @@ from nrp.positioning.strategies.statistics import (
     frozen,
     require_python_backend,
 )
-from nrp.positioning.ties import position
 from nrp.rankers.base import Ranker
 from nrp.rankers.lexical import CorpusStatistics, LexicalIndex, StatisticsScorer
 from nrp.rankers.lexical_batch import FrozenQuery, score_frozen
 from nrp.rankers.term_arrays import TermArrays, TermsAhead, Vocabulary, analyse_texts
+from nrp.ranks import position
 
 
 class _SummedCounts(Mapping[str, int]):

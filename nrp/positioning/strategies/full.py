@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from nrp.positioning.strategies.base import Strategy
-from nrp.positioning.ties import position
 from nrp.rankers.base import PairwiseScorer, Ranker, missing_members
+from nrp.ranks import position
 
 
 class FullTransform(Strategy):

@@ -1,4 +1,6 @@
-"""Where an answer lands among D_q: the rank r and the tie rules.
+"""Where an answer lands among D_q: the rank r, the tie rules and NRP, for every text ranked
+among D_q (answers in ``nrp.positioning``, validation's degenerate texts and real answers in
+``nrp.validation.validity``, leave-one-out documents in ``nrp.analysis.agreement``).
 
 NRP grades an answer a by r, the zero-based rank of a among the judged documents D_q of its
 query: ``r = above + tie term`` with ``above`` the number of documents scored strictly higher
@@ -46,7 +48,8 @@ relative tolerance; two scores a and d are tied when ``|a - d| <= tol * max(1, |
 
 The same rule, with the same tolerance, decides ``above`` and ``ties`` in the fast mode, in the
 reference mode (which therefore takes ``strict`` from these counts, not from ``add_ranks``, for a
-ranker with a tolerance) and in the leave-one-out agreement.
+ranker with a tolerance), in the leave-one-out agreement and in validation (a degenerate text's
+NRP under ``mid``, and each judged document's win over it: 1 above, 0.5 tied, 0 below).
 """
 
 from __future__ import annotations
@@ -91,6 +94,22 @@ def position(
     return int(above[0]), int(ties[0])
 
 
+def compare(
+    doc_scores: np.ndarray, answer_scores: float | np.ndarray, tolerance: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per document, whether it is scored above the answer by more than the tie margin, and
+    whether within it (exactly equal when ``tolerance`` is 0): boolean arrays. ``answer_scores``:
+    one score for every document, or one per document (its own answer's)."""
+    scores = np.asarray(doc_scores, dtype=np.float64)
+    own = np.asarray(answer_scores, dtype=np.float64)
+    if np.isnan(scores).any() or np.isnan(own).any():
+        raise ValueError("NaN score: a NaN cannot be ranked (the ranker failed)")
+    if tolerance == 0.0:
+        return scores > own, scores == own
+    margin = tie_margin(own, tolerance)
+    return scores > own + margin, np.abs(scores - own) <= margin
+
+
 def positions(
     doc_scores: np.ndarray,
     owners: np.ndarray,
@@ -99,16 +118,10 @@ def positions(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``position`` of many answers at once: ``doc_scores[k]`` is a document of the D_q of
     answer ``owners[k]``; (above, ties) per answer, as int64 arrays."""
-    scores = np.asarray(doc_scores, dtype=np.float64)
     answers = np.asarray(answer_scores, dtype=np.float64)
-    if np.isnan(scores).any() or np.isnan(answers).any():
+    if np.isnan(answers).any():
         raise ValueError("NaN score: a NaN cannot be ranked (the ranker failed)")
-    own = answers[owners]
-    if tolerance == 0.0:
-        higher, tied = scores > own, scores == own
-    else:
-        margin = tie_margin(own, tolerance)
-        higher, tied = scores > own + margin, np.abs(scores - own) <= margin
+    higher, tied = compare(doc_scores, answers[owners], tolerance)
     count = len(answers)
     return (
         np.bincount(owners, weights=higher, minlength=count).astype(np.int64),
