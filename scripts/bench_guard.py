@@ -21,7 +21,8 @@ one-answer calls, in one run.
   answers to the ``question`` prompt (``answers/chatgpt/question.csv``) with both, by dimension,
   against each alone, on fresh copies of a folder ``nrp validate --rankers`` of the two left. The
   run embeds each text once between the two rankers (``embedding_memo``), so it should take about
-  as long as the slower alone; without the memo it took 1.51x of it (docs/performance.md).
+  as long as the slower alone; without the memo it took 1.51x of it
+  (docs/studies/performance-study.md).
 - **in-process calls**: the calls ``POST /v1/score`` makes (``Positioner.position_rows``, one
   answer per call), in a child of their own on a fresh copy of the folder, with the ranker, the
   thresholds and the documents' embeddings loaded, then the file's other answers in one call;
@@ -253,7 +254,7 @@ def _several_rankers(args: argparse.Namespace, work: Path, trees: list) -> None:
                 _several_round(number, tree, tree_env, work, validated, answers)
         shutil.rmtree(validated)
     print("x slower alone: the rankers in one process over the slower of them alone, same "
-          "round; without the memo it was 1.51 (docs/performance.md)")  # fmt: skip
+          "round; without the memo it was 1.51 (docs/studies/performance-study.md)")  # fmt: skip
 
 
 def _several_round(

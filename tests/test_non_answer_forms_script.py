@@ -1,4 +1,4 @@
-"""scripts/non_answer_forms.py: the hand-written non-answers of the outside check, one per
+"""scripts/studies/non_answer_forms.py: the hand-written non-answers of the outside check, one per
 question and form, on the demo collection (its eight questions), texts worked out by hand."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from nrp import ingest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "non_answer_forms.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "studies" / "non_answer_forms.py"
 forms = SimpleNamespace(**runpy.run_path(str(SCRIPT), run_name="non_answer_forms"))
 DEMO = resources.files("nrp") / "data" / "demo"
 

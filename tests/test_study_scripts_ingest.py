@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts" / "studies"
 
 
 @pytest.mark.parametrize("script", ["validity_study.py", "weighting_study.py", "tune_guard.py"])

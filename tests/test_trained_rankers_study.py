@@ -1,7 +1,7 @@
-"""scripts/trained_rankers_study.py on the hand-made collections of tests/training (grade = one
-word) with a tiny BERT built here: the tables hold the expected rows, the trained ranker's
-figures are those ``nrp.api.agreement`` gives for the same spec, the transfer reports the
-questions it left out, a second run reuses the trained folders, and bad arguments are one line."""
+"""scripts/studies/trained_rankers_study.py on the hand-made collections of tests/training (grade =
+one word) with a tiny BERT built here: the tables hold the expected rows, the trained ranker's
+figures are those ``nrp.api.agreement`` gives for the same spec, the transfer reports the questions
+it left out, a second run reuses the trained folders, and bad arguments are one line."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import handmade  # noqa: E402
 from nrp import api  # noqa: E402
 from nrp.statistics import paired_randomization_test  # noqa: E402
 
-SCRIPT = ROOT / "scripts" / "trained_rankers_study.py"
+SCRIPT = ROOT / "scripts" / "studies" / "trained_rankers_study.py"
 TRAINED = {"cross": "trained cross (fold={})", "dense": "trained dense (fold={})"}
 FUSIONS = ["trained cross+dense (fit)", "trained dense+dense (fit)"]
 AGREEMENT_ROLES = [*FUSIONS, "dense", "tfidf", "random"]

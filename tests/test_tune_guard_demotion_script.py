@@ -1,5 +1,5 @@
-"""scripts/tune_guard_demotion.py: the criterion it chooses content and the demotion by, on hand
-tables."""
+"""scripts/studies/tune_guard_demotion.py: the criterion it chooses content and the demotion by,
+on hand tables."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "tune_guard_demotion.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "studies" / "tune_guard_demotion.py"
 tune = SimpleNamespace(**runpy.run_path(str(SCRIPT), run_name="tune_guard_demotion"))
 
 

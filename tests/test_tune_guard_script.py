@@ -1,5 +1,5 @@
-"""scripts/tune_guard.py: the measures it chooses the guard's scoring parameters by, worked out by
-hand (pairs won by the relevant judged documents, ties half; per-question tau-b)."""
+"""scripts/studies/tune_guard.py: the measures it chooses the guard's scoring parameters by,
+worked out by hand (pairs won by the relevant judged documents, ties half; per-question tau-b)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "tune_guard.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "studies" / "tune_guard.py"
 tune_guard = SimpleNamespace(**runpy.run_path(str(SCRIPT), run_name="tune_guard"))
 
 

@@ -1,6 +1,6 @@
-"""scripts/tune_training.py: nDCG@10 as trec_eval computes it (hand-computed values), and a run on
-the hand-made collection of tests/training (grade = one word) with a tiny BERT built here: one row
-per (setting, epoch), the held-out queries of the trained fold models, the table written."""
+"""scripts/studies/tune_training.py: nDCG@10 as trec_eval computes it (hand-computed values), and a
+run on the hand-made collection of tests/training (grade = one word) with a tiny BERT built here:
+one row per (setting, epoch), the held-out queries of the trained fold models, the table written."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "training"))
 import handmade  # noqa: E402
 
-SCRIPT = ROOT / "scripts" / "tune_training.py"
+SCRIPT = ROOT / "scripts" / "studies" / "tune_training.py"
 
 
 def load_script():

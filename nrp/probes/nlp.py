@@ -12,7 +12,7 @@ def spacy_pipeline():  # type: ignore[no-untyped-def]
     named entities; the parser left out), loaded once per process. Its matrix products go
     through numpy's BLAS rather than BLIS (thinc's default): the probe's NER over the judged
     documents of 30 MEDIQA queries took 4.9 s instead of 7.0 on the 2-core machine of
-    docs/performance.md, with the same entities, tags and lemmas."""
+    docs/studies/performance-study.md, with the same entities, tags and lemmas."""
     from nrp.evaluators.heuristics import DEFAULT_MODEL, check_model, import_spacy
 
     spacy = import_spacy()  # thinc without torch where nothing can need it

@@ -23,7 +23,7 @@ answer is then the share of D_q that is flagged too (usually none: NRP 0).
 
 The packaged model (``guard_model.json``) was fitted by ``nrp train guard``;
 ``model=FILE`` reads another fitted model. What it was fitted on and how its settings were
-chosen: docs/guard-study.md.
+chosen: docs/studies/guard-study.md.
 
 Calibrated. Bound to a collection, the guard sets each detector's threshold anew on the
 collection's own judged answers (``calibrate``: the share, 0.01 by default; documents of a gain
@@ -96,7 +96,7 @@ from nrp.tables import write_aside
 FLAG_OFFSET = 1.0e4
 #: ``quoted``: a run of consecutive question words copied into a text is the question's, not the
 #: text's, when it holds at least this share of the question's words (chosen on MEDIQA
-#: train+val: scripts/tune_guard.py) and at least ``QUOTED_WORDS`` words
+#: train+val: scripts/studies/tune_guard.py) and at least ``QUOTED_WORDS`` words
 QUOTED_SHARE = 0.3
 #: ``content``'s largest weight: the reward of a text of ten thousand new terms (log 1e4 = 9.2)
 #: stays far below ``FLAG_OFFSET / 2``, so that a flagged text still ranks below every other (at

@@ -45,7 +45,7 @@ contributes beyond the question; none reads any wording. The model that reads th
 - ``asks_only``: 1 when every sentence of the text that holds a word ends with a question mark
   (a text that asks and states nothing: the question itself, a question back, a list of
   questions), else 0. An answer states something; a reply made only of questions gives no
-  answer, in whatever wording (docs/validity.md, "Questions in place of an answer").
+  answer, in whatever wording (docs/studies/validity-study.md, "Questions in place of an answer").
 - ``order``: whether the text's sentences begin where its capitals say they do: of the words
   that follow a sentence's end (a word ending in . ! or ?, not an abbreviation such as "e.g."
   or "U.S." nor a list's mark such as "1."), those that begin with a capital or a digit, over

@@ -19,7 +19,7 @@ A model file (``GuardModel.to_json``) opens with its ``format`` block (``model_f
 schema, the feature definitions and the calibration rule it was fitted for); ``from_json``
 refuses a file of others. The packaged model (``guard_model.json``, ``packaged_model``) was
 fitted by ``nrp train guard`` (``nrp.training.guard_train``); what it was fitted on and how its
-settings were chosen: docs/guard-study.md.
+settings were chosen: docs/studies/guard-study.md.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ FEATURE_DEFINITIONS = 5
 #: the evidence a text is floored on (``GuardModel.evidence``: the sum over the detectors of
 #: ``-ln(probability / threshold)`` where a probability is below its threshold) unless the model
 #: says otherwise: ln 2, one detector at half its threshold or several agreeing detectors less
-#: far below theirs (chosen on MEDIQA train+val, docs/guard-study.md)
+#: far below theirs (chosen on MEDIQA train+val, docs/studies/guard-study.md)
 FLOOR_EVIDENCE = math.log(2.0)
 
 

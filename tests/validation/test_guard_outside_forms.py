@@ -1,8 +1,8 @@
 """The default guard on non-answers in wordings no generator of nrp has
-(scripts/non_answer_forms.py, docs/validity.md "Non-answers in wordings of no generator"), on
-real data: MEDIQA 2019 test's first 50 questions, each form written for each, judged by
-``guard:content=0.06`` bound to the collection (thresholds calibrated on its judged answers),
-as `nrp score` judges them (skipped with a reason when ../shared is absent)."""
+(scripts/studies/non_answer_forms.py, docs/validity.md "Non-answers in wordings of no generator"),
+on real data: MEDIQA 2019 test's first 50 questions, each form written for each, judged by
+``guard:content=0.06`` bound to the collection (thresholds calibrated on its judged answers), as
+`nrp score` judges them (skipped with a reason when ../shared is absent)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from nrp import Collection
 from nrp.rankers.registry import make_ranker
 
 ROOT = Path(__file__).resolve().parents[2]
-forms = runpy.run_path(str(ROOT / "scripts" / "non_answer_forms.py"), run_name="forms")
+forms = runpy.run_path(str(ROOT / "scripts" / "studies" / "non_answer_forms.py"), run_name="forms")
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_the_guard_floors_what_mirrors_declines_or_chats_and_lets_referrals_thro
     everything = ("ai_disclaimer", "dont_know", "echo_twice", "echo_typos", "echo_upper",
                   "smalltalk", "not_qualified")  # fmt: skip
     assert {form: counts[form] for form in everything} == dict.fromkeys(everything, 50)
-    # since the floor of evidence (docs/guard-study.md) a form one detector doubts near its
+    # since the floor of evidence (docs/studies/guard-study.md) a form one detector doubts near its
     # threshold is not floored: fewer of those that name the question's words are (topic_dodge
     # 43 -> 28, search_advice 38 -> 24, hedge_mention 42 -> 31), and the ranker places them;
     # since the disorder detector reads word order too (feature definitions 5) a few more

@@ -33,10 +33,10 @@ checking that it was trained with the same settings), and scores come from the s
 Runs of parts add up: the rows an earlier run wrote for parts this run does not select are kept
 in the tables and the summary.
 
-    .venv/bin/python scripts/trained_rankers_study.py --out runs/study
-    .venv/bin/python scripts/trained_rankers_study.py --out runs/smoke \\
+    .venv/bin/python scripts/studies/trained_rankers_study.py --out runs/study
+    .venv/bin/python scripts/studies/trained_rankers_study.py --out runs/smoke \\
         --only clef-ehealth-2021/readability --max-steps 2
-    .venv/bin/python scripts/trained_rankers_study.py --out runs/study --only transfer
+    .venv/bin/python scripts/studies/trained_rankers_study.py --out runs/study --only transfer
 
 ``--only`` takes ``COLLECTION``, ``COLLECTION/DIMENSION`` or ``transfer`` (several allowed).
 """
@@ -55,7 +55,8 @@ from typing import Any
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchkit, beside the benchmarks
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other studies
 from benchkit import ROOT, machine
 
 from nrp import api

@@ -27,9 +27,9 @@ character-level ROUGE, the usual choice for Chinese. BERTScore uses the packaged
 uncased BERT vocabulary splits Chinese into single characters (it was trained on English:
 weak for Chinese, reported as is).
 
-    .venv/bin/python scripts/meta_eval_shared.py --sets dstc7-adv,summeval
-    .venv/bin/python scripts/meta_eval_shared.py --sets usr-topical --evaluators bleu,rouge
-    .venv/bin/python scripts/meta_eval_shared.py --sets chatbot-vi --limit 40 --out meta-out
+    .venv/bin/python scripts/studies/meta_eval_shared.py --sets dstc7-adv,summeval
+    .venv/bin/python scripts/studies/meta_eval_shared.py --sets usr-topical --evaluators bleu,rouge
+    .venv/bin/python scripts/studies/meta_eval_shared.py --sets chatbot-vi --limit 40 --out meta-out
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from nrp.errors import NrpError  # noqa: E402

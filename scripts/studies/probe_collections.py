@@ -14,8 +14,8 @@ answers probed: for those the original is its own reference), the spaCy heuristi
 tfidf, bm25 and dense, and the judge in G-Eval rubric and TRUE/FALSE/NOT GIVEN modes. Tables and
 figures go to ``--out/NAME/`` (what ``nrp probe`` writes) and a compact table is printed.
 
-    .venv/bin/python scripts/probe_collections.py --out probe-out
-    .venv/bin/python scripts/probe_collections.py --collections mediqa-2019 --queries 20 \\
+    .venv/bin/python scripts/studies/probe_collections.py --out probe-out
+    .venv/bin/python scripts/studies/probe_collections.py --collections mediqa-2019 --queries 20 \\
         --judge-queries 0
 """
 
@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchkit, beside the benchmarks
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other studies
 from benchkit import ROOT, machine
 
 from nrp import ingest

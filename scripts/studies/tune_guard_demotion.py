@@ -1,15 +1,15 @@
 """Choose the guard's ``content`` reward and a graded demotion on MEDIQA train+val, cross-fitted.
 
-    .venv/bin/python scripts/tune_guard_demotion.py --features /tmp/guard-features.pkl
+    .venv/bin/python scripts/studies/tune_guard_demotion.py --features /tmp/guard-features.pkl
 
-A study (docs/guard-study.md), not a part of nrp. The rule measured: a text the guard does not
-floor scores ``ranker + content x log_novel - demote x evidence`` (its evidence: the sum over the
-detectors below their thresholds of ``-ln(probability / threshold)``); a floored text scores below
-every other. On the fitting questions the packaged guard floors nearly every degenerate text
+A study (docs/studies/guard-study.md), not a part of nrp. The rule measured: a text the guard does
+not floor scores ``ranker + content x log_novel - demote x evidence`` (its evidence: the sum over
+the detectors below their thresholds of ``-ln(probability / threshold)``); a floored text scores
+below every other. On the fitting questions the packaged guard floors nearly every degenerate text
 in-sample (it was fitted there), so nothing could show what the rule does with the texts it lets
-through; here every question's texts are judged by detectors fitted without it (``--folds``
-folds of the questions, ``nrp.training.guard_train.fit_detectors``), as the guard judges the
-questions of another collection.
+through; here every question's texts are judged by detectors fitted without it (``--folds`` folds of
+the questions, ``nrp.training.guard_train.fit_detectors``), as the guard judges the questions of
+another collection.
 
 For every combination of ``--content`` and ``--demote`` it prints the mean per-question tau-b of
 the judged documents' scores with their grades, the worst and mean wins of the fitting kinds
@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchkit, beside the benchmarks
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other studies
 from benchkit import ROOT, load_or_ingest
 from tune_guard import (
     FITTING_COLLECTION,

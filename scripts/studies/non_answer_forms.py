@@ -12,10 +12,10 @@ Three sets, one answer per question and form (``llm``: the form; ``prompt``: the
 - set ``A``: generic health advice, an AI's disclaimer, "I don't know", the question twice, with
   typos, upper-cased, after "Yes.", a dodge that names the question's words, those words in a
   sentence, a definition of medicine, advice to search online, a long restatement;
-- set ``B`` (written before the trial in docs/validity.md was built, read only after it):
-  wellness advice, an encyclopedia's sentence on health care, a referral to named sources that
-  names the subject, a vague remark on the subject, a hedge on two of its words, small talk, a
-  disclaimer of qualification;
+- set ``B`` (written before the trial in docs/studies/validity-study.md was built, read only
+  after it): wellness advice, an encyclopedia's sentence on health care, a referral to named
+  sources that names the subject, a vague remark on the subject, a hedge on two of its words,
+  small talk, a disclaimer of qualification;
 - set ``C`` (written after A and B had found a referral that names the subject passing on the
   LiveQA-Med pool, before the trial's last variant, read only after it): referrals and vague
   remarks in other words (a specialist, leaflets, a nurse line, forums, "has been studied"),
@@ -23,7 +23,7 @@ Three sets, one answer per question and form (``llm``: the form; ``prompt``: the
 
 "The question's words" are its words of four or more letters that are not stopwords, in order.
 
-    .venv/bin/python scripts/non_answer_forms.py mediqa-2019 forms.jsonl
+    .venv/bin/python scripts/studies/non_answer_forms.py mediqa-2019 forms.jsonl
     nrp score mediqa-2019 forms.jsonl --out runs/forms
     nrp summary runs/forms
 """
@@ -38,7 +38,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchkit, beside the benchmarks
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other studies
 from benchkit import ROOT, load_or_ingest
 
 from nrp.errors import NrpError

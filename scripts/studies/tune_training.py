@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
 """Choose ``nrp train``'s defaults on a tuning collection, never on an evaluated one.
 
-The defaults of ``nrp train`` (learning rate, epochs, trained layers) are chosen here, on the
-MEDIQA 2019 training and validation sets (``manifests/mediqa-2019-train.yaml``): labelled data
-that no figure of the study (``scripts/trained_rankers_study.py``) evaluates on, so choosing on
-it leaks nothing into those figures. For each learning rate and number of trained layers, the
-first ``--models`` fold models of ``--folds`` query-disjoint folds are trained for ``--epochs``
-epochs (the schedule of an ``--epochs`` run), and after every epoch each model's held-out
-queries are scored: held-out RankNet loss and nDCG@10 (mean over the held-out queries of all
-trained fold models) per (setting, epoch). The frozen bottom layers' features are computed once
-per number of trained layers and shared by every learning rate.
+The defaults of ``nrp train`` (learning rate, epochs, trained layers) are chosen here, on the MEDIQA
+2019 training and validation sets (``manifests/mediqa-2019-train.yaml``): labelled data that no
+figure of the study (``scripts/studies/trained_rankers_study.py``) evaluates on, so choosing on it
+leaks nothing into those figures. For each learning rate and number of trained layers, the first
+``--models`` fold models of ``--folds`` query-disjoint folds are trained for ``--epochs`` epochs
+(the schedule of an ``--epochs`` run), and after every epoch each model's held-out queries are
+scored: held-out RankNet loss and nDCG@10 (mean over the held-out queries of all trained fold
+models) per (setting, epoch). The frozen bottom layers' features are computed once per number of
+trained layers and shared by every learning rate.
 
-    .venv/bin/python scripts/tune_training.py --out runs/tune --lr 2e-4 1e-3 --epochs 4
+    .venv/bin/python scripts/studies/tune_training.py --out runs/tune --lr 2e-4 1e-3 --epochs 4
 
 Prints a markdown table (and writes it to OUT/tuning.md, the rows to OUT/tuning.csv), the best
 setting marked; wall time per setting beside it.
@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchkit, beside the benchmarks
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other studies
 from benchkit import ROOT, machine
 
 from nrp import api

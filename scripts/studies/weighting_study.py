@@ -20,8 +20,9 @@ missing), with the library's own calls:
    (queries with 3+ judged documents and 2+ grades), mean over queries with a 95% t-interval;
    before and after, and each single chosen ranker alone, for comparison.
 
-    .venv/bin/python scripts/weighting_study.py --out runs/weighting/study.md
-    .venv/bin/python scripts/weighting_study.py --collections clef-ehealth-2021 --out /tmp/w.md
+    .venv/bin/python scripts/studies/weighting_study.py --out runs/weighting/study.md
+    .venv/bin/python scripts/studies/weighting_study.py --collections clef-ehealth-2021 \
+        --out /tmp/w.md
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchkit, beside the benchmarks
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other studies
 from benchkit import ROOT, load_or_ingest
 
 COLLECTIONS = ["clef-ehealth-2021", "mediqa-2019", "liveqa-med-2017", "argquality-20", "cranfield"]

@@ -9,7 +9,7 @@ script prints, over the pairs where ``negate`` applies: the share where the orig
 higher than its human twin and than its generated twin (ties apart), the mean change of each,
 and how often the generated twin is the human twin word for word (case and spacing ignored).
 
-    .venv/bin/python scripts/probe_dstc7.py [--evaluators bleu,rouge,bertscore] [--limit N]
+    .venv/bin/python scripts/studies/probe_dstc7.py [--evaluators bleu,rouge,bertscore] [--limit N]
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchkit, beside the benchmarks
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other studies
 from benchkit import machine
 
 from nrp.errors import NrpError

@@ -25,8 +25,8 @@ missing), with the library's own calls:
 
 The markdown goes to ``--out`` (and stdout); the validation JSONs beside it.
 
-    .venv/bin/python scripts/validity_study.py --out runs/validity/study.md
-    .venv/bin/python scripts/validity_study.py --collections mediqa-2019 --out /tmp/v.md
+    .venv/bin/python scripts/studies/validity_study.py --out runs/validity/study.md
+    .venv/bin/python scripts/studies/validity_study.py --collections mediqa-2019 --out /tmp/v.md
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchkit, beside the benchmarks
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other studies
 from benchkit import ROOT, load_or_ingest
 
 BEFORE = "tfidf,dph,bm25,dense,random"

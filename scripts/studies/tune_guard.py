@@ -1,7 +1,7 @@
 """Choose the guard's scoring parameters (``content``, ``quoted``) on MEDIQA train+val alone.
 
-    .venv/bin/python scripts/tune_guard.py
-    .venv/bin/python scripts/tune_guard.py --quoted 0 3 4 5 6 8 --content 0.06
+    .venv/bin/python scripts/studies/tune_guard.py
+    .venv/bin/python scripts/studies/tune_guard.py --quoted 0 3 4 5 6 8 --content 0.06
 
 The guard (``nrp.rankers.guard``) decides which texts are answers at all; two parameters say
 how it scores the texts it lets through: ``content`` (a reward per new content term) and
@@ -28,14 +28,14 @@ For every combination it prints, over the fitting questions:
   document stands; the lower, the higher it ranks).
 
 ``content`` was chosen first (0.06, with ``quoted`` 0: the agreement peaks there;
-docs/validity.md). The criterion for ``quoted``: on the fitting questions the guard flags nearly
-every degenerate text (it was fitted there), so those kinds cannot show what ``quoted`` adds for
-the texts the guard lets through; they show what it costs. Chosen: the smallest share above 0
-(the broadest rule) whose tau-b and fitting wins are each within 0.005 of ``quoted=0``'s; 0 when
-none is. restated_answer is printed, not a criterion: the criterion first written also asked it
-not to rise by more than 0.005, but with ``quoted=0`` the question an answer repeats lifts it
-above its own document's place (0.28 of pairs against about 0.5), and removing that lift is
-what ``quoted`` is for; that first criterion chose 0.
+docs/studies/validity-study.md). The criterion for ``quoted``: on the fitting questions the guard
+flags nearly every degenerate text (it was fitted there), so those kinds cannot show what ``quoted``
+adds for the texts the guard lets through; they show what it costs. Chosen: the smallest share above
+0 (the broadest rule) whose tau-b and fitting wins are each within 0.005 of ``quoted=0``'s; 0 when
+none is. restated_answer is printed, not a criterion: the criterion first written also asked it not
+to rise by more than 0.005, but with ``quoted=0`` the question an answer repeats lifts it above its
+own document's place (0.28 of pairs against about 0.5), and removing that lift is what ``quoted`` is
+for; that first criterion chose 0.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchkit, beside the benchmarks
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other studies
 from benchkit import ROOT, load_or_ingest
 
 #: the collection and settings the packaged guard is fitted with (docs/guard.md, "Fitting a
