@@ -100,10 +100,21 @@ def compare(
     """Per document, whether it is scored above the answer by more than the tie margin, and
     whether within it (exactly equal when ``tolerance`` is 0): boolean arrays. ``answer_scores``:
     one score for every document, or one per document (its own answer's)."""
-    scores = np.asarray(doc_scores, dtype=np.float64)
-    own = np.asarray(answer_scores, dtype=np.float64)
-    if np.isnan(scores).any() or np.isnan(own).any():
+    return _compared(_ranked(doc_scores), _ranked(answer_scores), tolerance)
+
+
+def _ranked(scores: float | np.ndarray) -> np.ndarray:
+    """The scores as float64, or a ValueError where one is NaN (the ranker failed)."""
+    values = np.asarray(scores, dtype=np.float64)
+    if np.isnan(values).any():
         raise ValueError("NaN score: a NaN cannot be ranked (the ranker failed)")
+    return values
+
+
+def _compared(
+    scores: np.ndarray, own: np.ndarray, tolerance: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """``compare`` of checked float64 arrays."""
     if tolerance == 0.0:
         return scores > own, scores == own
     margin = tie_margin(own, tolerance)
@@ -118,10 +129,8 @@ def positions(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``position`` of many answers at once: ``doc_scores[k]`` is a document of the D_q of
     answer ``owners[k]``; (above, ties) per answer, as int64 arrays."""
-    answers = np.asarray(answer_scores, dtype=np.float64)
-    if np.isnan(answers).any():
-        raise ValueError("NaN score: a NaN cannot be ranked (the ranker failed)")
-    higher, tied = compare(doc_scores, answers[owners], tolerance)
+    scores, answers = _ranked(doc_scores), _ranked(answer_scores)
+    higher, tied = _compared(scores, answers[owners], tolerance)
     count = len(answers)
     return (
         np.bincount(owners, weights=higher, minlength=count).astype(np.int64),

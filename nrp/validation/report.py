@@ -275,10 +275,7 @@ def _verdict(validity: Any) -> str:
     share of wins; chosen from only when no ranker of the dimension passes); ``FAIL``."""
     if validity.passed:
         return "pass"
-    below = validity.rule.get("fallback_wins", validity.rule.get("min_wins"))
-    if below != validity.rule.get("min_wins") and not validity.fallback_reason:
-        return "fallback"
-    return "FAIL"
+    return "FAIL" if validity.fallback_reason else "fallback"
 
 
 def _fallback_rule(rule: Any) -> str:

@@ -43,10 +43,10 @@ class ValidationSettings:
     every kind; ``validity_per_kind`` texts of each composed kind per query, ``other_best`` the
     best documents of ``validity_other_draws`` other queries) among D_q and choose
     only rankers that pass ``validity_min_wins`` and ``validity_max_nrp`` and floor at most
-    ``validity_max_floored`` of the ``real_answers``, or, where none passes, those that pass
+    ``validity_max_floored`` of the ``real_answers`` (answer files or folders of answers that
+    nobody fitted or calibrated on; none by default), or, where none passes, those that pass
     with ``validity_fallback_wins`` (at most ``validity_min_wins``: above it, no fallback) in
-    place of ``validity_min_wins`` (answer files or folders of answers that
-    nobody fitted or calibrated on; none by default) (``nrp.validation.validity``,
+    place of ``validity_min_wins`` (``nrp.validation.validity``,
     ``nrp.validation.real_answers``). ``random_control``: validate the ``random`` ranker beside
     the given ones when they lack it, so each choice is tested against chance (the weighted
     NRP's rule, ``nrp.validation.selection.WEIGHTING_RULE``, needs that test)."""
