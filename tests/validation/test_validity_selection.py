@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from nrp import Collection, ingest
-from nrp.errors import NrpWarning
+from nrp.errors import ConfigError, NrpWarning
 from nrp.rankers.base import Ranker
 from nrp.validation import ValidationResult, validate
 from nrp.validation.selection import Choice, choose
@@ -347,6 +347,8 @@ def test_where_nothing_passes_the_fallback_chooses_and_says_so(answers):
             answers, [QuestionOverlap()], cache=False, validity_fallback_wins=0.8, **rule
         )
     assert above.settings["validity_fallback_wins"] == 0.5
+    with pytest.raises(ConfigError, match="validity_fallback_wins and validity_max_nrp must lie"):
+        validate(answers, [QuestionOverlap()], cache=False, validity_fallback_wins=-0.1)
 
 
 def test_with_the_chosen_guard_an_echo_gets_nrp_0_and_a_real_answer_does_not(answers):
