@@ -77,6 +77,7 @@ from nrp.meta.annotators import annotator_agreement
 from nrp.meta.labelstudio import QueryMap, is_label_studio_export, read_label_studio_scores
 from nrp.meta.report import meta_from_files, write_meta
 from nrp.models.folders import PACKAGED_MODELS, close_hub_unless_allowed
+from nrp.positioning.choice import RankerChoice
 from nrp.positioning.job import PositionCaches, PositionJob, PositionOptions
 from nrp.positioning.positioner import Positioner
 from nrp.positioning.record import SCORING_FILE, scoring_record
@@ -102,8 +103,10 @@ from nrp.rankers.passages import spec_passages
 from nrp.rankers.pyterrier import TransformerRanker, from_transformer
 from nrp.rankers.registry import (
     DEFAULT_RANKERS,
+    RankerSpec,
     all_rankers,
     make_ranker,
+    parse_rankers,
     parse_spec,
     split_specs,
 )
@@ -190,6 +193,8 @@ __all__ = [
     "ProgressLines",
     "QueryMap",
     "Ranker",
+    "RankerChoice",
+    "RankerSpec",
     "ReportSettings",
     "ResultsCache",
     "ReviewDesk",
@@ -257,6 +262,7 @@ __all__ = [
     "normalised_weights",
     "nrp_measures",
     "parse_llm",
+    "parse_rankers",
     "parse_spec",
     "perturb",
     "probe",

@@ -33,7 +33,9 @@ class Param:
     checked when a spec is parsed, so ``bm25:k1=-1`` or ``dense:batch=0`` never reach a ranker.
     ``kind`` (``PARAM_KINDS``): what the value names (``Param(str, "", "...", kind="path")``).
     ``nested``: the value holds other components' specs with their own parameters
-    (``guard:ranker=dense:model=mpnet``), so ``:key=`` in it is theirs, not a misplaced one."""
+    (``guard:ranker=dense:model=mpnet``), so ``:key=`` in it is theirs, not a misplaced one;
+    ``several``: a nested value of two or more specs joined by ``+`` (``fuse:rankers=bm25+dense``),
+    where a nested value is otherwise one spec."""
 
     type: type
     default: Any
@@ -43,8 +45,11 @@ class Param:
     maximum: float | None = None
     kind: str = "text"
     nested: bool = False
+    several: bool = False
 
     def __post_init__(self) -> None:
+        if self.several and not self.nested:
+            raise ValueError("several: a nested parameter's option")
         if self.kind not in PARAM_KINDS:
             raise ValueError(f"parameter kind {self.kind!r}: one of {', '.join(PARAM_KINDS)}")
         if self.kind != "text" and self.type is not str:
@@ -106,11 +111,20 @@ def parse_params(
 ) -> tuple[str, dict[str, Any]]:
     """``name[:key=value,...]`` -> (name, complete typed parameters). ``known``: name -> its
     declared parameters; ``kind`` names the component in errors ("ranker", "evaluator")."""
+    name, given = parse_given(spec, kind, known)
+    return name, {**{key: param.default for key, param in known[name].items()}, **given}
+
+
+def parse_given(
+    spec: str, kind: str, known: Mapping[str, Mapping[str, Param]]
+) -> tuple[str, dict[str, Any]]:
+    """``name[:key=value,...]`` -> (name, the parameters it gives, typed, in the order given;
+    a parameter given twice keeps its last value). Checked as ``parse_params`` checks them."""
     name, _, rest = spec.strip().partition(":")
     if name not in known:
         raise ConfigError(f"unknown {kind} {name!r} in spec {spec!r}; known: {', '.join(known)}")
     declared = known[name]
-    params = {key: param.default for key, param in declared.items()}
+    given: dict[str, Any] = {}
     for item in filter(None, (part.strip() for part in rest.split(","))):
         key, sep, value = item.partition("=")
         key = key.strip()
@@ -120,8 +134,8 @@ def parse_params(
             names = ", ".join(declared) or "none"
             raise ConfigError(f"{kind} {name!r} has no parameter {key!r} (known: {names})")
         _check_separators(spec, kind, name, key, value, declared)
-        params[key] = convert(value.strip(), declared[key], kind, name, key)
-    return name, params
+        given[key] = convert(value.strip(), declared[key], kind, name, key)
+    return name, given
 
 
 def _check_separators(

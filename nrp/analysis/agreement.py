@@ -64,7 +64,7 @@ from nrp.progress import Progress
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
 from nrp.rankers.dense import embedding_memo
-from nrp.rankers.registry import make_ranker, split_specs
+from nrp.rankers.registry import RankerSpec, make_ranker, parse_rankers
 from nrp.ranks import (
     DEFAULT_TIE_MODE,
     check_tie_mode,
@@ -86,7 +86,7 @@ from nrp.tables import (
 MIN_JUDGED = 3
 FEW_DOCS = f"fewer than {MIN_JUDGED} judged documents"
 SINGLE_GRADE = "a single grade"
-RankerSpec = str | Ranker
+RankerLike = str | RankerSpec | Ranker
 
 
 def leave_one_out(
@@ -311,7 +311,7 @@ def _label(value: float) -> str:
 # -- computation -----------------------------------------------------------------------------------
 def agreement(
     collection: Collection,
-    rankers: Sequence[RankerSpec] | str | Mapping[str, RankerSpec | Sequence[RankerSpec]],
+    rankers: Sequence[RankerLike] | str | Mapping[str, RankerLike | Sequence[RankerLike]],
     dimensions: Sequence[str] | None = None,
     labels: LabelMode = "graded",
     ties: str = DEFAULT_TIE_MODE,
@@ -403,43 +403,48 @@ class _Tables:
 
 
 def _build(
-    plan: dict[str, list[RankerSpec]],
+    plan: dict[str, list[RankerLike]],
 ) -> tuple[dict[str, Ranker], dict[str, list[str]]]:
     """The rankers by spec (a ranker named for two dimensions is built and scored once) and
     each dimension's ranker specs."""
     built: dict[str, Ranker] = {}
-    from_string: dict[str, Ranker] = {}
+    from_spec: dict[str, Ranker] = {}
     names: dict[str, list[str]] = {}
     for dimension, specs in plan.items():
         names[dimension] = []
         for spec in specs:
-            if isinstance(spec, str):
-                spec = from_string.setdefault(spec, make_ranker(spec))
+            if isinstance(spec, str | RankerSpec):
+                parsed = RankerSpec.parse(spec)
+                if str(parsed) not in from_spec:
+                    from_spec[str(parsed)] = make_ranker(parsed)
+                spec = from_spec[str(parsed)]
             built.setdefault(spec.spec(), spec)
             names[dimension].append(spec.spec())
     return built, names
 
 
+def _listed(rankers: RankerLike | Sequence[RankerLike]) -> list[RankerLike]:
+    """One ranker or spec, a comma-separated text of specs, or a sequence of them, as a list."""
+    if isinstance(rankers, str):
+        return list(parse_rankers(rankers))
+    return [rankers] if isinstance(rankers, Ranker | RankerSpec) else list(rankers)
+
+
 def _plan(
     collection: Collection,
-    rankers: Sequence[RankerSpec] | str | Mapping[str, RankerSpec | Sequence[RankerSpec]],
+    rankers: Sequence[RankerLike] | str | Mapping[str, RankerLike | Sequence[RankerLike]],
     dimensions: Sequence[str] | None,
-) -> dict[str, list[RankerSpec]]:
+) -> dict[str, list[RankerLike]]:
     """dimension -> the rankers to use there, every name checked before anything is scored."""
     if isinstance(rankers, Mapping):
-        plan = {
-            str(d): (
-                split_specs(s) if isinstance(s, str) else [s] if isinstance(s, Ranker) else list(s)
-            )
-            for d, s in rankers.items()
-        }
+        plan = {str(d): _listed(s) for d, s in rankers.items()}
         if dimensions is not None:
             unknown = [d for d in dimensions if d not in plan]
             if unknown:
                 raise ConfigError(f"no ranker given for dimension(s) {unknown}")
             plan = {d: plan[d] for d in dimensions}
     else:
-        specs = split_specs(rankers) if isinstance(rankers, str) else list(rankers)
+        specs = _listed(rankers)
         chosen = list(dimensions) if dimensions else list(collection.dimensions)
         plan = {d: list(specs) for d in chosen}
     if not plan or not any(plan.values()):

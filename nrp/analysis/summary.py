@@ -616,11 +616,10 @@ def flooring_ranker(spec: str) -> Any:
     ``Ranker.floors``: a guard), else None (a ranker that only orders texts, or a name nrp does
     not know). Built without checking its backend: ``floors`` reads scores, not a model."""
     from nrp.rankers.base import Ranker
-    from nrp.rankers.registry import parse_spec
+    from nrp.rankers.registry import RankerSpec
 
     try:
-        info, params = parse_spec(spec)
-        ranker = info.build(params)
+        ranker = RankerSpec.parse(spec).build(check_available=False)
     except (ConfigError, InputError, ValueError):
         return None
     return ranker if type(ranker).floors is not Ranker.floors else None

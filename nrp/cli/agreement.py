@@ -33,11 +33,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     check_out(args.out)
     collection = api.Collection.load(args.collection, args.indexes)
-    rankers = api.split_specs(args.rankers)
+    rankers = api.parse_rankers(args.rankers)
     # the reference as the result names it (its complete spec), checked before any scoring
     against = api.make_ranker(args.against).spec() if args.against else None
     if against and against not in {api.make_ranker(spec).spec() for spec in rankers}:
-        rankers.insert(0, args.against)
+        rankers.insert(0, api.RankerSpec.parse(args.against))
     result = api.agreement(
         collection, rankers, labels=args.labels, ties=args.ties, progress=print_progress
     )

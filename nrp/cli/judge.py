@@ -51,7 +51,7 @@ def handle(args: argparse.Namespace) -> int:
     api.autojudge_module()  # without its NLTK data: one line, before anything is read
     collection = api.Collection.load(args.collection, args.indexes)
     answer_set = api.read_answers(args.reports, collection, skip_invalid=args.skip_invalid)
-    ranker = ranker_choice(args, collection)
+    ranker = ranker_choice(args, collection).text()
     path = api.judge_reports(
         answer_set, collection, args.out, indexes=args.indexes, ranker=ranker, ties=args.ties
     )

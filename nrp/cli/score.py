@@ -116,11 +116,11 @@ def add_ties_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def ranker_choice(args: argparse.Namespace, collection: api.Collection) -> object:
-    """What ``score_answers`` takes: a validation JSON's path, one spec, or DIM -> spec; given
-    neither, the collection's own validation JSON (``nrp validate`` wrote it)."""
+def ranker_choice(args: argparse.Namespace, collection: api.Collection) -> api.RankerChoice:
+    """The choice ``--validation FILE`` or ``--ranker`` give; given neither, the collection's
+    own validation JSON (``nrp validate`` wrote it)."""
     if args.validation:
-        return str(args.validation)
+        return api.RankerChoice.read(args.validation)
     if not args.ranker:
         path = collection.path / api.VALIDATION_FILE
         if not path.is_file():
@@ -128,10 +128,8 @@ def ranker_choice(args: argparse.Namespace, collection: api.Collection) -> objec
                 f"no ranker chosen for {collection.name}: run nrp validate {collection.name} "
                 f"first (it writes {path}), or give --ranker SPEC or --validation FILE"
             )
-        return str(path)
-    if len(args.ranker) == 1 and "=" not in args.ranker[0].split(":", 1)[0]:
-        return args.ranker[0]
-    return _pairs(args.ranker, "--ranker")
+        return api.RankerChoice.read(path)
+    return api.RankerChoice.from_options(args.ranker)
 
 
 def _add_weighting(parser: argparse.ArgumentParser) -> None:

@@ -183,7 +183,9 @@ def handle(args: argparse.Namespace) -> int:
             validity_kinds=args.validity_kinds,
             validity_other_draws=args.validity_other_draws,
         )
-        rankers = ",".join(args.rankers) if args.rankers else None
+        rankers = (
+            [s for item in args.rankers for s in api.parse_rankers(item)] if args.rankers else None
+        )
         with open_executor(args) as executor:
             result = api.validate(
                 collection, rankers, labels=args.labels, cache=not args.no_cache,

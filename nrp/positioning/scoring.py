@@ -48,6 +48,7 @@ import pyterrier as pt
 from nrp.collection.collection import Collection
 from nrp.errors import ConfigError, NrpError
 from nrp.executors.base import Executor, active_executor
+from nrp.positioning.choice import RankerChoice, RankerChoiceLike
 from nrp.positioning.injected_runs import check_injected_runs, write_injected_runs
 from nrp.positioning.injection import InjectedRanking, InjectionCounts, describe_mode
 from nrp.positioning.job import PositionCaches, PositionJob, PositionOptions
@@ -58,6 +59,7 @@ from nrp.progress import Progress
 from nrp.rankers.base import Ranker
 from nrp.rankers.coerce import as_ranker
 from nrp.rankers.dense import embedding_memo
+from nrp.rankers.registry import RankerSpec
 from nrp.ranks import DEFAULT_TIE_MODE, check_tie_mode
 from nrp.settings import settings_with
 from nrp.tables import require_columns
@@ -79,9 +81,6 @@ RESULT_COLUMNS = (
     "ties",
     "nrp",
 )
-#: dimension -> ranker-ish, a validation JSON path, or one ranker-ish (``as_ranker``: a spec, a
-#: ``Ranker`` or any ``pt.Transformer``) for every dimension
-RankerChoice = Mapping[str, Any] | str | Path | Ranker | pt.Transformer
 
 
 # -- inputs ------------------------------------------------------------------------------------
@@ -113,70 +112,34 @@ def _check_answers(answers_df: pd.DataFrame) -> pd.DataFrame:
 
 
 def resolve_rankers(
-    rankers: RankerChoice, collection: Collection, validation: Any = None
+    rankers: RankerChoiceLike, collection: Collection
 ) -> tuple[dict[str, Ranker], list[str]]:
     """dimension -> ranker (built, bound to the collection), and warnings.
 
-    ``rankers``: a mapping dimension -> spec, ``Ranker`` or PyTerrier transformer; a path to a
-    validation JSON or a ``ValidationResult`` (its chosen ranker per dimension); a single spec,
-    ``Ranker`` or transformer for every dimension of the collection (``as_ranker`` turns each
-    into a ranker). The same
-    spec string, or the same object, builds one ranker object. ``validation``: what
-    ``validation_of(rankers)`` gives, when the caller has read it already."""
-    warnings: list[str] = []
-    validation = validation if validation is not None else validation_of(rankers)
-    if validation is not None:
-        source = str(rankers) if isinstance(rankers, str | Path) else "the validation result"
-        chosen, warnings = _chosen(validation, collection, source)
-    elif isinstance(rankers, pt.Transformer):
-        chosen: Mapping[str, Any] = dict.fromkeys(collection.dimensions, rankers)
-    elif isinstance(rankers, str | Path):
-        chosen = dict.fromkeys(collection.dimensions, str(rankers))
-    else:
-        chosen = dict(rankers)
+    ``rankers``: what ``RankerChoice.of`` reads (a mapping dimension -> spec, ``Ranker`` or
+    PyTerrier transformer; a validation JSON's path or a ``ValidationResult``: its chosen ranker
+    per dimension; one spec, ``Ranker`` or transformer for every dimension of the collection);
+    ``as_ranker`` builds each. One spec (its canonical text), or one object, builds one ranker
+    object."""
+    choice = RankerChoice.of(rankers)
+    warnings = [] if choice.validation is None else _foreign(choice, collection)
+    chosen = choice.rankers(collection.dimensions)
     if not chosen:
         raise ConfigError("no rankers: nothing to score answers with")
     collection.check_dimensions(chosen)  # a ranker for no dimension would score nothing
     built: dict[str, Ranker] = {}
-    by_choice: dict[Any, Ranker] = {}  # spec string or object id -> its one ranker
-    for dimension, choice in chosen.items():
-        if isinstance(choice, str) and choice.startswith("run:"):
-            raise ConfigError(
-                f"dimension {dimension!r}: {choice} is a run file; a run ranks only its "
-                "own documents and cannot rank a new answer (validate a ranker for it)"
-            )
-        key = choice if isinstance(choice, str) else id(choice)
+    by_choice: dict[Any, Ranker] = {}  # canonical spec or object id -> its one ranker
+    for dimension, one in chosen.items():
+        key = str(one) if isinstance(one, RankerSpec) else id(one)
         if key not in by_choice:
             try:
-                by_choice[key] = as_ranker(choice)
+                by_choice[key] = as_ranker(one)
             except ConfigError as error:
                 raise ConfigError(f"dimension {dimension!r}: {error}") from None
         built[str(dimension)] = by_choice[key]
     for ranker in {id(r): r for r in built.values()}.values():
         ranker.bind_collection(collection)
     return built, warnings
-
-
-def validation_of(rankers: RankerChoice) -> Any:
-    """The ``ValidationResult`` that ``rankers`` names (itself, or a validation JSON's path,
-    read), or None when ``rankers`` are given otherwise."""
-    from nrp.validation.result import ValidationResult, names_validation_file
-
-    if isinstance(rankers, ValidationResult):
-        return rankers
-    if isinstance(rankers, str | Path) and names_validation_file(rankers):
-        return ValidationResult.from_json(Path(rankers))
-    return None
-
-
-def validation_file(rankers: RankerChoice) -> str | None:
-    """The absolute path of the validation JSON ``rankers`` name (the scoring record keeps it:
-    what ``nrp report`` reads), None for rankers given otherwise."""
-    from nrp.validation.result import names_validation_file
-
-    if isinstance(rankers, str | Path) and names_validation_file(rankers):
-        return str(Path(rankers).resolve())
-    return None
 
 
 def default_weights(
@@ -211,32 +174,29 @@ class ResolvedRankers:
 
 
 def resolve_scoring(
-    rankers: RankerChoice, collection: Collection, settings: ScoreSettings
+    rankers: RankerChoiceLike, collection: Collection, settings: ScoreSettings
 ) -> ResolvedRankers:
     """The rankers and the weighted NRP's weights ``rankers`` give on ``collection``, as
     ``score_answers`` makes them: the one place that reads a validation result's weighting, so
     every caller that resolves rankers once and scores many times (the NRP evaluator, the
     ``pt.Experiment`` measures) weighs as ``nrp score`` does."""
-    validation = validation_of(rankers)
-    by_dimension, warnings = resolve_rankers(rankers, collection, validation)
-    weights, left_out = default_weights(settings, validation, list(by_dimension), warnings)
+    choice = RankerChoice.of(rankers)
+    by_dimension, warnings = resolve_rankers(choice, collection)
+    weights, left_out = default_weights(settings, choice.validation, list(by_dimension), warnings)
     return ResolvedRankers(by_dimension, weights, left_out, warnings)
 
 
-def _chosen(result: Any, collection: Collection, source: str) -> tuple[dict[str, str], list[str]]:
-    """A validation result's chosen ranker per dimension, with a warning when it was validated
-    on another collection (or another build of it)."""
-    warnings = []
-    if result.collection_fingerprint != collection.meta.get("fingerprint"):
-        warnings.append(
-            f"{source}: validated on collection {result.collection!r} with fingerprint "
-            f"{result.collection_fingerprint[:12]}, not on {collection.name!r} "
-            f"({str(collection.meta.get('fingerprint'))[:12]}): the choice may not apply"
-        )
-    chosen = result.chosen()
-    if not chosen:
-        raise ConfigError(f"{source}: validation chose no ranker for any dimension")
-    return chosen, warnings
+def _foreign(choice: RankerChoice, collection: Collection) -> list[str]:
+    """A warning when the choice's validation ran on another collection (or another build of
+    it)."""
+    result = choice.validation
+    if result is None or result.collection_fingerprint == collection.meta.get("fingerprint"):
+        return []
+    return [
+        f"{choice.source}: validated on collection {result.collection!r} with fingerprint "
+        f"{result.collection_fingerprint[:12]}, not on {collection.name!r} "
+        f"({str(collection.meta.get('fingerprint'))[:12]}): the choice may not apply"
+    ]
 
 
 def normalised_weights(
@@ -290,7 +250,7 @@ class ScoreSettings:
 def score_answers(
     collection: Collection | str,
     answers_df: pd.DataFrame,
-    rankers: RankerChoice,
+    rankers: RankerChoiceLike,
     settings: ScoreSettings | None = None,
     *,
     progress: Progress | None = None,
@@ -333,7 +293,7 @@ class ScoringRun:
     def __init__(
         self,
         collection: Collection | str,
-        rankers: RankerChoice,
+        rankers: RankerChoiceLike,
         settings: ScoreSettings | None = None,
         *,
         progress: Progress | None = None,
@@ -346,9 +306,10 @@ class ScoringRun:
         self.progress, self.trec = progress, trec
         self.executor = executor if executor is not None else active_executor()
         self.tie_mode = check_tie_mode(self.settings.ties)
-        resolved = resolve_scoring(rankers, self.collection, self.settings)
+        choice = RankerChoice.of(rankers)
+        resolved = resolve_scoring(choice, self.collection, self.settings)
         self.warnings, self.left_out = resolved.warnings, resolved.left_out
-        self.validation_file = validation_file(rankers)
+        self.validation_file = None if choice.path is None else str(choice.path)
         self.weight_of = normalised_weights(resolved.weights, list(resolved.by_dimension))
         #: dimensions of weight 0 not positioned (``ScoreSettings.every_dimension``)
         self.not_scored = [
@@ -598,7 +559,7 @@ def _dimension_values(
 def score(
     collection: Collection | str,
     answers: pd.DataFrame | str | Path | Any,
-    rankers: RankerChoice,
+    rankers: RankerChoiceLike,
     **options: Any,
 ) -> pd.DataFrame:
     """``nrp.score``: the library entry point, ``score_answers`` with its options.

@@ -59,13 +59,18 @@ from nrp.errors import ConfigError, NrpError
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
 from nrp.rankers.fusion_weights import FittedWeights, fit_weights
-from nrp.rankers.registry import Param, RankerInfo, make_ranker, register
+from nrp.rankers.registry import (
+    SPEC_SEPARATOR,
+    Param,
+    RankerInfo,
+    nested_specs,
+    nested_text,
+    register,
+)
 from nrp.spec import format_spec
 
 METHODS = ("minmax", "rrf")
 FIT = "fit"
-#: separators inside the ``rankers`` value: between sub-rankers, and between a sub-ranker's params
-RANKER_SEPARATOR, PARAM_SEPARATOR = "+", ";"
 
 PARAMS: dict[str, Param] = {
     "rankers": Param(
@@ -74,6 +79,7 @@ PARAMS: dict[str, Param] = {
         "the rankers fused, joined by + (bm25+dense); a ranker's own parameters separated by ; "
         "(dense:query=paraphrase;passages=128)",
         nested=True,
+        several=True,
     ),
     "method": Param(
         str,
@@ -96,32 +102,9 @@ PARAMS: dict[str, Param] = {
 _FIT_ONLY = ("dimension", "folds", "seed")
 
 
-def sub_specs(value: str) -> list[str]:
-    """The sub-rankers' specs of a ``rankers`` value: split at ``+``, each sub-spec's ``;``
-    read as the comma between its parameters (``dense:query=x;passages=128`` ->
-    ``dense:query=x,passages=128``; ``dense;batch=8`` -> ``dense:batch=8``)."""
-    parts = [part.strip() for part in value.split(RANKER_SEPARATOR)]
-    if len(parts) < 2 or not all(parts):
-        raise ConfigError(
-            f"ranker 'fuse': rankers={value!r} must name at least two rankers joined by + "
-            "(rankers=bm25+dense)"
-        )
-    return [sub_spec(part) for part in parts]
-
-
-def sub_spec(part: str) -> str:
-    """One sub-ranker's spec as a wrapping ranker's value writes it: its ``;`` read as the comma
-    between its parameters (``dense:query=x;passages=128`` -> ``dense:query=x,passages=128``),
-    and a ``;`` ending the name read as the colon (``dense;batch=8`` -> ``dense:batch=8``)."""
-    part = part.strip()
-    end = min((i for i in (part.find(":"), part.find(PARAM_SEPARATOR)) if i >= 0), default=-1)
-    name, params = (part, "") if end < 0 else (part[:end], part[end + 1 :])
-    return f"{name}:{params.replace(PARAM_SEPARATOR, ',')}" if params else name
-
-
 def join_specs(rankers: Sequence[Ranker], complete: bool = False) -> str:
-    """The ``rankers`` value that rebuilds ``rankers`` (the inverse of ``sub_specs``)."""
-    return RANKER_SEPARATOR.join(r.spec(complete).replace(",", PARAM_SEPARATOR) for r in rankers)
+    """The nested value that rebuilds ``rankers`` (``bm25:k1=0.9;b=0.5+dense``)."""
+    return nested_text(r.spec(complete) for r in rankers)
 
 
 class FusionRanker(Ranker):
@@ -136,7 +119,15 @@ class FusionRanker(Ranker):
     def __init__(self, params: Mapping[str, Any] | None = None, rankers: Sequence[Ranker] = ()):
         merged = {key: p.default for key, p in PARAMS.items()}
         merged.update(params or {})
-        subs = list(rankers) or [make_ranker(spec) for spec in sub_specs(str(merged["rankers"]))]
+        if not rankers:
+            specs = nested_specs(merged["rankers"], PARAMS["rankers"], self.name, "rankers")
+            if not specs:
+                raise ConfigError(
+                    "ranker 'fuse': rankers='' must name at least two rankers joined by + "
+                    "(rankers=bm25+dense)"
+                )
+            rankers = [spec.build() for spec in specs]
+        subs = list(rankers)
         if any(isinstance(r, FusionRanker) for r in subs):
             raise ConfigError("ranker 'fuse': a fuse inside a fuse is not supported")
         if len(subs) < 2:
@@ -167,7 +158,7 @@ class FusionRanker(Ranker):
         if not text:
             return tuple([1.0 / n] * n)
         try:
-            weights = tuple(float(w) for w in text.split(RANKER_SEPARATOR))
+            weights = tuple(float(w) for w in text.split(SPEC_SEPARATOR))
         except ValueError:
             raise ConfigError(
                 f"ranker 'fuse': weights={text!r} are not numbers joined by +"

@@ -67,7 +67,7 @@ import pandas as pd
 from nrp.errors import ConfigError, InputError, ModelError, NrpError
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
-from nrp.rankers.fusion import join_specs, judged_rows, judged_texts, scores_with_cache, sub_spec
+from nrp.rankers.fusion import join_specs, judged_rows, judged_texts, scores_with_cache
 from nrp.rankers.guard_features import (
     ENCODER,
     QUOTED_WORDS,
@@ -87,7 +87,7 @@ from nrp.rankers.guard_model import (
     packaged_model,
     with_thresholds,
 )
-from nrp.rankers.registry import Param, RankerInfo, make_ranker, register
+from nrp.rankers.registry import Param, RankerInfo, make_ranker, nested_specs, register
 from nrp.spec import format_spec
 from nrp.tables import write_aside
 
@@ -156,7 +156,9 @@ class GuardRanker(Ranker):
     def __init__(self, params: Mapping[str, Any] | None = None, ranker: Ranker | None = None):
         merged = {key: p.default for key, p in PARAMS.items()}
         merged.update(params or {})
-        sub = ranker if ranker is not None else make_ranker(sub_spec(str(merged["ranker"])))
+        if ranker is None:
+            (spec,) = nested_specs(merged["ranker"], PARAMS["ranker"], self.name, "ranker")
+        sub = ranker if ranker is not None else spec.build()
         if isinstance(sub, GuardRanker):
             raise ConfigError("ranker 'guard': a guard inside a guard is not supported")
         merged["ranker"] = join_specs([sub])

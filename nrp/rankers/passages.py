@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,9 @@ import pandas as pd
 from nrp.errors import ConfigError
 from nrp.models.device import DTYPES
 from nrp.spec import Param
+
+if TYPE_CHECKING:
+    from nrp.rankers.registry import RankerSpec
 
 AGGREGATES = ("max", "first")
 
@@ -56,27 +60,22 @@ def count_passages(text: str, length: int, stride: int = 0) -> int:
     return 1 if words <= length else -(-(words - length) // stride) + 1
 
 
-def spec_passages(spec: str, texts: Sequence[str]) -> int:
+def spec_passages(spec: str | RankerSpec, texts: Sequence[str]) -> int:
     """The passages a ranker spec cuts ``texts`` (answers) into, summed over the spec and the
     rankers nested in it (``guard:ranker=``, ``fuse:rankers=``): ``count_passages`` for each
     ranker with ``passages=N`` (N > 0, ``aggregate=max``), nothing for one that reads a text
     whole or only its first passage. What a request costs a neural ranker beyond one model
     input per answer, known before anything is computed."""
-    from nrp.rankers.fusion import RANKER_SEPARATOR, sub_spec
-    from nrp.rankers.registry import parse_spec
+    from nrp.rankers.registry import RankerSpec
 
-    info, params = parse_spec(spec)
+    parsed = RankerSpec.parse(spec)
+    params = parsed.complete_params()
     total = 0
     length = int(params.get("passages", 0) or 0)
     if length > 0 and params.get("aggregate", "max") != "first":
         stride = int(params.get("stride", 0) or 0)
         total += sum(count_passages(str(t), length, stride) for t in texts)
-    for key, param in info.params.items():
-        if param.nested and params.get(key):
-            for part in str(params[key]).split(RANKER_SEPARATOR):
-                if part.strip():
-                    total += spec_passages(sub_spec(part), texts)
-    return total
+    return total + sum(spec_passages(part, texts) for part in parsed.parts())
 
 
 def explode_passages(

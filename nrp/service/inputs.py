@@ -242,7 +242,7 @@ def _spec_path(value: str, roots: Sequence[Path], what: str, label: str = "data 
 def canonical_ranker(
     spec: str, roots: Sequence[Path], indexes: Path, models: ModelPlaces | None = None
 ) -> str:
-    if spec.strip().startswith("run:"):
+    if api.RankerSpec.parse(spec).is_run:
         raise RequestError(422, f"{spec}: a run file cannot rank a new answer")
     info, _ = api.parse_spec(spec)
     models = models or ModelPlaces(tuple(roots))

@@ -17,6 +17,7 @@ import pytest
 from test_injection import FixedScores, build_tiny, fresh_copy, tiny_answers
 
 from nrp.errors import ConfigError, InputError, NrpError
+from nrp.positioning.choice import RankerChoice
 from nrp.positioning.scoring import (
     RESULT_COLUMNS,
     NRPScorer,
@@ -24,7 +25,6 @@ from nrp.positioning.scoring import (
     resolve_rankers,
     score,
     score_answers,
-    validation_of,
 )
 from nrp.rankers.guard import GuardRanker
 from nrp.rankers.guard_model import PACKAGED_MODEL, packaged_model
@@ -174,9 +174,11 @@ def test_a_validation_file_is_told_from_a_ranker_spec_ending_in_json(tiny, tmp_p
     assert names_validation_file("chosen")  # a file, no ranker's name
     # the word "validation" names no file: the nrp evaluator resolves it to the collection's
     assert not names_validation_file("validation")
-    assert validation_of(str(path)).chosen() == validation_of(path).chosen()
+    assert (
+        RankerChoice.of(str(path)).validation.chosen() == RankerChoice.of(path).validation.chosen()
+    )
     with pytest.raises(InputError, match=r"validation\.json: file not found"):
-        validation_of(str(tmp_path / "runs" / "validation.json"))
+        RankerChoice.of(str(tmp_path / "runs" / "validation.json"))
 
 
 def test_a_ranker_spec_ending_in_json_is_built_as_the_ranker(tiny, tmp_path):
@@ -184,7 +186,7 @@ def test_a_ranker_spec_ending_in_json_is_built_as_the_ranker(tiny, tmp_path):
     model = tmp_path / "guard.json"
     model.write_bytes(PACKAGED_MODEL.read_bytes())
     spec = f"guard:ranker=tfidf,model={model}"
-    assert validation_of(spec) is None
+    assert RankerChoice.of(spec).validation is None
     built, warnings = resolve_rankers(spec, collection)
     assert warnings == [] and set(built) == {"relevance", "readability"}
     guard = built["relevance"]
