@@ -44,7 +44,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import pandas as pd
 
-from nrp.collection.formats._io import (
+from nrp.collection.reading import (
     MAX_LINE_CHARS,
     folder_files,
     iter_lines,

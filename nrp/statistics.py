@@ -27,8 +27,8 @@ Choices (and why):
   correction (default) controls the family-wise error rate like Bonferroni but is uniformly more
   powerful; ``bonferroni`` and ``none`` are available. Both are written here, not taken from
   statsmodels' ``multipletests`` (whose numbers they equal, tests/validation checks it):
-  its Holm runs a full ``gc.collect()`` on every call, 0.1-0.3 s in a process holding pandas
-  or torch, and a summary corrects one family per LLM, prompt and dimension.
+  its Holm runs a full ``gc.collect()`` on every call, slow in a process holding pandas or
+  torch, and a summary corrects one family per LLM, prompt and dimension.
 - **Rank correlation** of a score with graded labels: Kendall's tau-b (it corrects for ties on
   both sides: grades are few and tie often) and Spearman's rho, with one rule for the degenerate
   cases: NaN when the labels are constant or there are fewer than two items (nothing to agree

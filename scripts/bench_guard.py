@@ -93,15 +93,15 @@ def _calls(payload: dict) -> None:
     """ms per one-answer ``position_rows`` call and per answer in one call, of one ranker."""
     import json
 
-    from nrp import api
+    from nrp import api, engine
 
     collection = api.Collection.load(payload["collection"], payload["indexes"])
     ranker = api.make_ranker(payload["spec"])
     ranker.bind_collection(collection)
-    caches = api.PositionCaches.beside(collection)
-    job = api.PositionJob(collection, ranker, ranker.fingerprint(), api.PositionOptions(), caches,
-                          collection.candidates())  # fmt: skip
-    positioner = api.Positioner(job)
+    caches = engine.PositionCaches.beside(collection)
+    job = engine.PositionJob(collection, ranker, ranker.fingerprint(), engine.PositionOptions(),
+                             caches, collection.candidates())  # fmt: skip
+    positioner = engine.Positioner(job)
     with open(payload["answers"], encoding="utf-8") as lines:
         rows = [json.loads(line) for line in lines]
     ids = [f"call-{n}" for n in range(len(rows))]

@@ -358,25 +358,25 @@ class InProcess:
     ``Positioner`` kept across requests (``position_rows``), rows by ``result_rows``."""
 
     def __init__(self, indexes: Path, collection: str, spec: str):
-        from nrp import api
+        from nrp import api, engine
 
-        self.api = api
+        self.api, self.engine = api, engine
         self.collection = api.Collection.load(collection, indexes)
         ranker = api.make_ranker(spec)
         ranker.bind_collection(self.collection)
         self.lexical = type(ranker).__module__.startswith("nrp.rankers.lexical")
         self.spec = ranker.spec()
-        job = api.PositionJob(
+        job = engine.PositionJob(
             self.collection,
             ranker,
             ranker.fingerprint(),
-            api.PositionOptions(),
-            api.PositionCaches.beside(self.collection),
+            engine.PositionOptions(),
+            engine.PositionCaches.beside(self.collection),
             self.collection.candidates(),
         )
-        self.positioner = api.Positioner(job)
+        self.positioner = engine.Positioner(job)
         self.dimensions = list(self.collection.dimensions)
-        self.weight_of = api.normalised_weights(None, self.dimensions)
+        self.weight_of = engine.normalised_weights(None, self.dimensions)
 
     def score(self, answers: list[dict]) -> list[list]:
         """``RESULT_COLUMNS`` rows of ``answers`` (what ``POST /v1/score`` answers), by the
@@ -387,7 +387,7 @@ class InProcess:
             [a["text"] for a in answers],
         )  # fmt: skip
         positions = {d: (self.spec, found) for d in self.dimensions}
-        return self.api.result_rows(records, positions, "mid", self.weight_of)
+        return self.engine.result_rows(records, positions, "mid", self.weight_of)
 
     def rates(self, requests: Iterator[list[dict]], seconds: float) -> dict[str, Any]:
         """Answers/s of ``requests`` scored one request per call (for at most ``seconds``),

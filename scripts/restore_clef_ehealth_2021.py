@@ -47,8 +47,8 @@ if str(REPO) not in sys.path:  # run as a plain script from a checkout
 
 from fastwarc.warc import ArchiveIterator  # noqa: E402
 
-from nrp.collection.formats._io import iter_table  # noqa: E402
 from nrp.collection.formats.warc import RecordProblem, header_value, html_payload  # noqa: E402
+from nrp.collection.reading import iter_table  # noqa: E402
 from nrp.collection.text_extraction import ExtractionError, extract_page  # noqa: E402
 from nrp.errors import InputError, NrpError  # noqa: E402
 from nrp.tables import require_columns  # noqa: E402

@@ -9,7 +9,7 @@ from importlib import resources
 import pandas as pd
 import pytest
 
-from nrp import api, ingest, statistics
+from nrp import api, engine, ingest, statistics
 from nrp.analysis import check as check_module
 from nrp.cli import main
 from nrp.positioning.scoring import RESULT_COLUMNS
@@ -256,7 +256,7 @@ def test_gate_reads_the_results_once_for_nrp_and_floored(tmp_path, monkeypatch):
     guarded = write_guarded(tmp_path / "guarded")
     apart = [
         *api.check_results(guarded, min_nrp=0.3).lines,
-        *api.check_floored(guarded, 0.4).lines,
+        *engine.check_floored(guarded, 0.4).lines,
     ]
     reads = []
     real = check_module.read_results

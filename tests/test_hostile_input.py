@@ -16,7 +16,7 @@ import pytest
 
 from nrp import Collection
 from nrp.cli import main
-from nrp.collection.formats._io import MAX_FIELD_CHARS, MAX_LINE_CHARS
+from nrp.collection.reading import MAX_FIELD_CHARS, MAX_LINE_CHARS
 from nrp.errors import InputError
 from nrp.experiments.schema import load_experiment
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from nrp.collection.formats._io import iter_lines, iter_table, parse_xml, read_text
+from nrp.collection.reading import iter_lines, iter_table, parse_xml, read_text
 from nrp.errors import InputError
 
 

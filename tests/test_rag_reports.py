@@ -20,7 +20,7 @@ from rag_collection import (
     write_reports,
 )
 
-from nrp import api, ingest
+from nrp import api, engine, ingest
 from nrp.answers import CITATIONS, REPORT_LAYOUTS, read_answers
 from nrp.cli import main
 from nrp.errors import ConfigError, InputError
@@ -177,7 +177,7 @@ def test_nrp_score_scores_the_2024_layout_and_says_which_layout_it_read(indexes,
     results = pd.read_csv(tmp_path / "out" / "results.csv", dtype={"qid": str})
     for row in results.itertuples():
         assert row.nrp == pytest.approx(NRP[row.llm, row.qid])
-    cited = pd.read_csv(tmp_path / "out" / api.CITATIONS_FILE, dtype={"qid": str})
+    cited = pd.read_csv(tmp_path / "out" / engine.CITATIONS_FILE, dtype={"qid": str})
     assert set(zip(cited["qid"], cited["n_cited"], strict=True)) == {("q1", 3), ("q2", 1)}
     code, _, err = run(capsys, "score", "rag-tiny", str(both), "--ranker", "tfidf", "--out",
                        str(tmp_path / "out-both"), "--indexes", indexes)  # fmt: skip
@@ -189,7 +189,7 @@ def test_report_citation_shapes():
     """2024 indices, 2025 doc ids, RAGTIME {doc: confidence} (highest first, ties in order)."""
     sentences = [{"text": "a", "citations": [1, "d9"]}, {"text": "b", "citations": None},
                  {"text": "c", "citations": {"d2": 10, "d3": 50, "d4": 10}}]  # fmt: skip
-    assert api.report_citations(sentences, ["d0", "d1"]) == ("d1", "d9", "d3", "d2", "d4")
+    assert engine.report_citations(sentences, ["d0", "d1"]) == ("d1", "d9", "d3", "d2", "d4")
 
 
 def test_score_ranks_reports_and_judges_citations(scored):
@@ -198,7 +198,7 @@ def test_score_ranks_reports_and_judges_citations(scored):
         assert row.nrp == pytest.approx(NRP[row.llm, row.qid])
         if row.dimension != "weighted":
             assert (row.rank, row.n_docs, row.ties) == RANKS[row.llm, row.qid]
-    citations = api.read_citations(scored / api.CITATIONS_FILE)
+    citations = engine.read_citations(scored / engine.CITATIONS_FILE)
     assert len(citations) == 8  # 4 answers x 2 dimensions
     for row in citations.itertuples():
         counts = (row.n_cited, row.n_judged, row.n_unjudged, row.n_relevant)
@@ -270,7 +270,7 @@ def test_nrp_judge_runs_the_tracks_runner_with_no_topics_file(
     code, said, err = judge(capsys, reports, out, indexes)
     assert code == 0, err
     assert f"read 4 TREC RAG report(s) in the {REPORT_LAYOUTS[layout]} layout" in err
-    board = out / api.LEADERBOARD_FILE
+    board = out / engine.LEADERBOARD_FILE
     assert said == (
         f"judged 4 report(s) (2 run(s), 2 topic(s)); wrote the leaderboard to {board}\n"
     )
@@ -311,7 +311,7 @@ def test_nrp_judge_unknown_topic_is_nrp_scores_line(indexes, tmp_path, capsys, a
     code, _, err = run(capsys, "judge", "rag-tiny", str(path), "--ranker", "tfidf", "--out",
                        str(out), "--indexes", indexes, "--skip-invalid")  # fmt: skip
     assert code == 0 and f"skipped: {path}:2: unknown qid 'q9'" in err
-    board = (out / api.LEADERBOARD_FILE).read_text().splitlines()
+    board = (out / engine.LEADERBOARD_FILE).read_text().splitlines()
     assert {tuple(line.split()[:2]) for line in board} == {("runA", "q1"), ("runA", "all")}
 
 
@@ -384,7 +384,7 @@ def test_report_without_citations_writes_no_citations_file(indexes, tmp_path):
     path = write_reports(tmp_path / "plain.jsonl", [report])
     code = main(["score", "rag-tiny", str(path), "--ranker", "tfidf", "--out",
                  str(tmp_path / "out"), "--indexes", indexes])  # fmt: skip
-    assert code == 0 and not (tmp_path / "out" / api.CITATIONS_FILE).exists()
+    assert code == 0 and not (tmp_path / "out" / engine.CITATIONS_FILE).exists()
 
 
 #: what the CLI adds to the error of a report whose values cannot be read (skippable)

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from nrp import api
+from nrp import engine
 from nrp.cli import (
     agreement,
     annotators,
@@ -110,6 +110,6 @@ def path_options(parser: argparse.ArgumentParser) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    api.close_hub_unless_allowed()  # no model hub unless NRP_MODEL_HUB=1 (docs/security.md)
+    engine.close_hub_unless_allowed()  # no model hub unless NRP_MODEL_HUB=1 (docs/security.md)
     words = list(sys.argv[1:] if argv is None else argv)
     return run_command(build_parser().parse_args(train.guard_argv(words)))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nrp import api
+from nrp import api, engine
 from nrp.cli.common import add_indexes_option, check_out, print_progress
 
 
@@ -18,7 +18,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("collection")
     parser.add_argument("--rankers", required=True, help="comma-separated ranker specs")
     parser.add_argument("--labels", choices=("graded", "raw"), default="graded")
-    parser.add_argument("--ties", choices=api.TIE_MODES, default=api.DEFAULT_TIE_MODE)
+    parser.add_argument("--ties", choices=engine.TIE_MODES, default=engine.DEFAULT_TIE_MODE)
     parser.add_argument(
         "--against",
         metavar="SPEC",
@@ -33,7 +33,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     check_out(args.out)
     collection = api.Collection.load(args.collection, args.indexes)
-    rankers = api.parse_rankers(args.rankers)
+    rankers = engine.parse_rankers(args.rankers)
     # the reference as the result names it (its complete spec), checked before any scoring
     against = api.make_ranker(args.against).spec() if args.against else None
     if against and against not in {api.make_ranker(spec).spec() for spec in rankers}:

@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
-from nrp import api
+from nrp import api, engine
 from nrp.errors import MESSAGE_LIMIT, NrpError, NrpWarning, one_line
 
 
@@ -85,7 +85,7 @@ def query_map(args: argparse.Namespace) -> Any:
     """The query map the options name (a file path or a collection's topics), or None."""
     if args.collection:
         topics = api.Collection.load(args.collection, args.indexes).topics
-        return api.QueryMap.from_frame(topics, f"the topics of collection {args.collection}")
+        return engine.QueryMap.from_frame(topics, f"the topics of collection {args.collection}")
     return args.query_map
 
 
@@ -126,9 +126,9 @@ def print_read_notes(answer_set: Any) -> None:
 
 
 def read_answer_blocks(path: Path, collection: object, skip_invalid: bool) -> Any:
-    """``read_answer_set`` a block at a time where that holds less (``api.read_answer_blocks``);
+    """``read_answer_set`` a block at a time where that holds less (``engine.read_answer_blocks``);
     skipped rows listed on stderr."""
-    blocks = api.read_answer_blocks(path, collection, skip_invalid=skip_invalid)
+    blocks = engine.read_answer_blocks(path, collection, skip_invalid=skip_invalid)
     if blocks.whole is not None:
         print_read_notes(blocks.whole)
     return blocks
@@ -234,7 +234,7 @@ def _on_sigterm() -> Any:
 def _skip_hint(error: NrpError, args: argparse.Namespace) -> str:
     """For an answer record that cannot be read, under a command that can leave such records
     out: how (``--skip-invalid``); '' otherwise."""
-    if isinstance(error, api.InvalidAnswer) and getattr(args, "skip_invalid", None) is False:
+    if isinstance(error, engine.InvalidAnswer) and getattr(args, "skip_invalid", None) is False:
         return " (--skip-invalid leaves such rows out, and lists them)"
     return ""
 
@@ -246,7 +246,7 @@ def run_command(args: argparse.Namespace) -> int:
     standard output stops reading (``nrp check ... | head``), the command stops quietly with
     exit 141, as a Unix tool ended by SIGPIPE does: that is the reader's choice, not an error."""
     global _progress
-    lines = None if getattr(args, "quiet", False) else api.ProgressLines()
+    lines = None if getattr(args, "quiet", False) else engine.ProgressLines()
     _progress = lines or _no_progress
     previous = _on_sigterm()
     try:

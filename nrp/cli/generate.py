@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nrp import api
+from nrp import api, engine
 from nrp.cli.common import (
     add_executor_options,
     add_indexes_option,
@@ -56,7 +56,7 @@ def _llm(args: argparse.Namespace) -> object:
     """The --llm spec, with --batch folded in (local models only)."""
     if args.batch is None:
         return args.llm
-    spec = api.parse_llm(args.llm)
+    spec = engine.parse_llm(args.llm)
     if spec.backend != "local":
         raise NrpError("--batch applies to local models only")
     return {**spec.params, "backend": "local", "batch": args.batch, "name": spec.label}
@@ -65,7 +65,7 @@ def _llm(args: argparse.Namespace) -> object:
 def handle(args: argparse.Namespace) -> int:
     check_out(args.out, "file")
     llm = _llm(args)
-    options = api.GenerationOptions(
+    options = engine.GenerationOptions(
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
         top_p=args.top_p, repetition_penalty=args.repetition_penalty, seed=args.seed,
     )  # fmt: skip

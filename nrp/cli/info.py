@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from nrp import api
+from nrp import api, engine
 from nrp.cli.common import add_indexes_option
 
 
@@ -19,5 +19,5 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     info = api.collection_info(api.Collection.load(args.name, args.indexes))
-    print(json.dumps(info, indent=2) if args.json else api.render_info(info))
+    print(json.dumps(info, indent=2) if args.json else engine.render_info(info))
     return 0

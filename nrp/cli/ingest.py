@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from nrp import api
+from nrp import api, engine
 from nrp.cli.common import add_indexes_option
 from nrp.errors import ConfigError
 
@@ -61,10 +61,10 @@ def _dimensions(items: list[str] | None) -> dict[str, str]:
 
 def handle(args: argparse.Namespace) -> int:
     source = str(args.manifest)
-    if source.startswith(api.DATASET_PREFIX):
+    if source.startswith(engine.DATASET_PREFIX):
         if args.data_root is not None:
             raise ConfigError(f"{source}: --data-root applies to a manifest file, not irds:ID")
-        manifest = api.irds_manifest(source, _dimensions(args.dimension), args.name)
+        manifest = engine.irds_manifest(source, _dimensions(args.dimension), args.name)
     elif args.dimension:
         raise ConfigError(f"{source}: --dimension applies to irds:ID; a manifest declares its own")
     else:

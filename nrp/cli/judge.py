@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nrp import api
+from nrp import api, engine
 from nrp.cli.common import add_indexes_option, check_out, print_read_notes
 from nrp.cli.score import add_ranker_choice, add_ties_option, ranker_choice
 
@@ -32,7 +32,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         type=Path,
         required=True,
         metavar="DIR",
-        help=f"folder for the runner's leaderboard {api.LEADERBOARD_FILE} (run_id topic_id "
+        help=f"folder for the runner's leaderboard {engine.LEADERBOARD_FILE} (run_id topic_id "
         "measure value), its measures and its settings",
     )
     add_ranker_choice(parser)
@@ -48,7 +48,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     check_out(args.out)
-    api.autojudge_module()  # without its NLTK data: one line, before anything is read
+    engine.autojudge_module()  # without its NLTK data: one line, before anything is read
     collection = api.Collection.load(args.collection, args.indexes)
     answer_set = api.read_answers(args.reports, collection, skip_invalid=args.skip_invalid)
     ranker = ranker_choice(args, collection).text()

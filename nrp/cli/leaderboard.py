@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nrp import api
+from nrp import api, engine
 from nrp.cli.common import check_out
 
 
@@ -25,7 +25,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     check_out(args.out, "file")
     table = api.leaderboard(args.results)
-    api.write_leaderboard(table, args.out)
+    engine.write_leaderboard(table, args.out)
     runs, measures = table["run_id"].nunique(), table["measure"].nunique()
     print(f"wrote {len(table):,} lines ({runs} run(s), {measures} measure(s)) to {args.out}")
     return 0

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from nrp import api
+from nrp import api, engine
 from nrp.cli.common import add_indexes_option
 
 
@@ -40,9 +40,9 @@ def add_evaluators_parser(commands: argparse._SubParsersAction) -> None:
 def list_collections(args: argparse.Namespace) -> int:
     names = api.list_collections(args.indexes)
     if not names:
-        print(f"no collections in {args.indexes or api.default_indexes_dir()}")
+        print(f"no collections in {args.indexes or engine.default_indexes_dir()}")
         return 0
-    root = Path(args.indexes or api.default_indexes_dir())
+    root = Path(args.indexes or engine.default_indexes_dir())
     for name in names:
         collection = api.Collection(root / name)
         counts = collection.meta.get("counts", {})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nrp import api
+from nrp import api, engine
 from nrp.cli.common import add_query_map_options, check_out, query_map
 from nrp.errors import NrpError
 
@@ -78,7 +78,7 @@ def handle(args: argparse.Namespace) -> int:
     system = None if args.system_column.lower() == "none" else args.system_column
     human = args.human
     if human is None:
-        if not api.is_label_studio_export(args.scores):
+        if not engine.is_label_studio_export(args.scores):
             raise NrpError(
                 f"give the human labels file after {args.scores} (only a Label Studio export "
                 "holds both the rankings and the scores)"
@@ -94,6 +94,6 @@ def handle(args: argparse.Namespace) -> int:
     )  # fmt: skip
     print(run.format())
     if args.out:
-        written = api.write_meta(run, args.out)
+        written = engine.write_meta(run, args.out)
         print(f"\nwrote {', '.join(str(p) for p in written)}")
     return 0

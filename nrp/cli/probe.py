@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from nrp import api
+from nrp import api, engine
 from nrp.cli.common import (
     add_indexes_option,
     check_out,
@@ -38,7 +38,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--perturbations",
         default="all",
         metavar="NAMES",
-        help=f"comma-separated perturbations (default all: {','.join(api.PERTURBATIONS)})",
+        help=f"comma-separated perturbations (default all: {','.join(engine.PERTURBATIONS)})",
     )
     parser.add_argument("--out", type=Path, required=True, help="folder for the tables and figure")
     parser.add_argument("--seed", type=int, default=0, help="perturbations and bootstrap (0)")

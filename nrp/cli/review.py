@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nrp import api
+from nrp import api, engine
 from nrp.cli.common import add_indexes_option, read_answer_set
 from nrp.errors import NrpError
 
@@ -104,7 +104,7 @@ def handle(args: argparse.Namespace) -> int:
         if not args.collection:
             raise NrpError("--create needs --collection")
         return create(args)
-    desk = api.ReviewDesk.open(args.project)
+    desk = engine.ReviewDesk.open(args.project)
     acted = False
     if args.import_label_studio:
         stored = desk.import_label_studio(args.import_label_studio)

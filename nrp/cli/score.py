@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nrp import api
+from nrp import api, engine
 from nrp.cli.common import (
     add_executor_options,
     add_indexes_option,
@@ -110,9 +110,9 @@ def add_ranker_choice(parser: argparse.ArgumentParser) -> None:
 def add_ties_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ties",
-        choices=api.TIE_MODES,
-        default=api.DEFAULT_TIE_MODE,
-        help=f"how documents tied with the answer count (default {api.DEFAULT_TIE_MODE})",
+        choices=engine.TIE_MODES,
+        default=engine.DEFAULT_TIE_MODE,
+        help=f"how documents tied with the answer count (default {engine.DEFAULT_TIE_MODE})",
     )
 
 
@@ -159,7 +159,7 @@ def handle(args: argparse.Namespace) -> int:
     check_out(args.out)
     collection = api.Collection.load(args.collection, args.indexes)
     if args.trec:  # the injected rankings are written from one block
-        blocks = api.AnswerBlocks.at_once(
+        blocks = engine.AnswerBlocks.at_once(
             read_answer_set(args.answers, collection, args.skip_invalid)
         )
     else:
@@ -167,23 +167,23 @@ def handle(args: argparse.Namespace) -> int:
     rankers = ranker_choice(args, collection)
     weights = {k: float(v) for k, v in _pairs(args.weight, "--weight").items()} or None
     with open_executor(args) as executor:
-        run = api.ScoringRun(
+        run = engine.ScoringRun(
             collection, rankers, ties=args.ties, frozen_stats=args.frozen_stats,
             full_rerank=args.full_rerank, weights=weights, all_dimensions=args.all_dimensions,
             every_dimension=args.every_dimension, cache=not args.no_cache,
             progress=print_progress, executor=executor, trec=args.trec,
         )  # fmt: skip
         # the flags on a second core (a forked worker) while the answers are positioned here
-        scored = api.write_score_files(
+        scored = engine.write_score_files(
             run, blocks, len(blocks), args.out, aside=args.executor == "local",
             progress=print_progress,
         )  # fmt: skip
         report_executor(executor)
     whole = blocks.whole
-    if whole is not None and api.has_citations(whole.answers):
+    if whole is not None and engine.has_citations(whole.answers):
         citations = api.cite_answers(collection, whole.answers)
-        write_aside(args.out / api.CITATIONS_FILE, lambda p: citations.to_csv(p, index=False))
-        print(f"wrote the cited documents judged per dimension to {api.CITATIONS_FILE}")
+        write_aside(args.out / engine.CITATIONS_FILE, lambda p: citations.to_csv(p, index=False))
+        print(f"wrote the cited documents judged per dimension to {engine.CITATIONS_FILE}")
     attrs = scored.attrs
     if attrs.get("note"):
         print(attrs["note"])
@@ -196,7 +196,7 @@ def handle(args: argparse.Namespace) -> int:
         print(f"warning: {warning}")
     print(f"{scored.scored:,} answers scored; wrote {args.out}/results.parquet "
           f"and results.csv; {scored.flagged:,} of {scored.answers:,} answers flagged "
-          f"in {api.FLAGS_FILE}")  # fmt: skip
+          f"in {engine.FLAGS_FILE}")  # fmt: skip
     if args.trec:
         print(f"wrote the injected rankings to {args.trec}")
     return 0

@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from nrp import api
+from nrp import api, engine
 from nrp.cli.common import check_out, print_progress
 from nrp.errors import NrpError
 
@@ -43,8 +43,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--kinds",
-        default=",".join(api.KIND_NAMES),
-        help=f"question kinds (default all: {','.join(api.KIND_NAMES)})",
+        default=",".join(engine.KIND_NAMES),
+        help=f"question kinds (default all: {','.join(engine.KIND_NAMES)})",
     )
     parser.add_argument("--id-column", default="docno", help="table: document id column")
     parser.add_argument("--text-column", default="text", help="table: document text column")
@@ -107,7 +107,7 @@ def handle(args: argparse.Namespace) -> int:
     check_out(args.out)
     if not args.docs.exists():
         raise NrpError(f"{args.docs}: file or folder not found")
-    options = api.GenerationOptions(
+    options = engine.GenerationOptions(
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
         seed=args.seed,
     )  # fmt: skip
@@ -119,11 +119,11 @@ def handle(args: argparse.Namespace) -> int:
         templates=str(args.templates or ""),
         support_threshold=args.support_threshold, max_overlap=args.max_overlap,
         dedup_threshold=args.dedup_threshold,
-        columns=api.TableColumns(args.id_column, args.text_column, args.title_column),
+        columns=engine.TableColumns(args.id_column, args.text_column, args.title_column),
         progress=print_progress,
     )  # fmt: skip
     result = api.synthesize(args.docs, args.llm, args.out, settings)
-    print(api.format_report(result.report))
+    print(engine.format_report(result.report))
     if result.collection is None:
         raise NrpError(
             f"no pair passed the filters; no collection written (report in {args.out}/report.md)"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nrp import api
+from nrp import api, engine
 from nrp.cli.common import (
     add_executor_options,
     add_indexes_option,
@@ -36,7 +36,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         action="append",
         metavar="SPECS",
         help="comma-separated ranker specs, or the option repeated (default: every ranker that "
-        f"needs no model folder, {','.join(api.DEFAULT_RANKERS)})",
+        f"needs no model folder, {','.join(engine.DEFAULT_RANKERS)})",
     )
     source.add_argument(
         "--runs",
@@ -105,26 +105,26 @@ def _add_validity_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--validity-min-wins",
         type=float,
-        default=api.DEFAULT_MIN_WINS,
+        default=engine.DEFAULT_MIN_WINS,
         metavar="SHARE",
         help="a ranker passes validity when relevant judged documents rank above each "
-        f"degenerate kind in at least SHARE of pairs (default {api.DEFAULT_MIN_WINS})",
+        f"degenerate kind in at least SHARE of pairs (default {engine.DEFAULT_MIN_WINS})",
     )
     parser.add_argument(
         "--validity-fallback-wins",
         type=float,
-        default=api.DEFAULT_FALLBACK_WINS,
+        default=engine.DEFAULT_FALLBACK_WINS,
         metavar="SHARE",
         help="where no ranker of a dimension passes validity, choose among those that pass with "
         "SHARE in place of --validity-min-wins, and say so (default "
-        f"{api.DEFAULT_FALLBACK_WINS}; equal to --validity-min-wins: no fallback)",
+        f"{engine.DEFAULT_FALLBACK_WINS}; equal to --validity-min-wins: no fallback)",
     )
     parser.add_argument(
         "--validity-max-nrp",
         type=float,
-        default=api.DEFAULT_MAX_NRP,
+        default=engine.DEFAULT_MAX_NRP,
         metavar="NRP",
-        help=f"... and each kind's mean NRP is at most NRP (default {api.DEFAULT_MAX_NRP})",
+        help=f"... and each kind's mean NRP is at most NRP (default {engine.DEFAULT_MAX_NRP})",
     )
     parser.add_argument(
         "--real-answers",
@@ -140,10 +140,10 @@ def _add_validity_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--validity-max-floored",
         type=float,
-        default=api.DEFAULT_MAX_FLOORED,
+        default=engine.DEFAULT_MAX_FLOORED,
         metavar="SHARE",
         help="... and it floors at most SHARE of the real answers given "
-        f"(default {api.DEFAULT_MAX_FLOORED})",
+        f"(default {engine.DEFAULT_MAX_FLOORED})",
     )
     parser.add_argument(
         "--validity-kinds",
@@ -184,7 +184,9 @@ def handle(args: argparse.Namespace) -> int:
             validity_other_draws=args.validity_other_draws,
         )
         rankers = (
-            [s for item in args.rankers for s in api.parse_rankers(item)] if args.rankers else None
+            [s for item in args.rankers for s in engine.parse_rankers(item)]
+            if args.rankers
+            else None
         )
         with open_executor(args) as executor:
             result = api.validate(

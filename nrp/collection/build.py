@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from nrp.collection.formats import ReadReport, get_format
-from nrp.collection.formats._io import folder_files
 from nrp.collection.formats.irds import irds_manifest
 from nrp.collection.labels import LabelScale, normalize_label, numeric_value
 from nrp.collection.manifest import DATASET_PREFIX, Manifest, SourceSpec
+from nrp.collection.reading import folder_files
 from nrp.collection.records import (
     FIELD_NAME,
     TOPIC_COLUMNS,

@@ -78,9 +78,8 @@ integer-id arrays), so the HAL co-occurrences of the contexts restricted to an a
 vocabulary are a few numpy passes, not a Python loop over every context token for every answer.
 Texts longer than spaCy's ``max_length`` (or ``max_chars`` when smaller) are cut there before
 parsing, with one warning per batch that counts them (``ParsedTexts.truncated`` keeps the
-running count), never an error. Measured on
-LiveQA-Med (2 loaded CPU cores): parsing dominates (about 6k-30k characters a second); once a
-query's documents are parsed, scoring an answer costs ~2 ms plus its own parse.
+running count), never an error. Parsing dominates the cost: once a query's documents are
+parsed, scoring an answer costs little more than its own parse.
 """
 
 from __future__ import annotations

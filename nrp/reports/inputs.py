@@ -59,8 +59,8 @@ from nrp import jsontext
 from nrp.analysis.flags import flags_path, read_flags
 from nrp.analysis.summary import read_results, scoring_beside
 from nrp.collection.build import default_indexes_dir
-from nrp.collection.formats._io import folder_files
 from nrp.collection.mapping_files import compose_yaml, yaml_error
+from nrp.collection.reading import folder_files
 from nrp.errors import InputError
 from nrp.positioning.record import SCORING_FILE
 from nrp.tables import require_columns

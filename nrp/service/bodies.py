@@ -25,7 +25,7 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
-from nrp import api, jsontext
+from nrp import engine, jsontext
 from nrp.service.auth import authorize
 
 # an escaped surrogate in the raw body: only then can a parsed string hold a lone one
@@ -75,11 +75,11 @@ def strict_loads(body: bytes | str) -> Any:
     try:
         text = raw.decode("utf-8")
         value = jsontext.loads(
-            text, object_pairs_hook=api.unique_keys, parse_float=_float, parse_constant=_constant
+            text, object_pairs_hook=engine.unique_keys, parse_float=_float, parse_constant=_constant
         )
     except UnicodeDecodeError as err:
         raise json.JSONDecodeError(f"not UTF-8 at byte {err.start}", "", err.start) from None
-    except (_Refused, api.DuplicateKey) as err:
+    except (_Refused, engine.DuplicateKey) as err:
         raise json.JSONDecodeError(str(err), "", 0) from None
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply", "", 0) from None

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from nrp import api
+from nrp import api, engine
 from nrp.service.keys import BatchKey, PositionKey, RowKey
 from nrp.service.pool import ModelPool
 from nrp.tables import jsonable
@@ -69,7 +69,7 @@ def run_rank_units(
     positioner = pool.positioner(
         pool.collection(key.collection),
         key.spec,
-        api.PositionOptions(key.frozen_stats, key.full_rerank, partition_size),
+        engine.PositionOptions(key.frozen_stats, key.full_rerank, partition_size),
     )
     frame = pd.concat(_by_job(units, answers), ignore_index=True)
     for part in _rounds(frame):
@@ -99,7 +99,7 @@ def run_evaluate_units(
     if not evaluator.cacheable:
         return
     frame = pd.concat(answers, ignore_index=True)
-    items = api.build_items(collection, frame, key.references)
+    items = engine.build_items(collection, frame, key.references)
     api.evaluate(
         items, [evaluator], pool.evaluation_cache(collection), collection, executor=executor
     )
@@ -143,10 +143,10 @@ def score_requests(
             for dimension, spec in key.rankers
         }
         weights = None if key.weights is None else dict(key.weights)
-        weight_of = api.normalised_weights(weights, [dimension for dimension, _ in key.rankers])
-        rows = api.result_rows(answers, found, api.check_tie_mode(key.ties), weight_of)
+        weight_of = engine.normalised_weights(weights, [dimension for dimension, _ in key.rankers])
+        rows = engine.result_rows(answers, found, engine.check_tie_mode(key.ties), weight_of)
         rows_of.update(zip(mine, _per_answer(rows, len(answers)), strict=True))
-    columns = list(api.RESULT_COLUMNS)
+    columns = list(engine.RESULT_COLUMNS)
     replies = {}
     for p in requests:
         rows = [row for n in numbers[p["id"]] for row in rows_of[n]]
@@ -196,7 +196,7 @@ def _positions_now(
         positioner = pool.positioner(
             pool.collection(key.collection),
             key.spec,
-            api.PositionOptions(key.frozen_stats, key.full_rerank, chunk_size),
+            engine.PositionOptions(key.frozen_stats, key.full_rerank, chunk_size),
         )
         found: dict[int, tuple] = {}
         started = time.perf_counter()

@@ -39,8 +39,8 @@ Choices, and why:
   ``batch_max_size`` answers per model call at most, waiting up to ``batch_max_wait_ms`` for a
   synchronous batch to fill. The default, 0, waits for nothing: a batch is what arrived while
   the worker computed the previous one, so a lone request is answered at once and a busy
-  worker still puts many requests into one call (5 ms of waiting doubled the latency of one
-  answer at 8 clients and halved the rate of 16). ``batch_delay_ms`` sleeps after every job
+  worker still puts many requests into one call (waiting adds its wait to every request's
+  latency and lowers the rate a busy worker serves). ``batch_delay_ms`` sleeps after every job
   batch: it exists for tests that need a job to stay in flight (kill -9 mid-job), never for
   production.
 - **Turns.** The worker computes synchronous requests in turns: each turn gives every request
@@ -61,8 +61,8 @@ Choices, and why:
   make a local service refuse to start.
 - **CPU threads.** ``torch_threads`` caps the worker's intra-op threads. On a machine whose cores
   other processes also use, torch's default (one thread per core) makes its threads wait for
-  each other: one MiniLM forward measured 400 ms with 2 threads against 50 ms with 1 on a busy
-  2-core machine. 0 keeps torch's default (right for a machine of its own).
+  each other, and a forward pass takes several times as long as with one thread. 0 keeps
+  torch's default (right for a machine of its own).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from nrp import api
+from nrp import engine
 from nrp.errors import ConfigError, InputError
 
 SCOPES = ("admin", "read")
@@ -253,9 +253,9 @@ class ServiceConfig:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
         executor = self.executor.strip().lower()
-        if executor not in api.EXECUTOR_KINDS:
+        if executor not in engine.EXECUTOR_KINDS:
             raise ConfigError(
-                f"executor must be {' or '.join(api.EXECUTOR_KINDS)}, got {self.executor!r}"
+                f"executor must be {' or '.join(engine.EXECUTOR_KINDS)}, got {self.executor!r}"
             )
         if self.ray_address.strip() and executor != "ray":
             raise ConfigError(
@@ -302,7 +302,7 @@ class ServiceConfig:
             resolved = Path(path).expanduser().resolve()
             if not resolved.is_file():
                 raise ConfigError(f"review project {path} is not a file")
-            if not api.inside_roots(resolved, roots):
+            if not engine.inside_roots(resolved, roots):
                 raise ConfigError(f"review project {path} is not inside a data root")
             files.append(resolved)
         return tuple(files)
@@ -446,7 +446,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: config file not found")
     try:
         # strictly, as manifests: a setting given twice is an error at its line, not "last wins"
-        data = api.read_mapping_text(path, path.read_text(encoding="utf-8"))
+        data = engine.read_mapping_text(path, path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: cannot parse: not valid UTF-8") from None
     except InputError as err:

@@ -37,7 +37,7 @@ from typing import Any
 
 import pandas as pd
 
-from nrp import api
+from nrp import api, engine
 from nrp.errors import ConfigError, InputError, ModelError, NrpError
 from nrp.service.keys import EVALUATE, RANK, BatchKey
 from nrp.spec import Param, parse_params
@@ -80,11 +80,11 @@ def resolve_in_roots(text: str, roots: Sequence[Path], what: str) -> Path:
 def check_manifest(manifest_text: str, roots: Sequence[Path]) -> Path:
     """The manifest a request names, with every file its sources read (their paths and the
     files their options name, such as ``narratives``) inside the data roots: the collection
-    layer's rule (``api.first_outside``), whatever the manifest's own ``data_root`` or
+    layer's rule (``engine.first_outside``), whatever the manifest's own ``data_root`` or
     ``allow_outside_root`` say."""
     path = resolve_in_roots(manifest_text, roots, "manifest")
     manifest = api.Manifest.load(path)
-    found = api.first_outside(manifest.sources, roots)
+    found = engine.first_outside(manifest.sources, roots)
     if found is not None:
         raise RequestError(
             422,
@@ -108,7 +108,7 @@ def _looks_like_path(value: str) -> bool:
 class ModelPlaces:
     """Where the models a request names may come from (``check_spec_paths``): folders inside
     ``roots`` (called ``label`` in messages), the settings' ``named`` models (name -> folder or
-    hub id), and the models nrp ships (``api.PACKAGED_MODELS``)."""
+    hub id), and the models nrp ships (``engine.PACKAGED_MODELS``)."""
 
     roots: tuple[Path, ...]
     named: tuple[tuple[str, str], ...] = ()
@@ -126,7 +126,7 @@ class ModelPlaces:
         named = dict(self.named)
         if value in named:
             return named[value]
-        if value in api.PACKAGED_MODELS:
+        if value in engine.PACKAGED_MODELS:
             return value
         pure = PurePosixPath(value)
         if pure.is_absolute() or value.startswith("~") or ".." in pure.parts:
@@ -166,14 +166,14 @@ class ModelPlaces:
         return resolved
 
     def offered(self) -> str:
-        return ", ".join([*api.PACKAGED_MODELS, *dict(self.named)])
+        return ", ".join([*engine.PACKAGED_MODELS, *dict(self.named)])
 
     def offers(self, resolved: str) -> bool:
         """Whether ``resolved`` is a model as ``resolve`` writes it: packaged, a named model's
         target, or a folder inside a root."""
-        if resolved in api.PACKAGED_MODELS or resolved in dict(self.named).values():
+        if resolved in engine.PACKAGED_MODELS or resolved in dict(self.named).values():
             return True
-        return Path(resolved).is_absolute() and api.inside_roots(Path(resolved), self.roots)
+        return Path(resolved).is_absolute() and engine.inside_roots(Path(resolved), self.roots)
 
 
 def _is_model_place(path: Path) -> bool:
@@ -227,7 +227,7 @@ def _spec_path(value: str, roots: Sequence[Path], what: str, label: str = "data 
         return value
     if pure.is_absolute() or value.startswith("~") or ".." in pure.parts:
         resolved = Path(value).expanduser().resolve()
-        if roots and api.inside_roots(resolved, roots) and ".." not in pure.parts:
+        if roots and engine.inside_roots(resolved, roots) and ".." not in pure.parts:
             return str(resolved)
         raise RequestError(422, f"{what}: {value!r} is outside the {label}")
     for root in roots:
@@ -244,7 +244,7 @@ def canonical_ranker(
 ) -> str:
     if api.RankerSpec.parse(spec).is_run:
         raise RequestError(422, f"{spec}: a run file cannot rank a new answer")
-    info, _ = api.parse_spec(spec)
+    info, _ = engine.parse_spec(spec)
     models = models or ModelPlaces(tuple(roots))
     checked = check_spec_paths(spec, info.params, roots, indexes, "ranker", models)
     ranker = api.make_ranker(checked)
@@ -279,7 +279,7 @@ def _check_sub_rankers(ranker: api.Ranker, models: ModelPlaces, roots: Sequence[
 
 def _inside(value: str, roots: Sequence[Path]) -> bool:
     path = Path(value)
-    return path.is_absolute() and ".." not in path.parts and api.inside_roots(path, roots)
+    return path.is_absolute() and ".." not in path.parts and engine.inside_roots(path, roots)
 
 
 def canonical_evaluator(
@@ -311,7 +311,7 @@ class CollectionView:
     @functools.cached_property
     def store_path(self) -> str:
         """The collection's store file (its modification time is the build's ``stamp``)."""
-        return str(self.collection.path / api.STORE_FILE)
+        return str(self.collection.path / engine.STORE_FILE)
 
 
 class Collections:
@@ -337,7 +337,7 @@ class Collections:
         view = self.current(name)
         if view is not None:
             return view
-        store = self.indexes / name / api.STORE_FILE
+        store = self.indexes / name / engine.STORE_FILE
         check_collection_name(name, self.indexes)
         stamp = store.stat().st_mtime_ns
         collection = api.Collection(self.indexes / name)
@@ -365,9 +365,9 @@ def answers_from_records(
     """Inline answers read as an answer file would be (``nrp.answers``); the frame and the
     reasons of answers skipped under ``skip_invalid``."""
     where_file = Path("answers")
-    reader = api.AnswerReader(set(qids), skip_invalid)
+    reader = engine.AnswerReader(set(qids), skip_invalid)
     for number, record in enumerate(records):
-        where = api.AnswerLocation(where_file, number, "row")
+        where = engine.AnswerLocation(where_file, number, "row")
         missing = [k for k in ("llm", "prompt", "qid", "text") if k not in record]
         if missing:
             raise InputError(None, None, f"answers[{number}]: missing key(s) {', '.join(missing)}")

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from nrp import api
+from nrp import api, engine
 from nrp.service import inputs
 from nrp.service.config import ServiceConfig
 from nrp.service.schemas import JobRequest, ScoreRequest
@@ -61,7 +61,7 @@ class RequestPlanner:
         weights = None
         if rankers:
             weights = default_weights(body.rankers, body.weights, view)
-            api.normalised_weights(weights, list(rankers))  # checks them
+            engine.normalised_weights(weights, list(rankers))  # checks them
             check_answer_ids(answers["answer_id"], answers["qid"], view)
         elif body.weights:
             raise inputs.RequestError(422, "weights combine rankers' NRP: give rankers too")
@@ -159,7 +159,7 @@ class RequestPlanner:
         view = self.collections.get(body.collection)
         rankers = self.rankers(body.rankers, view, scope)
         weights = default_weights(body.rankers, body.weights, view)
-        api.normalised_weights(weights, list(rankers))
+        engine.normalised_weights(weights, list(rankers))
         rows, skipped = score_answers_of(body, view)
         self._check_passages(rankers, rows)
         check_answer_ids([r["answer_id"] for r in rows], [r["qid"] for r in rows], view)
@@ -177,11 +177,13 @@ class RequestPlanner:
 
     def _check_passages(self, rankers: Mapping[str, str], rows: list[dict[str, Any]]) -> None:
         """422 when the request's rankers cut its answers into more passages than
-        ``score_max_passages`` (``api.spec_passages``): a model reads each, and one answer is the
+        ``score_max_passages`` (``engine.spec_passages``): a model reads each, and one answer is the
         smallest slice the worker computes between other requests."""
         texts = [str(r["text"]) for r in rows if r["ranked"]]
         limit = self.config.score_max_passages
-        counts = {spec: api.spec_passages(spec, texts) for spec in dict.fromkeys(rankers.values())}
+        counts = {
+            spec: engine.spec_passages(spec, texts) for spec in dict.fromkeys(rankers.values())
+        }
         if sum(counts.values()) > limit:
             spec = max(counts, key=lambda s: counts[s])
             raise inputs.RequestError(

@@ -32,7 +32,7 @@ from typing import Any
 
 import pandas as pd
 
-from nrp import api
+from nrp import api, engine
 from nrp.service.config import DEFAULT_POOL_MAX_BYTES, DEFAULT_POOL_MAX_ENTRIES
 from nrp.service.footprint import Footprint, footprint
 
@@ -74,14 +74,14 @@ class _Build:
         return self.collection.candidates()
 
     @cached_property
-    def caches(self) -> api.PositionCaches:
+    def caches(self) -> engine.PositionCaches:
         """``PositionCaches``: positions (results cache), D_q scores, duoT5 pairs."""
-        return api.PositionCaches.beside(self.collection)
+        return engine.PositionCaches.beside(self.collection)
 
     @cached_property
-    def evaluations(self) -> api.EvaluationCache:
+    def evaluations(self) -> engine.EvaluationCache:
         """The ``EvaluationCache``."""
-        return api.EvaluationCache(self.collection.path / api.EVALUATION_CACHE_FILE)
+        return engine.EvaluationCache(self.collection.path / engine.EVALUATION_CACHE_FILE)
 
 
 class _Entry:
@@ -94,7 +94,7 @@ class _Entry:
 
     def __init__(self, value: Any):
         self.value = value
-        self.positioners: dict[api.PositionOptions, api.Positioner] = {}
+        self.positioners: dict[engine.PositionOptions, engine.Positioner] = {}
         self.footprint = Footprint()
         self.stale = True
         self.measured = False
@@ -124,7 +124,7 @@ class ModelPool:
         return self._build(name).collection
 
     def _build(self, name: str) -> _Build:
-        stamp = (self.indexes / name / api.STORE_FILE).stat().st_mtime_ns
+        stamp = (self.indexes / name / engine.STORE_FILE).stat().st_mtime_ns
         known = self.builds.get(name)
         if known is None or known.stamp != stamp:
             collection = api.Collection.load(name, self.indexes)
@@ -135,7 +135,7 @@ class ModelPool:
                 del self.entries[key]
         return self.builds[name]
 
-    def evaluation_cache(self, collection: api.Collection) -> api.EvaluationCache:
+    def evaluation_cache(self, collection: api.Collection) -> engine.EvaluationCache:
         """The evaluation cache beside ``collection``."""
         return self._build(collection.name).evaluations
 
@@ -154,18 +154,18 @@ class ModelPool:
         return entry
 
     def positioner(
-        self, collection: api.Collection, spec: str, options: api.PositionOptions
-    ) -> api.Positioner:
+        self, collection: api.Collection, spec: str, options: engine.PositionOptions
+    ) -> engine.Positioner:
         """The ``Positioner`` of ranker ``spec`` over ``collection`` with ``options``
         (``PositionOptions``), storing into the caches beside the collection."""
         entry = self._ranker_entry(collection, spec)
         if options not in entry.positioners:
             build = self._build(collection.name)
             ranker = entry.value
-            job = api.PositionJob(
+            job = engine.PositionJob(
                 collection, ranker, ranker.fingerprint(), options, build.caches, build.candidates
             )
-            entry.positioners[options] = api.Positioner(job)
+            entry.positioners[options] = engine.Positioner(job)
         return entry.positioners[options]
 
     def evaluator(self, spec: str) -> Any:

@@ -15,9 +15,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nrp import api
+from nrp import engine
 
-TieRule = api.TieMode
+TieRule = engine.TieMode
 References = Literal["auto", "collection", "pseudo", "none"]
 JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 
@@ -59,7 +59,7 @@ class JobRequest(BaseModel):
         None, description="evaluator specs, comma-separated or a list, e.g. 'bleu,rouge'"
     )
     references: References = "auto"
-    ties: TieRule = api.DEFAULT_TIE_MODE
+    ties: TieRule = engine.DEFAULT_TIE_MODE
     frozen_stats: bool = False
     full_rerank: bool = False
     weights: dict[str, float] | None = None
@@ -81,7 +81,7 @@ class ScoreRequest(BaseModel):
     collection: str
     rankers: str | dict[str, str]
     answers: list[ScoreAnswer] = Field(min_length=1)
-    ties: TieRule = api.DEFAULT_TIE_MODE
+    ties: TieRule = engine.DEFAULT_TIE_MODE
     frozen_stats: bool = False
     full_rerank: bool = False
     weights: dict[str, float] | None = None

@@ -75,7 +75,7 @@ from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-from nrp import api
+from nrp import api, engine
 from nrp.errors import ModelError, NrpError
 from nrp.service.compute import (
     answer_characters,
@@ -203,7 +203,7 @@ class Worker:
         self.costs = TurnCosts()
         self.busy = True
         self.last_requeue = 0.0
-        self.executor: api.Executor | None = None  # made on the first job batch (None: local)
+        self.executor: engine.Executor | None = None  # made on the first job batch (None: local)
         self.executor_made = False
         self.last_score = 0.0  # when the last batch of score requests was served
         self.last_measure = time.monotonic()  # when the pool's used entries were last measured
@@ -395,7 +395,7 @@ class Worker:
     def _preload(self) -> None:
         """Build the positioners ``preload`` names (``COLLECTION=SPEC``) before the first request
         (with the options job units use, so both share them)."""
-        options = api.PositionOptions(chunk_size=self.config.batch_max_size)
+        options = engine.PositionOptions(chunk_size=self.config.batch_max_size)
         for item in self.config.preload:
             name, _, spec = item.partition("=")
             try:
@@ -541,7 +541,7 @@ class Worker:
         return True
 
     # -- the executor of job units -----------------------------------------------------------
-    def _job_executor(self) -> api.Executor | None:
+    def _job_executor(self) -> engine.Executor | None:
         """The executor job units run on, made once (None: this process)."""
         if not self.executor_made:
             self.executor = api.make_executor(self.config.executor, self.config.ray_address or None)

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nrp.collection.formats._io import folder_files, iter_records
+from nrp.collection.reading import folder_files, iter_records
 from nrp.errors import InputError, quote
 from nrp.tables import require_columns
 

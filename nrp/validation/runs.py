@@ -43,7 +43,7 @@ from typing import Literal
 
 import pandas as pd
 
-from nrp.collection.formats._io import iter_lines, iter_table, read_text
+from nrp.collection.reading import iter_lines, iter_table, read_text
 from nrp.collection.records import nfc
 from nrp.errors import InputError, NrpError
 from nrp.tables import require_columns

@@ -16,7 +16,7 @@ import pyterrier as pt
 import pytest
 from word_collection import DOCS, Counting, brevity, build_words, overlap, overlap_score
 
-from nrp import api
+from nrp import api, engine
 from nrp.errors import ConfigError, NrpError
 from nrp.positioning.injection import FULL_TRANSFORM, POINTWISE, injection_mode
 from nrp.rankers.coerce import as_ranker
@@ -103,8 +103,8 @@ def test_nrp_scorer_and_position_job_take_a_transformer(words):
     # one transformer, not in a list (and no random control, which could win on 3 queries)
     single = api.validate(words, overlap(), validity=False, random_control=False)
     assert set(single.chosen().values()) == {f"pyterrier:key={derived_key(overlap())}"}
-    job = api.PositionJob.of(words, overlap())
-    positions = api.Positioner(job).position_now(ANSWERS)
+    job = engine.PositionJob.of(words, overlap())
+    positions = engine.Positioner(job).position_now(ANSWERS)
     assert positions["above"].tolist() == [0, 1, 2] and positions["ties"].tolist() == [1, 1, 1]
 
 
@@ -302,6 +302,6 @@ def test_monot5_reranker_validated_and_used_for_nrp(words, tiny_t5):
     assert rel["nrp"].to_dict() == _expected_nrp(answer_scores, docs, 1e-5)
     # an answer copying a document verbatim ties with it under the declared tolerance
     copy = pd.DataFrame({"answer_id": ["copy"], "qid": ["q1"], "text": [DOCS["a2"][1]]})
-    position = api.Positioner(api.PositionJob.of(words, ranker)).position_now(copy)
+    position = engine.Positioner(engine.PositionJob.of(words, ranker)).position_now(copy)
     assert position["ties"].iloc[0] >= 1
     assert str(t5) in repr(ranker)

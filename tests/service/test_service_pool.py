@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from service_helpers import write_synth
 
-from nrp import api, ingest
+from nrp import engine, ingest
 from nrp.models.folders import minilm_path
 from nrp.service.footprint import module_bytes
 from nrp.service.pool import ModelPool, PoolLimits
@@ -28,7 +28,7 @@ ANSWERS = pd.DataFrame(
         "text": ["fever fever rest for fever", "cough symptoms cough doctor"],
     }
 )
-OPTIONS = api.PositionOptions(False, False, 16)
+OPTIONS = engine.PositionOptions(False, False, 16)
 
 
 @pytest.fixture(scope="module")

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from nrp.collection.formats import register
-from nrp.collection.formats._io import iter_table, require
 from nrp.collection.formats.base import Format, Option, ReadReport
+from nrp.collection.reading import iter_table, require
 from nrp.collection.records import Document, Judgment, Origin, Record, Topic
 from nrp.errors import ConfigError, InputError, quote
 from nrp.tables import require_columns

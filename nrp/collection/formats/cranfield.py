@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from nrp.collection.formats import register
-from nrp.collection.formats._io import iter_lines
 from nrp.collection.formats.base import Format, Option, ReadReport
+from nrp.collection.reading import iter_lines
 from nrp.collection.records import Document, Judgment, Origin, Record, Topic
 from nrp.errors import ConfigError, InputError, quote
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from nrp.collection.formats import register
-from nrp.collection.formats._io import folder_files
 from nrp.collection.formats.base import Format, Option, ReadReport
+from nrp.collection.reading import folder_files
 from nrp.collection.records import Document, Origin
 from nrp.collection.text_extraction import ExtractionError, extract_page
 from nrp.errors import ConfigError, InputError, quote

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from nrp.collection.formats import register
-from nrp.collection.formats._io import XmlNode, iter_lines, iter_table, parse_xml
 from nrp.collection.formats.base import Format, Option, ReadReport
+from nrp.collection.reading import XmlNode, iter_lines, iter_table, parse_xml
 from nrp.collection.records import Document, Judgment, Origin, Record, Reference, Topic
 from nrp.errors import ConfigError, InputError, clip, quote
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from nrp.collection.formats import register
-from nrp.collection.formats._io import XmlNode, parse_xml
 from nrp.collection.formats.base import Format, Option, ReadReport
+from nrp.collection.reading import XmlNode, parse_xml
 from nrp.collection.records import Document, Judgment, Origin, Record, Topic
 from nrp.errors import InputError, quote
 

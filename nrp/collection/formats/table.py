@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from nrp.collection.formats import register
-from nrp.collection.formats._io import iter_records, read_text
 from nrp.collection.formats.base import Format, Option, ReadReport
+from nrp.collection.reading import iter_records, read_text
 from nrp.collection.records import Document, Judgment, Origin, Record, Reference, Topic
 from nrp.errors import ConfigError, InputError, quote
 from nrp.tables import require_columns

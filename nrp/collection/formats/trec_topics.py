@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from nrp.collection.formats import register
-from nrp.collection.formats._io import XmlNode, iter_lines, parse_xml, read_text
 from nrp.collection.formats.base import Format, Option, ReadReport
+from nrp.collection.reading import XmlNode, iter_lines, parse_xml, read_text
 from nrp.collection.records import FIELD_NAME, Origin, Topic
 from nrp.errors import InputError, quote
 

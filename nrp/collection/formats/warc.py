@@ -17,9 +17,9 @@ from typing import Any, NamedTuple
 from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
 
 from nrp.collection.formats import register
-from nrp.collection.formats._io import folder_files
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.formats.html_folder import check_min_length
+from nrp.collection.reading import folder_files
 from nrp.collection.records import Document, Origin
 from nrp.collection.text_extraction import ExtractionError, extract_page
 from nrp.errors import InputError

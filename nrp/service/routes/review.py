@@ -29,7 +29,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from pydantic import BaseModel, Field
 
-from nrp import api
+from nrp import engine
 from nrp.errors import NrpError
 from nrp.service.auth import REVIEW, reviewer_of
 from nrp.service.bodies import StrictJSONRoute
@@ -57,18 +57,18 @@ class SaveIn(BaseModel):
     save_id: str = Field(min_length=1, max_length=100)
 
 
-def open_desks(project_files: list[Path] | tuple[Path, ...]) -> dict[str, api.ReviewDesk]:
+def open_desks(project_files: list[Path] | tuple[Path, ...]) -> dict[str, engine.ReviewDesk]:
     """project name -> ``ReviewDesk`` (its store beside its file); a name twice is an error."""
-    desks: dict[str, api.ReviewDesk] = {}
+    desks: dict[str, engine.ReviewDesk] = {}
     for path in project_files:
-        desk = api.ReviewDesk.open(path)
+        desk = engine.ReviewDesk.open(path)
         if desk.name in desks:
             raise NrpError(f"two review projects are named {desk.name!r}: {path}")
         desks[desk.name] = desk
     return desks
 
 
-def _desk(request: Request, project: str, scope: str) -> api.ReviewDesk:
+def _desk(request: Request, project: str, scope: str) -> engine.ReviewDesk:
     desk = request.app.state.review_desks.get(project)
     reviewer = reviewer_of(scope)
     if desk is None or (reviewer is not None and reviewer not in desk.project.reviewers):
@@ -134,7 +134,7 @@ def item(
     desk = _desk(request, project, scope)
     try:
         return desk.view(_reviewer(scope), item_id)
-    except api.NotAssigned:
+    except engine.NotAssigned:
         raise HTTPException(404, f"no item {item_id!r} for you in {project!r}") from None
 
 
@@ -145,9 +145,9 @@ def save(
     desk = _desk(request, project, scope)
     try:
         saved = desk.save(_reviewer(scope), item_id, body.value, body.version, body.save_id)
-    except api.NotAssigned:
+    except engine.NotAssigned:
         raise HTTPException(404, f"no item {item_id!r} for you in {project!r}") from None
-    except api.StaleVersion as stale:
+    except engine.StaleVersion as stale:
         current = stale.current
         return JSONResponse(
             {
@@ -159,7 +159,7 @@ def save(
             },
             status_code=409,
         )
-    except api.SaveIdReused as reused:
+    except engine.SaveIdReused as reused:
         raise HTTPException(409, str(reused)) from None
     except NrpError as err:
         raise HTTPException(422, getattr(err, "problem", str(err))) from None
