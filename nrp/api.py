@@ -28,6 +28,7 @@ from nrp.analysis.check import CheckResult, assert_nrp, check_gate, check_result
 from nrp.analysis.citations import cite_answers
 from nrp.analysis.flags import flag_answers
 from nrp.analysis.leaderboard import leaderboard
+from nrp.analysis.score_files import score
 from nrp.analysis.summary import summarize
 from nrp.answers import read_answers
 from nrp.collection.build import ingest
@@ -45,7 +46,7 @@ from nrp.generation.generate import GenerationSettings, generate_answers
 from nrp.meta.annotators import annotator_agreement
 from nrp.meta.report import meta_from_files
 from nrp.positioning.choice import RankerChoice
-from nrp.positioning.scoring import NRPScorer, ScoreSettings, score, score_answers
+from nrp.positioning.scoring import NRPScorer, ScoreSettings, score_answers
 from nrp.probes.probe import ProbeResult, probe
 from nrp.rankers.base import Ranker
 from nrp.rankers.pyterrier import from_transformer

@@ -203,7 +203,7 @@ class Registry(Generic[Info]):
 
 
 def component_spec(
-    component: Any, registry: Mapping[str, Any], build: Callable[[str], Any]
+    component: Component, registry: Mapping[str, Any], build: Callable[[str], Component]
 ) -> str | None:
     """The spec that rebuilds ``component`` (a Ranker or Evaluator) with all its parameters
     (``Component.spec(complete=True)``), or None when none does. ``registry``: name -> info with
@@ -224,7 +224,7 @@ def component_spec(
 
 
 def shipped_component(
-    component: Any, registry: Mapping[str, Any], build: Callable[[str], Any]
+    component: Component, registry: Mapping[str, Any], build: Callable[[str], Component]
 ) -> tuple[Any, str]:
     """What a task carries for ``component``: (its ``component_spec``, "") when a spec rebuilds
     it, else (the object, a fresh instance id: each shipped object is a worker state of its

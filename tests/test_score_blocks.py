@@ -22,11 +22,12 @@ from flag_collection import ANSWERS, write_collection
 
 from nrp import ingest
 from nrp.analysis.flags import FlagsFile, flag_answers, flags_aside
-from nrp.analysis.score_files import write_score_files
+from nrp.analysis.score_files import score, write_score_files
 from nrp.answers import BLOCK_ANSWERS, read_answer_blocks, read_answers
 from nrp.cli import main
 from nrp.collection.collection import Collection
 from nrp.errors import InputError, NrpError
+from nrp.positioning.choice import RankerChoice
 from nrp.positioning.positioner import STREAM_ANSWERS
 from nrp.positioning.result_files import ROW_GROUP, ResultFiles
 from nrp.positioning.scoring import RESULT_COLUMNS, ScoreSettings, ScoringRun
@@ -222,3 +223,26 @@ def test_csv_from_blocks_is_the_whole_frames_csv(tmp_path):
             files.add(frame.iloc[start : start + 3_333])
         files.finish({})
     assert (tmp_path / "r.csv").read_bytes() == frame.to_csv(index=False).encode()
+
+
+def test_the_library_verb_writes_what_the_command_writes(indexes, collection, tmp_path):
+    """``nrp.score(..., out=DIR)`` is ``nrp score --out DIR``: the same files, byte for byte,
+    from a file path, a frame or blocks; without ``out`` the results frame, the same rows."""
+    path = write_jsonl(tmp_path / "a.jsonl", answers(3))
+    score_cli(indexes, path, tmp_path / "cli")
+    from_path = score(collection, path, {"relevance": "tfidf"}, out=tmp_path / "path", cache=False)
+    frame = read_answers(path, collection).answers
+    score(collection, frame, RankerChoice.from_options([RANKER]), out=tmp_path / "f", cache=False)
+    blocks = read_answer_blocks(path, collection, rows=4)
+    score(
+        collection, blocks, {"relevance": "tfidf"}, ScoreSettings(cache=False), out=tmp_path / "b"
+    )
+    for name in FILES:
+        cli = (tmp_path / "cli" / name).read_bytes()
+        for folder in ("path", "f", "b"):
+            assert (tmp_path / folder / name).read_bytes() == cli, (folder, name)
+    assert (from_path.scored, from_path.flagged, from_path.answers) == (18, 9, 18)
+    assert not from_path.citations and not (tmp_path / "path" / "citations.csv").exists()
+    results = score(collection, path, {"relevance": "tfidf"}, cache=False)
+    written = pd.read_parquet(tmp_path / "cli" / "results.parquet")
+    pd.testing.assert_frame_equal(results.reset_index(drop=True), written)

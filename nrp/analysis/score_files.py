@@ -1,6 +1,8 @@
-"""``nrp score``'s files, made a block of answers at a time: results.parquet and results.csv
-(``nrp.positioning.result_files``), flags.csv (``nrp.analysis.flags``) and scoring.json
-(``nrp.positioning.record``), with the bytes the whole answer set scored at once gives them.
+"""``nrp score`` as a library verb (``score``, ``nrp.score``), and its files, made a block of
+answers at a time: results.parquet and results.csv (``nrp.positioning.result_files``), flags.csv
+(``nrp.analysis.flags``) and scoring.json (``nrp.positioning.record``), with the bytes the whole
+answer set scored at once gives them; and citations.csv (``nrp.analysis.citations``) when the
+answers cite documents.
 
 An answer set read in blocks (``nrp.answers.read_answer_blocks``: a large JSON Lines file) holds
 one block's texts at a time; one read at once is one block. For each block the flags are
@@ -15,17 +17,23 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pandas as pd
 
+from nrp.analysis.citations import CITATIONS_FILE, cite_answers, has_citations
 from nrp.analysis.flags import FLAGS_FILE, FlagsFile, flag_answers, flags_aside
+from nrp.answers import AnswerBlocks, AnswerSet, read_answers
+from nrp.collection.collection import Collection
+from nrp.executors.base import Executor
+from nrp.positioning.choice import RankerChoiceLike
 from nrp.positioning.record import SCORING_FILE, scoring_record
 from nrp.positioning.result_files import ResultFiles
-from nrp.positioning.scoring import ScoringRun
-from nrp.tables import json_export, partial_path
+from nrp.positioning.scoring import ScoreSettings, ScoringRun, score_answers
+from nrp.progress import Progress
+from nrp.tables import json_export, partial_path, write_aside
 
 RESULTS_PARQUET = "results.parquet"
 RESULTS_CSV = "results.csv"
@@ -34,12 +42,71 @@ RESULTS_CSV = "results.csv"
 @dataclass(frozen=True)
 class ScoredFiles:
     """What ``write_score_files`` wrote: the results' attrs (``score_answers``' frame's), the
-    answers scored (rows in the results), and flags.csv's answers and flagged answers."""
+    answers scored (rows in the results), and flags.csv's answers and flagged answers; what
+    ``score`` wrote also says whether it wrote citations.csv."""
 
     attrs: dict[str, Any]
     scored: int
     flagged: int
     answers: int
+    citations: bool = False
+
+
+def score(
+    collection: Collection | str,
+    answers: pd.DataFrame | str | Path | AnswerSet | AnswerBlocks,
+    rankers: RankerChoiceLike,
+    settings: ScoreSettings | None = None,
+    *,
+    out: str | Path | None = None,
+    progress: Progress | None = None,
+    executor: Executor | None = None,
+    trec: str | Path | None = None,
+    **overrides: Any,
+) -> pd.DataFrame | ScoredFiles:
+    """``nrp score``: the NRP of ``answers`` on ``collection`` by the ``rankers`` chosen
+    (``RankerChoice.of``: a validation JSON, one ranker, or dimension -> ranker), with
+    ``settings`` (``ScoreSettings``, or its fields as keywords: ``ties="strict"``).
+
+    ``answers``: a frame (answer_id, llm, prompt, qid, sample, text), an answer file or folder
+    (read with ``read_answers``, checked against the collection's topics), what ``read_answers``
+    or ``read_answer_blocks`` returned. Without ``out``: the results frame (``score_answers``).
+    With ``out``: the files ``nrp score --out`` writes there (results.parquet and results.csv,
+    flags.csv, scoring.json; citations.csv when answers cite documents), a block at a time
+    (``write_score_files``; each block's flags measured on a second core unless an executor
+    other than the local one positions the answers), and what was written (``ScoredFiles``).
+    ``trec``: the injected rankings as TREC run files."""
+    collection = collection if isinstance(collection, Collection) else Collection.load(collection)
+    if isinstance(answers, str | Path):
+        answers = read_answers(answers, collection)
+    if out is None:
+        if isinstance(answers, AnswerBlocks):
+            answers = (
+                answers.whole
+                if answers.whole is not None
+                else read_answers(answers.file, collection)
+            )
+        frame = answers if isinstance(answers, pd.DataFrame) else answers.answers
+        return score_answers(
+            collection, frame, rankers, settings, progress=progress, executor=executor,
+            trec=trec, **overrides,
+        )  # fmt: skip
+    if not isinstance(answers, AnswerBlocks):
+        whole = answers if isinstance(answers, AnswerSet) else AnswerSet(answers)
+        answers = AnswerBlocks.at_once(whole)
+    run = ScoringRun(
+        collection, rankers, settings, progress=progress, executor=executor, trec=trec,
+        **overrides,
+    )  # fmt: skip
+    out = Path(out)
+    aside = executor is None or executor.kind == "local"
+    scored = write_score_files(run, answers, len(answers), out, aside=aside, progress=progress)
+    whole = answers.whole
+    if whole is None or not has_citations(whole.answers):
+        return scored
+    citations = cite_answers(collection, whole.answers)
+    write_aside(out / CITATIONS_FILE, lambda path: citations.to_csv(path, index=False))
+    return replace(scored, citations=True)
 
 
 def write_score_files(
@@ -87,7 +154,7 @@ def _score_blocks(
     blocks: Iterable[pd.DataFrame],
     total: int,
     results: ResultFiles,
-    flags_file: Any,
+    flags_file: BinaryIO,
     aside: bool,
     progress: Callable[[str], None] | None,
 ) -> ScoredFiles:

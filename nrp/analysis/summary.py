@@ -43,7 +43,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -68,6 +68,9 @@ from nrp.tables import (
     vocabulary_frame,
 )
 from nrp.validation.report import CORRECTION_NAMES, TEST_NAMES
+
+if TYPE_CHECKING:
+    from nrp.rankers.base import Ranker
 
 REQUIRED_COLUMNS = ("llm", "prompt", "qid", "dimension", "nrp")
 TEXT_COLUMNS = ("answer_id", "llm", "prompt", "qid", "dimension", "ranker")
@@ -611,7 +614,7 @@ def floored_answers(answers: pd.DataFrame) -> np.ndarray:
     return floored
 
 
-def flooring_ranker(spec: str) -> Any:
+def flooring_ranker(spec: str) -> Ranker | None:
     """The ranker ``spec`` names when it can put a text on its floor (its class overrides
     ``Ranker.floors``: a guard), else None (a ranker that only orders texts, or a name nrp does
     not know). Built without checking its backend: ``floors`` reads scores, not a model."""

@@ -22,7 +22,6 @@ from nrp.cli.common import (
     report_executor,
 )
 from nrp.errors import NrpError
-from nrp.tables import write_aside
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -167,22 +166,15 @@ def handle(args: argparse.Namespace) -> int:
     rankers = ranker_choice(args, collection)
     weights = {k: float(v) for k, v in _pairs(args.weight, "--weight").items()} or None
     with open_executor(args) as executor:
-        run = engine.ScoringRun(
-            collection, rankers, ties=args.ties, frozen_stats=args.frozen_stats,
-            full_rerank=args.full_rerank, weights=weights, all_dimensions=args.all_dimensions,
-            every_dimension=args.every_dimension, cache=not args.no_cache,
-            progress=print_progress, executor=executor, trec=args.trec,
-        )  # fmt: skip
         # the flags on a second core (a forked worker) while the answers are positioned here
-        scored = engine.write_score_files(
-            run, blocks, len(blocks), args.out, aside=args.executor == "local",
-            progress=print_progress,
+        scored = api.score(
+            collection, blocks, rankers, out=args.out, ties=args.ties,
+            frozen_stats=args.frozen_stats, full_rerank=args.full_rerank, weights=weights,
+            all_dimensions=args.all_dimensions, every_dimension=args.every_dimension,
+            cache=not args.no_cache, progress=print_progress, executor=executor, trec=args.trec,
         )  # fmt: skip
         report_executor(executor)
-    whole = blocks.whole
-    if whole is not None and engine.has_citations(whole.answers):
-        citations = api.cite_answers(collection, whole.answers)
-        write_aside(args.out / engine.CITATIONS_FILE, lambda p: citations.to_csv(p, index=False))
+    if scored.citations:
         print(f"wrote the cited documents judged per dimension to {engine.CITATIONS_FILE}")
     attrs = scored.attrs
     if attrs.get("note"):

@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from nrp.collection.formats import ReadReport, get_format
 from nrp.collection.formats.irds import irds_manifest
@@ -43,6 +43,9 @@ from nrp.collection.store import (
 )
 from nrp.errors import ConfigError, InputError, clip, quote
 from nrp.version import __version__
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from nrp.collection.labels import Grade
 
 #: what the fingerprint hashes besides the inputs. It names the inputs' meaning, not the store's
 #: layout: schema 2 of the store (topic fields) holds the same topics, documents and judgments as
@@ -210,14 +213,14 @@ def read_sources(manifest: Manifest) -> SourceContents:
 
 def check_and_resolve(
     manifest: Manifest, contents: SourceContents
-) -> tuple[dict[str, list[tuple]], dict[str, Any], list[str]]:
+) -> tuple[dict[str, list[tuple]], dict[str, int], list[str]]:
     """Cross-record checks, label mapping and repeated-judgment resolution; rows for the store."""
     topics = _unique(contents.topics, "qid", "topic")
     documents = _unique_documents(contents.documents, contents.report)
-    counts: dict[str, Any] = {}
+    counts: dict[str, int] = {}
     warnings = list(contents.report.warnings)
 
-    grouped: dict[tuple[str, str, str], list[tuple[Judgment, Any]]] = defaultdict(list)
+    grouped: dict[tuple[str, str, str], list[tuple[Judgment, Grade]]] = defaultdict(list)
     for judgment in contents.judgments:
         scale = manifest.dimensions.get(judgment.dimension)
         if scale is None:
@@ -325,7 +328,7 @@ def _unique_documents(records: list[Document], report: ReadReport) -> dict[str, 
 
 
 def _resolve(
-    manifest: Manifest, scale: LabelScale, entries: list[tuple[Judgment, Any]], repeats: Counter
+    manifest: Manifest, scale: LabelScale, entries: list[tuple[Judgment, Grade]], repeats: Counter
 ) -> tuple[str, float | None, int | None]:
     """(raw label, raw numeric value, gain) of one (dimension, qid, docno) after repeats."""
     labels = {normalize_label(j.grade) for j, _ in entries}

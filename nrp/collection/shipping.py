@@ -14,11 +14,14 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nrp.collection.collection import Collection
 from nrp.collection.store import STORE_FILE, read_meta, store_path
 from nrp.errors import NrpError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from nrp.executors.base import Executor
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,7 @@ class CollectionRef:
     store: Any = None  # Ray ObjectRef of the store file's bytes, or None
 
     @classmethod
-    def of(cls, collection: Collection, executor: Any = None) -> CollectionRef:
+    def of(cls, collection: Collection, executor: Executor | None = None) -> CollectionRef:
         """The reference a task of ``executor`` carries: with the store file's bytes shared
         through the executor (``Executor.share``) where its workers may not read this disk."""
         fingerprint = str(collection.meta.get("fingerprint"))

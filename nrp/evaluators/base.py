@@ -31,13 +31,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pandas as pd
 
 from nrp.components import Component, Registry
 from nrp.errors import ConfigError
 from nrp.spec import Param, parse_params, split_specs
+
+if TYPE_CHECKING:
+    from nrp.collection.collection import Collection
 
 __all__ = [
     "ITEM_COLUMNS",
@@ -119,7 +122,7 @@ class Evaluator(Component):
         return int(self.params.get("batch") or self.default_batch)
 
     # -- scoring ----------------------------------------------------------------------------
-    def bind_collection(self, collection: Any) -> None:
+    def bind_collection(self, collection: Collection) -> None:
         """Called with the collection the items come from (when there is one) before
         ``evaluate``; evaluators that need it (NRP) keep it."""
 

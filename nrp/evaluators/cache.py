@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS evaluators (scope TEXT PRIMARY KEY, spec TEXT NOT NUL
 """
 
 
-def item_key(row: Any) -> str:
+def item_key(row: Mapping[str, Any]) -> str:
     """SHA-256 (32 hex) of an item's question, text, references and contexts."""
     payload = json.dumps(
         [

@@ -78,12 +78,17 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from functools import cache
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pandas as pd
 
 from nrp.errors import ConfigError
 from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param, register
+
+if TYPE_CHECKING:
+    from nrp.llm.backends import ChatBackend, Completion, Messages, Prompt
+    from nrp.llm.parsing import LabelReading
+    from nrp.llm.prompts import PromptTemplate
 
 FAMILY = "judge"
 MODES = ("rubric", "tfn")
@@ -244,7 +249,7 @@ def _json(value: Any) -> str:
     return json.dumps(clean(value), ensure_ascii=False)
 
 
-def _choice_logprobs(completion: Any) -> dict[str, float]:
+def _choice_logprobs(completion: Completion) -> dict[str, float]:
     """The scored choices of a forced-choice reply (its last token's alternatives)."""
     return dict(completion.logprobs[-1].top) if completion.logprobs else {}
 
@@ -258,7 +263,7 @@ class Judge(Evaluator):
     version: ClassVar[str] = "1"
     default_batch: ClassVar[int] = 8
 
-    def __init__(self, params: Mapping[str, Any] | None = None, backend: Any = None):
+    def __init__(self, params: Mapping[str, Any] | None = None, backend: ChatBackend | None = None):
         defaults = {k: p.default for k, p in JUDGE_PARAMS.items()}
         super().__init__({**defaults, **dict(params or {})})
         p = self.params
@@ -308,7 +313,7 @@ class Judge(Evaluator):
         self.needs_references = self.mode == "tfn"
         self._backend = backend
 
-    def _load_template(self) -> Any:
+    def _load_template(self) -> PromptTemplate:
         from nrp.llm.prompts import load_template
 
         name = str(self.params["template"]).strip()
@@ -318,7 +323,7 @@ class Judge(Evaluator):
         return load_template(name, REQUIRED_SECTIONS[self.kind], allowed)
 
     # -- identity -----------------------------------------------------------------------------
-    def backend(self) -> Any:
+    def backend(self) -> ChatBackend:
         """The chat backend (built on first use)."""
         if self._backend is None:
             from nrp.llm.factory import make_backend
@@ -400,8 +405,8 @@ class Judge(Evaluator):
         return bool(self.params["logprobs"]) and self.kind in ("geval", "single", "sequential")
 
     def _complete(
-        self, prompts: Sequence[Any], n: int, seed: int, step: str = ""
-    ) -> list[list[Any]]:
+        self, prompts: Sequence[Prompt], n: int, seed: int, step: str = ""
+    ) -> list[list[Completion]]:
         """``n`` completions per prompt; with ``decoding=choice``, the forced-choice reply of
         ``step`` (``_choose``)."""
         if not prompts:
@@ -418,7 +423,7 @@ class Judge(Evaluator):
             top_logprobs=TOP_LOGPROBS if self.use_logprobs else 0,
         )
 
-    def _choose(self, prompts: Sequence[Any], step: str) -> list[Any]:
+    def _choose(self, prompts: Sequence[Prompt], step: str) -> list[Completion]:
         """Forced choice: the scores or labels of ``step`` scored as replies (after the
         template's answer prefix, "Label: ") by ``ChatBackend.choice_logprobs``, returned as a
         one-choice ``Completion``: text = prefix + the most likely choice, and one token whose
@@ -447,8 +452,8 @@ class Judge(Evaluator):
         return out
 
     def _complete_per_sample(
-        self, prompts: Sequence[tuple[Any, int]], step: str = ""
-    ) -> list[Any]:  # (messages, sample j) -> the completion of sample j
+        self, prompts: Sequence[tuple[Prompt, int]], step: str = ""
+    ) -> list[Completion]:  # (messages, sample j) -> the completion of sample j
         """One completion per (prompt, sample): grouped by sample so that sample j is drawn
         with seed ``seed + j``, as in the first turn."""
         from nrp.llm.backends import sample_seed
@@ -589,7 +594,9 @@ class Judge(Evaluator):
             rows.append(row)
         return rows
 
-    def _sample_record(self, j: int, turns: list[Any], label: Any, conf: float, source: str):
+    def _sample_record(
+        self, j: int, turns: list[Completion], label: str | None, conf: float, source: str
+    ):
         record = {
             "sample": j,
             "seed": turns[0].seed if turns else None,
@@ -627,8 +634,9 @@ class Judge(Evaluator):
         first_prompts = [self.template.messages("given", v) for v in values]
         first = self._complete(first_prompts, self.samples, int(self.params["seed"]), "given")
         chains: list[list[dict[str, Any]]] = []
-        follow_ups: list[tuple[Any, int]] = []
-        pending: list[tuple[int, int, Any, Any]] = []  # (item, sample, completion, reading)
+        follow_ups: list[tuple[Messages, int]] = []
+        # (item, sample, completion, reading)
+        pending: list[tuple[int, int, Completion, LabelReading]] = []
         for i, completions in enumerate(first):
             samples: list[dict[str, Any]] = []
             for j, completion in enumerate(completions):
@@ -666,7 +674,7 @@ class Judge(Evaluator):
         n = self.samples
         start = [self.template.messages("start", {**v, "steps": str(steps)}) for v in values]
         conversations = {(i, j): list(start[i]) for i in range(len(values)) for j in range(n)}
-        turns: dict[tuple[int, int], list[Any]] = {key: [] for key in conversations}
+        turns: dict[tuple[int, int], list[Completion]] = {key: [] for key in conversations}
         confidences: dict[tuple[int, int], list[float | None]] = {k: [] for k in conversations}
         labels: dict[tuple[int, int], str | None] = dict.fromkeys(conversations)
         open_chains = list(conversations)

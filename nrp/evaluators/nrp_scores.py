@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -41,6 +41,10 @@ from nrp.errors import ConfigError, NrpError
 from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param, register
 from nrp.ranks import DEFAULT_TIE_MODE, TIE_MODES
 from nrp.validation.result import VALIDATION_FILE, names_validation_file
+
+if TYPE_CHECKING:
+    from nrp.collection.collection import Collection
+    from nrp.rankers.base import Ranker
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +83,7 @@ def _is_pair(part: str) -> bool:
     return "=" in part.split(":", 1)[0]
 
 
-def names_validation(choice: Any) -> bool:
+def names_validation(choice: str | Path | Mapping[str, str]) -> bool:
     """``rankers`` names a validation JSON: ``validation`` (the collection's) or a path
     (``names_validation_file``), not a ranker spec such as ``guard:model=/m/guard.json``."""
     return isinstance(choice, str) and (choice == VALIDATION or names_validation_file(choice))
@@ -138,10 +142,11 @@ class NrpEvaluator(Evaluator):
         super().__init__({**{k: p.default for k, p in NRP_PARAMS.items()}, **dict(params or {})})
         self.choice = parse_rankers(str(self.params["rankers"]))
         self.weights = parse_weights(str(self.params["weights"]))
-        self.collection: Any = None
+        self.collection: Collection | None = None
         self._dimensions: list[str] | None = None
-        self._rankers: dict[str, Any] | None = None
-        self._weights: Any = None  # of the weighted NRP: ``weights``, else validation's
+        self._rankers: dict[str, Ranker] | None = None
+        # of the weighted NRP: ``weights``, else validation's
+        self._weights: Mapping[str, float] | None = None
 
     # -- columns ----------------------------------------------------------------------------
     def dimensions(self) -> list[str]:
@@ -154,7 +159,7 @@ class NrpEvaluator(Evaluator):
         return [f"nrp.{d}" for d in self.dimensions()] + [f"nrp.{COMBINED}"]
 
     # -- binding ----------------------------------------------------------------------------
-    def _validation_path(self, collection: Any) -> Path:
+    def _validation_path(self, collection: Collection) -> Path:
         if self.choice == VALIDATION:
             path = Path(collection.path) / VALIDATION_FILE
             if not path.is_file():
@@ -169,7 +174,7 @@ class NrpEvaluator(Evaluator):
             raise ConfigError(f"evaluator 'nrp': no validation JSON at {path}")
         return path
 
-    def bind_collection(self, collection: Any) -> None:
+    def bind_collection(self, collection: Collection) -> None:
         if collection is self.collection:
             return
         if isinstance(self.choice, dict):
@@ -192,12 +197,12 @@ class NrpEvaluator(Evaluator):
         self._dimensions = dimensions
         self._rankers = None
 
-    def _resolved_rankers(self) -> dict[str, Any]:
+    def _resolved_rankers(self) -> dict[str, Ranker]:
         """dimension -> Ranker, built and bound once per collection (models load once)."""
         if self._rankers is None:
             from nrp.positioning.scoring import ScoreSettings, resolve_scoring
 
-            choice: Any = self.choice
+            choice: str | dict[str, str] | Path = self.choice
             if names_validation(choice):
                 choice = self._validation_path(self.collection)
             # the weighted NRP as nrp score makes it: validation's weights unless given

@@ -22,7 +22,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -35,6 +35,9 @@ from nrp.executors.base import Executor, balanced_size, partition_by_query, remo
 from nrp.models.device import device_needs_gpu
 from nrp.progress import Progress
 from nrp.spec import parse_params
+
+if TYPE_CHECKING:
+    from nrp.collection.collection import Collection
 
 #: items per partition at most (an evaluator's batch when it is larger), fewer when that gives
 #: each worker about four partitions
@@ -134,7 +137,7 @@ def evaluate_with_executor(
     keys: Sequence[str],
     todo: Sequence[int],
     cache: EvaluationCache | None,
-    collection: Any = None,
+    collection: Collection | None = None,
     progress: Progress | None = None,
 ) -> dict[int, dict[str, Any]]:
     """Rows ``todo`` of ``items`` evaluated by the executor in per-query partitions; each

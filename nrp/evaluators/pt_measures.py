@@ -43,7 +43,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import pandas as pd
 from ir_measures import Metric
@@ -62,6 +62,9 @@ from nrp.ranks import check_tie_mode
 from nrp.settings import settings_with
 from nrp.validation.result import VALIDATION_FILE
 
+if TYPE_CHECKING:
+    from nrp.positioning.choice import RankerChoiceLike
+
 log = logging.getLogger(__name__)
 
 #: the answer column of pyterrier-rag's pipelines
@@ -79,7 +82,7 @@ class RunScorer:
     def __init__(
         self,
         collection: Collection,
-        rankers: Any,
+        rankers: RankerChoiceLike,
         settings: ScoreSettings,
         answer_column: str = ANSWER_COLUMN,
     ):
@@ -161,7 +164,7 @@ class NRPMeasure(Measure):
 
 def nrp_measures(
     collection: Collection | str,
-    rankers: Any = None,
+    rankers: RankerChoiceLike | None = None,
     *,
     answer_column: str = ANSWER_COLUMN,
     missing: Literal["zero", "nan"] = "zero",

@@ -49,7 +49,7 @@ import math
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -57,6 +57,9 @@ import pandas as pd
 from nrp.errors import ConfigError
 from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param, register
 from nrp.evaluators.rouge import ROUGE_TYPES, RougeScorer
+
+if TYPE_CHECKING:
+    from nrp.collection.collection import Collection
 
 FAMILY = "reference-based"
 #: sacrebleu tokenizers that work offline without extra packages (ja-mecab, ko-mecab need
@@ -153,7 +156,7 @@ class Rouge(Evaluator):
 
 
 # -- BERTScore ----------------------------------------------------------------------------------
-_SCORERS: dict[tuple[Any, ...], Any] = {}
+_SCORERS: dict[tuple[str, int, str], Any] = {}
 _SCORERS_LOCK = threading.Lock()
 
 
@@ -250,7 +253,7 @@ class BertScore(Evaluator):
                         "(give baseline_path=FILE.tsv)"
                     )
                 )
-        self._idf_dict: Any = None
+        self._idf_dict: dict[int, float] | None = None
         self._idf_corpus: tuple[str, ...] | None = None
         self._collection_fingerprint = ""
         self._model_checksum: str | None = None
@@ -288,7 +291,7 @@ class BertScore(Evaluator):
     def score_columns(self) -> list[str]:
         return list(self.COLUMNS)
 
-    def bind_collection(self, collection: Any) -> None:
+    def bind_collection(self, collection: Collection) -> None:
         if not self.params["idf"]:
             return
         texts = [str(t) for t in collection.candidates()["text"]]
@@ -298,7 +301,7 @@ class BertScore(Evaluator):
         self._collection_fingerprint = str(collection.meta.get("fingerprint", collection.name))
 
     # -- scoring ----------------------------------------------------------------------------
-    def _weights(self, tokenizer: Any) -> Any:
+    def _weights(self, tokenizer: Any) -> dict[int, float]:
         """Token weights: bert-score's idf over the bound collection's texts (computed once),
         or 1 for every token but [CLS] and [SEP] (bert-score's weights without idf)."""
         from collections import defaultdict

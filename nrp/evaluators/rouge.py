@@ -22,7 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections import Counter
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 
@@ -33,7 +36,7 @@ class _Prepared:
     of the positions where it occurs (for the bit-parallel LCS)."""
 
     tokens: list[str]
-    ngrams: dict[int, Any]
+    ngrams: dict[int, Counter[tuple[str, ...]]]
     positions: dict[str, int]
 
 

@@ -49,6 +49,7 @@ from nrp.evaluators.run import evaluate_answers
 from nrp.executors.base import Executor, active_executor, using_executor
 from nrp.experiments.schema import Experiment, load_experiment
 from nrp.generation.generate import ANSWER_COLUMNS, generate_answers, write_answers
+from nrp.positioning.choice import RankerChoiceLike
 from nrp.positioning.scoring import score_answers
 from nrp.progress import Progress
 from nrp.reports.build import build_report
@@ -205,7 +206,7 @@ class _Run:
         write_answers(answers, self.out / "answers.parquet")
         return answers[ANSWER_COLUMNS]
 
-    def validate(self) -> Any:
+    def validate(self) -> str | dict[str, str] | None:
         """The rankers to score with: validation.json (validated again only when the collection
         or the candidate rankers changed), or the experiment's fixed rankers."""
         experiment = self.experiment
@@ -223,7 +224,7 @@ class _Run:
             self.counts["validate"] = "computed"
         return str(validation)
 
-    def score(self, answers: pd.DataFrame, rankers: Any) -> pd.DataFrame:
+    def score(self, answers: pd.DataFrame, rankers: RankerChoiceLike) -> pd.DataFrame:
         """NRP of every answer (positions from the results cache beside the collection)."""
         self.say(f"score: {len(answers):,} answers")
         results = score_answers(

@@ -48,7 +48,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -62,6 +62,9 @@ from nrp.llm.backends import ChatBackend, GenerationOptions
 from nrp.progress import Progress
 from nrp.settings import settings_with
 from nrp.spec import Param, parse_params
+
+if TYPE_CHECKING:
+    from nrp.collection.collection import Collection
 
 #: the source study's decoding settings
 STUDY_OPTIONS = GenerationOptions(
@@ -242,7 +245,7 @@ class GenerationSettings:
     progress: Progress | None = None
 
 
-def _topics(topics: Any, indexes: str | Path | None) -> pd.DataFrame:
+def _topics(topics: Collection | str | pd.DataFrame, indexes: str | Path | None) -> pd.DataFrame:
     if isinstance(topics, str):
         from nrp.collection.collection import Collection
 
@@ -272,7 +275,7 @@ def _params(
 
 
 def generate_answers(
-    topics: Any,
+    topics: Collection | str | pd.DataFrame,
     llm: str | Mapping[str, Any] | LlmSpec,
     prompts: str | Sequence[str] = ("none", "short-qa", "long-qa", "multimedqa"),
     samples: int = STUDY_SAMPLES,

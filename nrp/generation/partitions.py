@@ -34,12 +34,15 @@ import json
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nrp.errors import NrpError
 from nrp.executors.base import Executor, balanced_size
 from nrp.generation.records import AnswerRow, generate_records
 from nrp.progress import Progress
+
+if TYPE_CHECKING:
+    from nrp.llm.backends import ChatBackend, GenerationOptions
 
 #: answers per partition at most, fewer when that gives each worker about four partitions
 PARTITION_ANSWERS = 256
@@ -47,7 +50,7 @@ PARTITION_ANSWERS = 256
 
 @dataclass
 class GenerationState:
-    backend: Any
+    backend: ChatBackend | None
 
     def close(self) -> None:
         self.backend = None  # the model goes with the last reference (a GPU's memory too)
@@ -59,7 +62,7 @@ class GenerationTask:
     was made, in this process as on a worker."""
 
     llm: Any  # nrp.generation.generate.LlmSpec
-    options: Any  # nrp.llm.backends.GenerationOptions
+    options: GenerationOptions
     checksum: str
     model: str
     params: tuple[tuple[str, str], ...]  # prompt label -> the answers' params record
@@ -73,7 +76,7 @@ class GenerationTask:
     def describe(self) -> str:
         return f"generate {self.llm.label}"
 
-    def size(self, partition: Sequence[Any]) -> int:
+    def size(self, partition: Sequence[AnswerRow]) -> int:
         return len(partition)
 
     def num_gpus(self, cluster_has_gpus: bool) -> float:
@@ -97,14 +100,16 @@ class GenerationTask:
             backend.load()
         return GenerationState(backend)
 
-    def records(self, backend: Any, rows: Sequence[AnswerRow]) -> Iterator[list[dict[str, Any]]]:
+    def records(
+        self, backend: ChatBackend, rows: Sequence[AnswerRow]
+    ) -> Iterator[list[dict[str, Any]]]:
         """The answer records of ``rows``, one list per batch (``generate_records``)."""
         return generate_records(
             backend, self.llm.label, rows, self.options, self.model, self.checksum,
             dict(self.params),
         )  # fmt: skip
 
-    def run(self, state: GenerationState, partition: Sequence[Any]) -> list[dict[str, Any]]:
+    def run(self, state: GenerationState, partition: Sequence[AnswerRow]) -> list[dict[str, Any]]:
         records: list[dict[str, Any]] = []
         for batch in self.records(state.backend, partition):
             records.extend(batch)

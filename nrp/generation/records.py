@@ -13,11 +13,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nrp.errors import NrpError
 from nrp.generation.prompts import PromptStrategy
 from nrp.llm.backends import ChatBackend, Completion, GenerationOptions
+
+if TYPE_CHECKING:
+    from nrp.llm.local import LocalBackend
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ def strip_echo(text: str, prompt: str) -> str:
 
 
 def _local_rows(
-    backend: Any, rows: list[AnswerRow], options: GenerationOptions
+    backend: LocalBackend, rows: list[AnswerRow], options: GenerationOptions
 ) -> list[Completion]:
     """One batch of a local model: completion-mode prompts tokenised as plain text, chat-mode
     ones through the chat template (``LocalBackend.encode``); one seed per row. Uses the

@@ -31,7 +31,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -285,7 +285,9 @@ class OpenAIBackend(ChatBackend):
         return out
 
 
-def _map_bounded(fn: Any, tasks: Sequence[Any], workers: int) -> list[Any]:
+def _map_bounded(
+    fn: Callable[[tuple[int, int]], Completion], tasks: Sequence[tuple[int, int]], workers: int
+) -> list[Completion]:
     """``fn`` over ``tasks`` with at most ``workers`` at a time, results in order; the first
     exception cancels the tasks not started and is raised."""
     if workers <= 1 or len(tasks) <= 1:

@@ -40,7 +40,6 @@ import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from nrp.llm.backends import Completion
 
@@ -53,7 +52,7 @@ TRUTH_LABELS = ("TRUE", "FALSE")
 class Found:
     """A value read from a text, and the character offset where it was written."""
 
-    value: Any
+    value: int | str
     start: int
 
 

@@ -27,7 +27,7 @@ import math
 import threading
 import time
 import uuid
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -36,6 +36,9 @@ from pydantic import BaseModel, Field
 
 from nrp.errors import NrpError
 from nrp.llm.backends import MAX_TOP_LOGPROBS, Completion
+
+if TYPE_CHECKING:
+    from nrp.llm.backends import ChatBackend
 
 DEFAULT_MAX_TOKENS = 512
 
@@ -146,7 +149,9 @@ class _Misbehaviour:
         return response
 
 
-def _chat(backend: Any, served_name: str, request: ChatRequest, delay: float) -> Any:
+def _chat(
+    backend: ChatBackend, served_name: str, request: ChatRequest, delay: float
+) -> JSONResponse | dict[str, Any]:
     """One chat completion request answered by ``backend`` after ``delay`` seconds (or an
     error response)."""
     if request.model != served_name:
@@ -205,14 +210,14 @@ def _chat_response(
 
 
 def create_app(
-    backend: Any,
+    backend: ChatBackend,
     served_name: str,
     *,
     fail_first: int = 0,
     fail_status: int = 503,
     retry_after: float | None = None,
     delay: float = 0.0,
-) -> Any:
+) -> FastAPI:
     """The FastAPI app serving ``backend`` (a ``LocalBackend``) as model ``served_name``."""
     app = FastAPI(title="nrp LLM server", docs_url=None, redoc_url=None)
     misbehaviour = _Misbehaviour(fail_first, fail_status, retry_after)

@@ -28,7 +28,7 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -36,6 +36,9 @@ import pandas as pd
 from nrp.errors import NrpError
 from nrp.statistics import kendall_tau_b
 from nrp.tables import FrameView, format_number, text_table
+
+if TYPE_CHECKING:
+    from nrp.meta.labelstudio import QueryMap
 
 Level = Literal["nominal", "ordinal", "interval"]
 LEVELS = ("nominal", "ordinal", "interval")
@@ -125,7 +128,7 @@ def annotator_agreement(
     id_column: str = "answer_id",
     level: Level = "ordinal",
     categorical: bool = False,
-    query_map: Any = None,
+    query_map: QueryMap | str | Path | None = None,
 ) -> AnnotatorAgreement:
     """Agreement between human files (``nrp.meta.human.read_human``: graded labels or
     rankings), each one coder's, over the dimensions they share; an item is (qid, id) when the
@@ -173,7 +176,10 @@ def annotator_agreement(
 
 
 def _coders(
-    paths: Sequence[str | Path], id_column: str, categorical: bool, query_map: Any
+    paths: Sequence[str | Path],
+    id_column: str,
+    categorical: bool,
+    query_map: QueryMap | str | Path | None,
 ) -> tuple[list[str], list[pd.DataFrame]]:
     """The coders of the files (one per file; a Label Studio export one per annotator) and
     their labels; names qualified by the file when two would be the same."""

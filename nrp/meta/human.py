@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -49,6 +49,9 @@ from nrp.meta.readers import (
 )
 from nrp.tables import JSONL_SUFFIXES, read_jsonl, require_columns
 
+if TYPE_CHECKING:
+    from nrp.meta.labelstudio import QueryMap
+
 RANKING_DIMENSION = "ranking"
 
 
@@ -57,7 +60,7 @@ def read_human(
     id_column: str = "answer_id",
     dimensions: Sequence[str] | None = None,
     categorical: bool = False,
-    query_map: Any = None,
+    query_map: QueryMap | str | Path | None = None,
 ) -> pd.DataFrame:
     """Human judgments as one row per item: ``id_column``, the label columns, and ``qid`` when
     the input has a query column or is a ranking file. ``attrs["dimensions"]`` lists the label
@@ -159,7 +162,7 @@ def ranking_frame(frame: pd.DataFrame, path: str | Path) -> pd.DataFrame:
 
 
 def read_label_studio_human(
-    path: str | Path, id_column: str = "answer_id", query_map: Any = None
+    path: str | Path, id_column: str = "answer_id", query_map: QueryMap | str | Path | None = None
 ) -> pd.DataFrame:
     """A Label Studio export of a ranking project (``nrp.meta.labelstudio``) as rankings, each
     item's label the mean over the annotators who ranked it (one annotator: their label).
@@ -175,7 +178,7 @@ def read_human_coders(
     path: str | Path,
     id_column: str = "answer_id",
     categorical: bool = False,
-    query_map: Any = None,
+    query_map: QueryMap | str | Path | None = None,
 ) -> dict[str, pd.DataFrame]:
     """The human labels of ``path`` per coder: a Label Studio export gives one ranking frame
     per annotator (named by ``completed_by``; the file's stem when it has one annotator), any

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -32,6 +32,9 @@ from nrp.meta.labelstudio import is_label_studio_export, read_label_studio_score
 from nrp.meta.readers import check_numeric, check_unique_items, item_keys, line_of, read_table
 from nrp.settings import settings_with
 from nrp.tables import FrameView, numeric_columns
+
+if TYPE_CHECKING:
+    from nrp.meta.labelstudio import QueryMap
 
 IDENTITY_COLUMNS = ("answer_id", "qid", "llm", "prompt", "sample", "reference_kind")
 AUTO = "auto"
@@ -88,7 +91,7 @@ class MetaFileSettings:
     thresholds: Sequence[float] | None = None
     n_bootstrap: int = DEFAULT_BOOTSTRAP
     seed: int = DEFAULT_SEED
-    query_map: Any = None
+    query_map: QueryMap | str | Path | None = None
 
     def roles(self) -> tuple[str | None, str | None, str | None]:
         return self.query_column, self.system_column, self.by

@@ -165,7 +165,7 @@ def iter_chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
         yield items[start : start + size]
 
 
-def device_needs_gpu(device: Any, cluster_has_gpus: bool) -> bool:
+def device_needs_gpu(device: str | None, cluster_has_gpus: bool) -> bool:
     """Whether a model on ``device`` needs a GPU of an executor's worker: cuda[:N], or auto on
     a cluster that has GPUs."""
     text = str(device or "").strip().lower()

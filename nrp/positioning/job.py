@@ -9,7 +9,6 @@ into the same caches under the same scope.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
@@ -19,7 +18,7 @@ from nrp.positioning.injection import injection_mode
 from nrp.positioning.results_cache import RESULTS_FILE, PairCache, PositionScope, ResultsCache
 from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, ScoreCache
-from nrp.rankers.coerce import as_ranker
+from nrp.rankers.coerce import RankerLike, as_ranker
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,7 @@ class PositionJob:
     def of(
         cls,
         collection: Collection,
-        ranker: Any,
+        ranker: RankerLike,
         options: PositionOptions | None = None,
         caches: PositionCaches | None = None,
     ) -> PositionJob:

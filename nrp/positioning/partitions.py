@@ -271,7 +271,7 @@ def _snapshot(
     return scores, pairs
 
 
-def _merged(parts: list[Any]) -> Any:
+def _merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for part in parts:
         for scope, value in part.items():

@@ -39,7 +39,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -63,6 +63,10 @@ from nrp.rankers.registry import RankerSpec
 from nrp.ranks import DEFAULT_TIE_MODE, check_tie_mode
 from nrp.settings import settings_with
 from nrp.tables import require_columns
+from nrp.validation.result import ValidationResult
+
+if TYPE_CHECKING:
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +132,7 @@ def resolve_rankers(
         raise ConfigError("no rankers: nothing to score answers with")
     collection.check_dimensions(chosen)  # a ranker for no dimension would score nothing
     built: dict[str, Ranker] = {}
-    by_choice: dict[Any, Ranker] = {}  # canonical spec or object id -> its one ranker
+    by_choice: dict[str | int, Ranker] = {}  # canonical spec or object id -> its one ranker
     for dimension, one in chosen.items():
         key = str(one) if isinstance(one, RankerSpec) else id(one)
         if key not in by_choice:
@@ -143,7 +147,10 @@ def resolve_rankers(
 
 
 def default_weights(
-    settings: ScoreSettings, validation: Any, dimensions: list[str], warnings: list[str]
+    settings: ScoreSettings,
+    validation: ValidationResult | None,
+    dimensions: list[str],
+    warnings: list[str],
 ) -> tuple[Mapping[str, float] | None, dict[str, str]]:
     """The weights of the combined NRP before normalising (None: equal) and the dimensions left
     out of it with the reason: explicit ``weights`` first, then ``all_dimensions`` (equal),
@@ -554,27 +561,6 @@ def _dimension_values(
         found["n_docs"].to_numpy(dtype=np.int64),
         tie_mode,
     )
-
-
-def score(
-    collection: Collection | str,
-    answers: pd.DataFrame | str | Path | Any,
-    rankers: RankerChoiceLike,
-    **options: Any,
-) -> pd.DataFrame:
-    """``nrp.score``: the library entry point, ``score_answers`` with its options.
-
-    ``answers``: a frame (answer_id, llm, prompt, qid, sample, text), an answer file or folder
-    (read with ``nrp.answers.read_answers``, checked against the collection's topics), or
-    what ``read_answers`` returned (an object with an ``answers`` frame)."""
-    collection = _collection(collection)
-    if isinstance(answers, str | Path):
-        from nrp.answers import read_answers
-
-        answers = read_answers(answers, collection)
-    if not isinstance(answers, pd.DataFrame):
-        answers = answers.answers
-    return score_answers(collection, answers, rankers, **options)
 
 
 # -- PyTerrier ---------------------------------------------------------------------------------

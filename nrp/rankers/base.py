@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 import pandas as pd
@@ -57,6 +57,9 @@ from nrp.components import Component
 from nrp.errors import ConfigError, NrpError
 from nrp.spec import Param
 from nrp.tables import require_columns
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from nrp.collection.collection import Collection
 
 REQUIRED_COLUMNS = ("qid", "query", "docno", "text")
 #: how a ranker's answers are injected among D_q (see the module docstring)
@@ -178,7 +181,7 @@ class Ranker(Component, pt.Transformer):
         mapped = frame["qid"].astype(str).map(texts)
         return frame.assign(query=mapped.where(mapped.notna(), frame["query"]))
 
-    def bind_collection(self, collection: Any) -> None:
+    def bind_collection(self, collection: Collection) -> None:
         """Called with the collection whose D_q this ranker will rank, before any scoring: the
         base looks up the texts of the query field. Rankers that need more collection-wide data
         (lexical stats=collection) take it here too, and call ``super().bind_collection``."""

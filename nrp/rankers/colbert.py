@@ -88,7 +88,7 @@ def _without_cpu_extension() -> Iterator[None]:
 
 
 def load_checkpoint(
-    name: str, device: str, dtype: Any, query_maxlen: int = 0, doc_maxlen: int = 0
+    name: str, device: str, dtype: torch.dtype, query_maxlen: int = 0, doc_maxlen: int = 0
 ) -> Checkpoint:
     """colbert's ``Checkpoint`` on ``device`` in ``dtype``, without C++ extensions.
 

@@ -177,7 +177,7 @@ class DenseRanker(TrainedFolds, Ranker):
             self._model, self._model_key = model, key
         return self._model
 
-    def _load(self, device: Any, dtype: Any) -> SentenceTransformer:
+    def _load(self, device: str, dtype: Any) -> SentenceTransformer:
         from sentence_transformers import SentenceTransformer
 
         model = load_model(SentenceTransformer, self.model_path, spec="dense", device=device)

@@ -50,7 +50,7 @@ is ``nrp.rankers.fusion_weights`` (over ``nrp.measures``, the layer below), whic
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -68,6 +68,11 @@ from nrp.rankers.registry import (
     register,
 )
 from nrp.spec import format_spec
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pathlib import Path
+
+    from nrp.collection.collection import Collection
 
 METHODS = ("minmax", "rrf")
 FIT = "fit"
@@ -143,7 +148,7 @@ class FusionRanker(Ranker):
         self._dq: dict[str, pd.DataFrame] | None = None  # bound: D_q rows per qid
         self._dq_texts: dict[str, str] = {}  # bound: "qid\0docno" of every D_q row -> its text
         self._reference: dict[str, np.ndarray] = {}  # qid -> sub-scores of D_q (pointwise)
-        self._cache_at: tuple[Any, str] | None = None  # bound: score cache path, collection fp
+        self._cache_at: tuple[Path, str] | None = None  # bound: score cache path, collection fp
         self._cached: dict[int, CachedRanker] = {}
 
     def _given_weights(self) -> tuple[float, ...] | None:
@@ -191,7 +196,7 @@ class FusionRanker(Ranker):
         return max(r.score_tolerance for r in self.rankers)
 
     # -- binding ------------------------------------------------------------------------------
-    def bind_collection(self, collection: Any) -> None:
+    def bind_collection(self, collection: Collection) -> None:
         """Bind every sub-ranker; keep D_q per query (the frozen statistics); fit the weights
         (``weights=fit``) on the collection's folds."""
         super().bind_collection(collection)

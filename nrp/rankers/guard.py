@@ -59,7 +59,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -90,6 +90,9 @@ from nrp.rankers.guard_model import (
 from nrp.rankers.registry import Param, RankerInfo, make_ranker, nested_specs, register
 from nrp.spec import format_spec
 from nrp.tables import write_aside
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from nrp.collection.collection import Collection
 
 #: a flagged text's score is the ranker's minus this: below any unflagged text of a ranker whose
 #: scores span less than it (cosines, logits, BM25 over a few hundred terms)
@@ -222,7 +225,7 @@ class GuardRanker(Ranker):
         """The flagged texts' scores: those below ``-FLAG_OFFSET / 2``."""
         return np.asarray(scores, dtype=float) < -FLAG_OFFSET / 2
 
-    def bind_collection(self, collection: Any) -> None:
+    def bind_collection(self, collection: Collection) -> None:
         """Bind the guarded ranker; the collection's questions are those ``spec_rq`` compares
         with; D_q's scores by the guarded ranker come from the score cache beside it (what
         validating that ranker stores) when it is pointwise."""

@@ -71,7 +71,7 @@ import re
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -79,6 +79,10 @@ import pandas as pd
 from nrp.rankers.guard_model import FEATURES, GuardModel
 from nrp.rankers.text_pipeline import porter_stem, terrier_stopwords
 from nrp.tables import write_aside
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from nrp.collection.collection import Collection
+    from nrp.rankers.dense import DenseRanker
 
 #: the features read from the words alone and the model's references (no encoder): cheap, and
 #: computed anew by the fitting script whatever its cache holds
@@ -311,7 +315,7 @@ class GuardFeatures:
     def __init__(
         self,
         model: GuardModel,
-        encoder: Any,
+        encoder: DenseRanker,
         others: Sequence[str] = (),
         documents: Mapping[str, Sequence[str]] | None = None,
         store: str | Path | None = None,
@@ -524,7 +528,7 @@ def judged_documents(
     return documents
 
 
-def judged_answers(collection: Any, candidates: pd.DataFrame) -> dict[str, list[str]]:
+def judged_answers(collection: Collection, candidates: pd.DataFrame) -> dict[str, list[str]]:
     """``judged_documents`` of ``candidates`` (rows of ``collection``'s) that the judges held to
     be answers: a gain above 0 in the collection's first dimension (relevance where it has
     several). What a bound guard's ``spec_rd`` compares with, and what it is fitted with."""

@@ -69,7 +69,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from glob import glob
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 import numpy as np
 import pandas as pd
@@ -79,6 +79,9 @@ from nrp.rankers import text_pipeline
 from nrp.rankers.base import Ranker, query_params
 from nrp.rankers.registry import Param, RankerInfo, register
 from nrp.tables import require_columns
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from nrp.collection.collection import Collection
 
 #: ``WeightingModelLibrary.LOG_2_OF_E``: Terrier's log is ``Math.log(d) * LOG_2_OF_E``.
 LOG_2_OF_E = 1.0 / math.log(2.0)
@@ -561,7 +564,7 @@ class LexicalRanker(Ranker):
             self._background = CorpusStatistics.from_frame(self._corpus_frame())
         return self._background
 
-    def bind_collection(self, collection: Any) -> None:
+    def bind_collection(self, collection: Collection) -> None:
         """stats=collection without an explicit corpus: the documents of the collection ranked."""
         super().bind_collection(collection)  # the query field
         if self.params["stats"] != "collection" or self.params.get("collection"):

@@ -46,7 +46,7 @@ from __future__ import annotations
 import hashlib
 import math
 import warnings
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -55,6 +55,9 @@ import pyterrier as pt
 from nrp.errors import ConfigError, NrpError
 from nrp.rankers.base import REQUIRED_COLUMNS, Ranker
 from nrp.spec import format_spec
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from nrp.collection.collection import Collection
 
 #: the spec name of a wrapped transformer (``pyterrier:key=KEY``)
 NAME = "pyterrier"
@@ -75,7 +78,7 @@ class TransformerRanker(Ranker):
 
     def __init__(
         self,
-        transformer: Any,
+        transformer: pt.Transformer,
         fingerprint: str | None = None,
         tolerance: float = 0.0,
         depends_on_candidate_set: bool = False,
@@ -140,7 +143,7 @@ class TransformerRanker(Ranker):
     def __repr__(self) -> str:
         return f"<TransformerRanker {self.spec()} of {describe(self.transformer)}>"
 
-    def bind_collection(self, collection: Any) -> None:
+    def bind_collection(self, collection: Collection) -> None:
         """The base's binding, then the batch probe (module docstring), once per ranker."""
         super().bind_collection(collection)
         if not self.check_batch or self.depends_on_candidate_set:
@@ -185,7 +188,7 @@ class TransformerRanker(Ranker):
 
 
 def from_transformer(
-    transformer: Any,
+    transformer: pt.Transformer,
     fingerprint: str | None = None,
     tolerance: float = 0.0,
     *,
@@ -258,7 +261,7 @@ SHOWN_REPR_LIMIT = 60
 _SHOWN: dict[str, str] = {}  # name shown -> the key of the first ranker shown by it
 
 
-def shown_name(transformer: Any, key: str) -> str | None:
+def shown_name(transformer: pt.Transformer, key: str) -> str | None:
     """The name result tables show for a transformer wrapped without ``name`` and without a
     fingerprint: a ``pt.apply`` transformer's function name (``overlap_score``; not a lambda's),
     else its short repr as PyTerrier shows it (``BM25(k1=0.9)``; not one with a memory address
@@ -282,7 +285,7 @@ def shown_name(transformer: Any, key: str) -> str | None:
     return name if first == key else f"{name} [{key[:13]}]"
 
 
-def describe(transformer: Any) -> str:
+def describe(transformer: pt.Transformer) -> str:
     """What the derived key reads: ``repr(t)``, or ``str(t)`` when the class keeps object's
     repr (its memory address would give a new key in every process) and has its own str."""
     kind = type(transformer)
@@ -291,7 +294,7 @@ def describe(transformer: Any) -> str:
     return repr(transformer)
 
 
-def derived_key(transformer: Any) -> str:
+def derived_key(transformer: pt.Transformer) -> str:
     """A key from the transformer's class and ``describe`` text, plus its function for
     ``pt.apply`` transformers (whose repr, ``pt.apply.doc_score()``, is the same for all): the
     function's name, code, defaults and the reprs of the values it closes over; a callable

@@ -72,6 +72,8 @@ from nrp.rankers.registry import Param, RankerInfo, register
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
 
+    from nrp.collection.collection import Collection
+
 log = logging.getLogger(__name__)
 
 MONO_MODEL = "castorini/monot5-base-msmarco"
@@ -598,7 +600,7 @@ class DuoT5Ranker(Ranker):
         self.last_duo = np.zeros(0)  # per row of the last rerank: the aggregate, NaN outside
         self.last_mono = np.zeros(0)
 
-    def bind_collection(self, collection: Any) -> None:
+    def bind_collection(self, collection: Collection) -> None:
         super().bind_collection(collection)
         self.mono.bind_collection(collection)  # the first stage reads the same query field
 

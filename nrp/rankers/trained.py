@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from nrp.errors import ConfigError
 from nrp.models.checksums import checksum_path
 from nrp.rankers.registry import Param
 from nrp.spec import format_spec
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from nrp.collection.collection import Collection
 
 #: the layout of a folder written by ``nrp train`` (``nrp.training`` writes it, this reads it)
 TRAINING_FILE = "training.json"
@@ -183,7 +186,7 @@ class TrainedFolds:
         params = dict(item.split("=", 1) for item in rest.split(",") if item)
         return format_spec(name, dict(sorted({**params, "fold": self.params["fold"]}.items())))
 
-    def bind_collection(self, collection: Any) -> None:
+    def bind_collection(self, collection: Collection) -> None:
         """``fold=cross`` ranks the training collection only: its queries must be the ones the
         folds were drawn from (the same qids with the same query text)."""
         super().bind_collection(collection)  # type: ignore[misc]  # the query field

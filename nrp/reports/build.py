@@ -25,7 +25,7 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -34,6 +34,7 @@ from nrp.analysis.flags import FLAG_NAMES, flag_shares
 from nrp.analysis.summary import (
     ALL_PROMPTS,
     SHARE_COLUMNS,
+    Summary,
     add_flag_shares,
     flooring_ranker,
     summarize,
@@ -63,6 +64,9 @@ from nrp.reports.inputs import (
 from nrp.settings import settings_with
 from nrp.tables import distinct
 from nrp.version import __version__
+
+if TYPE_CHECKING:
+    from nrp.validation.result import ValidationResult
 
 REPORT_KIND = "nrp-report"
 MANIFEST = "report.json"
@@ -183,7 +187,7 @@ class _Content:
 
     results: pd.DataFrame
     attrs: dict[str, Any]
-    summary: Any
+    summary: Summary
     measures: list[tables.NrpMeasure]
     figure_dir: Path
     seed: int
@@ -377,7 +381,7 @@ def _intervals(lows: pd.Series, highs: pd.Series) -> list[str]:
 
 # -- sections ------------------------------------------------------------------------------------
 def _validation_section(
-    validation: Any, made: dict[str, pd.DataFrame], figure_dir: Path, source: str
+    validation: ValidationResult, made: dict[str, pd.DataFrame], figure_dir: Path, source: str
 ) -> Section | None:
     table = tables.validation_table(validation)
     table = table[table["mean"].notna()]
@@ -593,7 +597,7 @@ def _flag_shares_by_row(shown: pd.DataFrame, flags: pd.DataFrame) -> list[float]
 
 
 def _nrp_means_display(
-    summary: Any, measures: list[tables.NrpMeasure], flags: pd.DataFrame | None = None
+    summary: Summary, measures: list[tables.NrpMeasure], flags: pd.DataFrame | None = None
 ) -> pd.DataFrame:
     shown = pd.concat([tables.measure_rows(summary.means, m) for m in measures])
     extra = {} if flags is None else {"share flagged": _flag_shares_by_row(shown, flags)}
@@ -629,7 +633,7 @@ def _measure_label(measures: list[tables.NrpMeasure], dimension: str, ranker: st
 
 def _size_section(
     sizes: dict[str, float],
-    summary: Any,
+    summary: Summary,
     measures: list[tables.NrpMeasure],
     results: pd.DataFrame,
     made: dict[str, pd.DataFrame],

@@ -64,7 +64,7 @@ from nrp.collection.reading import folder_files
 from nrp.errors import InputError
 from nrp.positioning.record import SCORING_FILE
 from nrp.tables import require_columns
-from nrp.validation.result import VALIDATION_FILE
+from nrp.validation.result import VALIDATION_FILE, ValidationResult
 
 AGREEMENT_FILE = "agreement.json"
 EVALUATION_FILES = ("evaluations.parquet", "evaluations.csv")
@@ -106,7 +106,7 @@ class ReportInputs:
     """Everything a report shows, read and checked. ``sources``: input kind -> file read."""
 
     results: pd.DataFrame
-    validation: Any = None  # nrp.validation.result.ValidationResult
+    validation: ValidationResult | None = None
     agreement: dict[str, Any] | None = None  # the agreement.json content
     evaluations: pd.DataFrame | None = None
     meta: pd.DataFrame | None = None  # META_COLUMNS

@@ -32,7 +32,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,9 @@ from nrp.analysis.summary import ALL_PROMPTS, Summary
 from nrp.collection.manifest import COMBINED
 from nrp.measures import display_name, measure_bounds
 from nrp.tables import distinct, write_text
+
+if TYPE_CHECKING:
+    from nrp.validation.result import ValidationResult
 
 #: NRP values closer than this are the same NRP (they are r/|D_q| fractions)
 SAME_NRP = 1e-9
@@ -131,7 +134,7 @@ def measure_rows(frame: pd.DataFrame, measure: NrpMeasure) -> pd.DataFrame:
 
 
 # -- validation ----------------------------------------------------------------------------------
-def validation_table(validation: Any) -> pd.DataFrame:
+def validation_table(validation: ValidationResult) -> pd.DataFrame:
     """One row per (dimension, ranker, measure) of a ``ValidationResult``; the rankers of a
     dimension ordered by their mean of the primary measure, best first."""
     rows = []

@@ -45,7 +45,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -79,6 +79,10 @@ from nrp.synth.kinds import (
     template_file,
 )
 from nrp.synth.output import check_out_folder, write_outputs
+
+if TYPE_CHECKING:
+    from nrp.evaluators.judge import Judge
+    from nrp.generation.generate import LlmSpec
 
 STAGES = ("parse", "language", "refers_to_text", "verbatim", "near_duplicate", "support")
 WORK_DIR = ".synth"
@@ -264,7 +268,7 @@ def synthesize(
 
 
 def _generate(
-    spec: Any,
+    spec: LlmSpec,
     backend: ChatBackend,
     units: list[Unit],
     run: SynthSettings,
@@ -403,7 +407,7 @@ def _filter(
     _support(candidates, run, backend, work, calls)
 
 
-def make_judge(params: str, backend: ChatBackend) -> Any:
+def make_judge(params: str, backend: ChatBackend) -> Judge:
     """The support judge: ``JUDGE_DEFAULTS``, the ``support-v1`` template, and ``params``
     (``key=value,...``) over them; the writer's backend unless ``params`` name their own."""
     from nrp.evaluators.base import make_evaluator

@@ -15,12 +15,16 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from nrp.training.guard_settings import GuardTrainSettings
+
+if TYPE_CHECKING:
+    from nrp.collection.collection import Collection
+    from nrp.rankers.guard_features import GuardFeatures
 
 #: the prompts that make the LLM write the non-answers of the ``hollow`` detector (one file per
 #: way of not answering), beside this module
@@ -71,7 +75,7 @@ def split_questions(
 
 
 def fitting_rows(
-    collection: Any,
+    collection: Collection,
     settings: GuardTrainSettings,
     *,
     progress: Callable[[str], None] | None = None,
@@ -113,7 +117,7 @@ def fitting_rows(
     return FittingData(rows, reference_texts, fitted, reference, dimension)
 
 
-def fitting_dimension(collection: Any, settings: GuardTrainSettings) -> str:
+def fitting_dimension(collection: Collection, settings: GuardTrainSettings) -> str:
     """The dimension whose grades tell real answers: ``settings.dimension``, else relevance
     where the collection has it, else its first; a ``ConfigError`` naming the collection's
     dimensions when it has no such dimension."""
@@ -232,7 +236,7 @@ def boilerplate_texts(
     return pd.DataFrame(rows, columns=columns).assign(kind="boilerplate", family="mined")
 
 
-def question_embedder() -> Callable[[list[str]], Any]:
+def question_embedder() -> Callable[[list[str]], np.ndarray]:
     """The packaged encoder's embedding of texts (L2-normalised): what ``near_best_texts``
     finds a question's neighbours with."""
     from nrp.rankers.registry import make_ranker
@@ -290,7 +294,7 @@ def question_folds(
     return qids.map(fold_of).fillna(-1).to_numpy()
 
 
-def feature_table(rows: pd.DataFrame, features: Any, cache: Path | None) -> pd.DataFrame:
+def feature_table(rows: pd.DataFrame, features: GuardFeatures, cache: Path | None) -> pd.DataFrame:
     """``features.frame`` of (query, text) rows; with ``cache``, rows computed before are read
     from it and the table is written back (refits with other settings cost no encoding)."""
     from nrp.rankers.guard_features import WORD_FEATURES
@@ -319,7 +323,7 @@ def feature_table(rows: pd.DataFrame, features: Any, cache: Path | None) -> pd.D
     return table
 
 
-def text_embeddings(rows: pd.DataFrame, features: Any, cache: Path | None) -> np.ndarray:
+def text_embeddings(rows: pd.DataFrame, features: GuardFeatures, cache: Path | None) -> np.ndarray:
     """The encoder's embedding of each row's text (what ``answer_like`` reads); with ``cache``,
     kept beside the feature table (``CACHE.embeddings.pkl``) and read from it."""
     texts = rows["text"].astype(str)

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,10 @@ from nrp.training.guard_data import (
     written_prompts,
 )
 from nrp.training.guard_settings import GuardTrainSettings
+
+if TYPE_CHECKING:
+    from nrp.collection.collection import Collection
+    from nrp.rankers.guard_model import GuardModel
 
 #: the detectors fitted: (name, the kinds that are its negatives, its features): one for every
 #: way of saying nothing beyond the question, one for the question followed by text about
@@ -74,7 +78,7 @@ class GuardTrainingResult:
     when every question is judged by a guard fitted without it (``cross_fitted``, with
     ``settings.cross_fit``), and the seconds it took."""
 
-    model: Any
+    model: GuardModel
     out: Path | None
     shares: pd.DataFrame
     family: Mapping[str, str]
@@ -177,7 +181,9 @@ class Fitting:
     terms: tuple[int, Mapping[str, int]] = (0, {})
 
 
-def fit_detectors(fit: Fitting, within: np.ndarray | None = None) -> tuple[Any, pd.DataFrame]:
+def fit_detectors(
+    fit: Fitting, within: np.ndarray | None = None
+) -> tuple[GuardModel, pd.DataFrame]:
     """The guard of ``DETECTORS`` fitted on the rows of ``within`` (default: all): the first
     detector with the others in its ``also``, and ``answer_like``'s direction. A detector with
     no texts of its kinds among them (no boilerplate where no sentence recurs in enough
@@ -220,7 +226,7 @@ def fit_detectors(fit: Fitting, within: np.ndarray | None = None) -> tuple[Any, 
     return model, table
 
 
-def kind_shares(model: Any, fitted: pd.DataFrame, kind: np.ndarray) -> pd.DataFrame:
+def kind_shares(model: GuardModel, fitted: pd.DataFrame, kind: np.ndarray) -> pd.DataFrame:
     """Per kind, the share of its rows of ``fitted`` (a feature table) that ``model`` flags (a
     detector below its threshold) and floors (the evidence above the model's floor, as the
     guard scores them)."""
@@ -287,7 +293,7 @@ def real_answers(rows: pd.DataFrame, settings: GuardTrainSettings) -> np.ndarray
 
 
 def train_guard(
-    collection: Any,
+    collection: Collection | str,
     out: str | Path | None = None,
     settings: GuardTrainSettings | None = None,
     *,
@@ -341,7 +347,7 @@ def train_guard(
 
 
 def fitting_table(
-    collection: Any,
+    collection: Collection,
     data: FittingData,
     settings: GuardTrainSettings,
     fluency_texts: list[str],
@@ -377,10 +383,10 @@ def fitting_table(
 
 
 def fitted_on(
-    collection: Any,
+    collection: Collection,
     data: FittingData,
     fit: Fitting,
-    model: Any,
+    model: GuardModel,
     shares: pd.DataFrame,
     fluency_documents: int,
 ) -> dict[str, Any]:
@@ -426,7 +432,7 @@ def _check_held_out(family: str) -> None:
         )
 
 
-def _write(model: Any, out: Path) -> None:
+def _write(model: GuardModel, out: Path) -> None:
     """The model file, written whole (to a temporary file beside it, then renamed)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(f".{out.name}.partial")

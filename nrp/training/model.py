@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from nrp.errors import ConfigError
 from nrp.models.device import length_sorted_batches
 from nrp.models.folders import resolve_model
 from nrp.rankers.cross import encode_pairs, input_limit, pad_pairs
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: the two paths of ``Features.check`` may differ by float rounding only
 CHECK_TOLERANCE = 1e-4
@@ -303,7 +306,7 @@ class CrossTraining:
         return self.model
 
     def features(
-        self, examples: Any, max_length: int, train_layers: int
+        self, examples: pd.DataFrame, max_length: int, train_layers: int
     ) -> tuple[Features, int, int]:
         model = self.model
         # max_length is at most what the model reads (a small base reads less)

@@ -47,7 +47,10 @@ from nrp.training.settings import TrainSettings
 from nrp.version import __version__
 
 #: what each ``--ranker`` trains (``TrainSettings.ranker``)
-KINDS: dict[str, Any] = {"cross": CrossTraining, "dense": DenseTraining}
+KINDS: dict[str, type[CrossTraining] | type[DenseTraining]] = {
+    "cross": CrossTraining,
+    "dense": DenseTraining,
+}
 #: pairs compared through both model paths before training (``Features.check``)
 CHECKED_PAIRS = 4
 

@@ -3,12 +3,16 @@ the averaged queries, the test and correction, and the choice stated under the t
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nrp.measures import display_name
 from nrp.tables import text_table
 from nrp.validation.selection import rank_systems
 from nrp.validation.validity import LOST_PLACE, REPORTED_ONLY
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from nrp.validation.selection import Choice
+    from nrp.validation.validity import FlooredAnswers, GroupValidity, Validity
 
 
 class ResultView(Protocol):
@@ -113,7 +117,7 @@ def dimension_table(result: ResultView, dimension: str) -> str:
     return "\n".join(lines)
 
 
-def _against_random(result: ResultView, dimension: str, choice: Any, alpha: float) -> list:
+def _against_random(result: ResultView, dimension: str, choice: Choice, alpha: float) -> list:
     """The chosen ranker's test against the random control, and whether the dimension enters
     the weighted NRP by default (``nrp.validation.selection.WEIGHTING_RULE``)."""
     weights = result.weighting()[0]
@@ -139,7 +143,7 @@ def _against_random(result: ResultView, dimension: str, choice: Any, alpha: floa
     ]
 
 
-def _ci(interval: Any) -> str:
+def _ci(interval: tuple[float, float] | None) -> str:
     return "[-]" if interval is None else f"[{interval[0]:.3f}, {interval[1]:.3f}]"
 
 
@@ -239,14 +243,14 @@ def real_answer_lines(dim: Any, measured: list[str]) -> list[str]:
     return lines
 
 
-def _gating_kinds(validity: Any) -> list[Any]:
+def _gating_kinds(validity: Validity) -> list[GroupValidity]:
     """The kinds of a ranker's validity that the rule reads (every kind where only reported
     ones were measured)."""
     kinds = validity.kinds
     return [g for k, g in kinds.items() if k not in REPORTED_ONLY] or list(kinds.values())
 
 
-def _worst_kind(validity: Any) -> Any:
+def _worst_kind(validity: Validity) -> GroupValidity:
     """The kind of the rule whose texts judged documents beat least often (ties: by name)."""
     return min(_gating_kinds(validity), key=lambda g: (g.wins, g.group))
 
@@ -270,7 +274,7 @@ def _worst_by_grade(dim: Any) -> list[str]:
     ]
 
 
-def _verdict(validity: Any) -> str:
+def _verdict(validity: Validity) -> str:
     """``pass``; ``fallback`` where the ranker fails the rule but passes its fallback (a lower
     share of wins; chosen from only when no ranker of the dimension passes); ``FAIL``."""
     if validity.passed:
@@ -278,7 +282,7 @@ def _verdict(validity: Any) -> str:
     return "FAIL" if validity.fallback_reason else "fallback"
 
 
-def _fallback_rule(rule: Any) -> str:
+def _fallback_rule(rule: dict[str, float]) -> str:
     """The validity table's words for the fallback, where the rule has one."""
     below = rule.get("fallback_wins", rule.get("min_wins"))
     if below == rule.get("min_wins"):
@@ -286,7 +290,7 @@ def _fallback_rule(rule: Any) -> str:
     return f" (fallback, chosen from where none passes: >= {below} wins)"
 
 
-def _floored(answers: Any) -> str:
+def _floored(answers: FlooredAnswers | None) -> str:
     """``FLOORED/RELEVANT (SHORT_FLOORED/SHORT)``, or - where it was not counted (a validation
     file written before it was)."""
     if answers is None:

@@ -16,6 +16,7 @@ import pyterrier as pt
 import pytest
 from test_injection import FixedScores, build_tiny, fresh_copy, tiny_answers
 
+from nrp.analysis.score_files import score
 from nrp.errors import ConfigError, InputError, NrpError
 from nrp.positioning.choice import RankerChoice
 from nrp.positioning.scoring import (
@@ -23,7 +24,6 @@ from nrp.positioning.scoring import (
     NRPScorer,
     normalised_weights,
     resolve_rankers,
-    score,
     score_answers,
 )
 from nrp.rankers.guard import GuardRanker
