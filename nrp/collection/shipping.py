@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nrp import lazy_libs
 from nrp.collection.collection import Collection
 from nrp.collection.store import STORE_FILE, read_meta, store_path
 from nrp.errors import NrpError
@@ -63,7 +64,7 @@ class CollectionRef:
                 f"collection {self.name!r}: {self.path} is not readable on this worker and no "
                 "copy was shipped"
             )
-        import ray
+        ray = lazy_libs.ray()
 
         data = self.store if isinstance(self.store, bytes) else ray.get(self.store)
         folder = Path(tempfile.mkdtemp(prefix="nrp-collection-"))

@@ -47,6 +47,7 @@ from typing import Any
 
 import pandas as pd
 
+from nrp import lazy_libs
 from nrp.analysis.citations import cite_answers
 from nrp.analysis.leaderboard import leaderboard
 from nrp.answers import AnswerLocation, AnswerReader, AnswerSet
@@ -81,7 +82,7 @@ def autojudge_module() -> Any:
     """``autojudge_base``, or a ``ConfigError`` saying why it cannot be imported. The NLTK data
     its import needs are looked for first, so a machine without them gets this one line instead
     of a download attempt (which hangs or fails where NLTK's site cannot be reached)."""
-    import nltk
+    nltk = lazy_libs.nltk()
 
     missing = [name for name in NLTK_DATA if not _nltk_has(nltk, name)]
     if missing:
@@ -91,7 +92,7 @@ def autojudge_module() -> Any:
             "where the network allows, or point NLTK_DATA at a copy)"
         )
     try:
-        import autojudge_base
+        autojudge_base = lazy_libs.autojudge_base()
     except ImportError:
         raise ConfigError(
             "the AutoJudge judge needs autojudge-base (pip install autojudge-base==1.0.0)"
@@ -312,7 +313,7 @@ def judge_reports(
     are written into a folder beside ``out`` and moved into ``out`` when all is done, so an
     error leaves ``out`` as it was. Returns the leaderboard's path (``LEADERBOARD_FILE``)."""
     autojudge = autojudge_module()  # the NLTK data checked before anything is read or written
-    from autojudge_base.judge_runner import run_judge
+    run_judge = lazy_libs.module("autojudge_base.judge_runner").run_judge
 
     settings = {"collection": collection.name, **settings}
     if indexes is not None:

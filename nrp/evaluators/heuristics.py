@@ -103,6 +103,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from nrp import lazy_libs
 from nrp.errors import ConfigError
 from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param, register
 
@@ -303,12 +304,12 @@ def import_spacy() -> Any:
     says it has no torch (its numpy operations are what the pipelines use either way), and torch
     itself stays importable by anything that needs it later."""
     if "spacy" in sys.modules or "torch" in sys.modules or _torch_plugins():
-        import spacy
+        spacy = lazy_libs.spacy()
 
         return spacy
     sys.modules["torch"] = None  # type: ignore[assignment]  # 'import torch' fails: not installed
     try:
-        import spacy
+        spacy = lazy_libs.spacy()
     finally:
         if "torch" in sys.modules and sys.modules["torch"] is None:
             del sys.modules["torch"]

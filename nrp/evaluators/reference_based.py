@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from nrp import lazy_libs
 from nrp.errors import ConfigError
 from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param, register
 from nrp.evaluators.rouge import ROUGE_TYPES, RougeScorer
@@ -102,7 +103,7 @@ class Bleu(Evaluator):
         return ["bleu"]
 
     def evaluate(self, items: pd.DataFrame) -> pd.DataFrame:
-        from sacrebleu.metrics import BLEU
+        BLEU = lazy_libs.module("sacrebleu.metrics").BLEU
 
         # One metric per set of references, holding them tokenized (sacrebleu's reference
         # cache): the answers of one query share them, and tokenizing them again for every
@@ -167,7 +168,7 @@ def _bert_scorer(model_path: str, num_layers: int, device: str) -> Any:
     key = (model_path, num_layers, device)
     with _SCORERS_LOCK:
         if key not in _SCORERS:
-            from bert_score import BERTScorer
+            BERTScorer = lazy_libs.module("bert_score").BERTScorer
 
             try:
                 _SCORERS[key] = BERTScorer(
@@ -193,11 +194,11 @@ def _first_line(err: BaseException) -> str:
 def model_layers(model_path: str) -> int:
     """The layer BERTScore reads by default (see the module docstring): bert-score's tuned layer
     for a model it knows by name, else the model's last layer."""
-    from bert_score.utils import model2layers
+    model2layers = lazy_libs.module("bert_score.utils").model2layers
 
     if model_path in model2layers:
         return int(model2layers[model_path])
-    from transformers import AutoConfig
+    AutoConfig = lazy_libs.transformers().AutoConfig
 
     try:
         config = AutoConfig.from_pretrained(model_path)
@@ -317,7 +318,7 @@ class BertScore(Evaluator):
                 "references; evaluate items of a collection (nrp evaluate, evaluate_answers)"
             )
         if self._idf_dict is None:
-            from bert_score.utils import get_idf_dict
+            get_idf_dict = lazy_libs.module("bert_score.utils").get_idf_dict
 
             self._idf_dict = get_idf_dict(list(self._idf_corpus), tokenizer, nthreads=1)
         return self._idf_dict
@@ -351,8 +352,8 @@ class BertScore(Evaluator):
     def _score_pairs(self, scorer: Any, answers: list[str], references: list[str]) -> np.ndarray:
         """(pairs, 3) P, R, F1: ``BERTScorer.score`` for single references, with this
         evaluator's weights and baseline (the shared scorer's own settings are not touched)."""
-        import torch
-        from bert_score.utils import bert_cos_score_idf
+        torch = lazy_libs.torch()
+        bert_cos_score_idf = lazy_libs.module("bert_score.utils").bert_cos_score_idf
 
         values = bert_cos_score_idf(
             scorer._model,

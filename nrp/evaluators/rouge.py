@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from nrp import lazy_libs
+
 if TYPE_CHECKING:
     from collections import Counter
 
@@ -45,7 +47,7 @@ class _RememberingStemmer:
     the word; the probe stems the same words thousands of times)."""
 
     def __init__(self) -> None:
-        from nltk.stem import porter
+        porter = lazy_libs.module("nltk.stem.porter")
 
         self._stemmer = porter.PorterStemmer()
         self._stems: dict[str, str] = {}

@@ -60,6 +60,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from nrp import lazy_libs
 from nrp.errors import ConfigError, NrpError
 from nrp.executors.base import (
     Executor,
@@ -175,7 +176,7 @@ class _Dispatch:
 
 def _lost_worker_errors() -> tuple[type[BaseException], ...]:
     """Ray's errors that mean the worker (its process or node) is gone, not the task failed."""
-    from ray import exceptions as rex
+    rex = lazy_libs.module("ray.exceptions")
 
     return (
         rex.RayActorError,
@@ -220,7 +221,7 @@ class RayExecutor(Executor):
         if self._ray_module is not None:
             return self._ray_module
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        import ray
+        ray = lazy_libs.ray()
 
         if not ray.is_initialized():
             if self.address is None and not any(k in os.environ for k in AUTH_VARIABLES):
@@ -422,7 +423,7 @@ class RayExecutor(Executor):
     ) -> tuple[int | None, Any]:
         """The finished call ``ref``: (partition index, result), or (None, None) when its worker
         was lost and the partition went back to the queue."""
-        from ray import exceptions as rex
+        rex = lazy_libs.module("ray.exceptions")
 
         actor, index = run.in_flight.pop(ref)
         actor.in_flight -= 1

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from nrp import lazy_libs
 from nrp.errors import ConfigError, NrpError
 from nrp.llm.backends import (
     ChatBackend,
@@ -222,8 +223,10 @@ def load_model(source: ModelSource, device: str = "auto", dtype: str = "fp32") -
     with _MODELS_LOCK:
         if key in _MODELS:
             return _MODELS[key]
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-        from transformers.utils import logging as hf_logging
+        transformers = lazy_libs.transformers()
+        AutoModelForCausalLM = transformers.AutoModelForCausalLM
+        AutoTokenizer = transformers.AutoTokenizer
+        hf_logging = lazy_libs.module("transformers.utils.logging")
 
         from nrp.models.folders import local_model
 
@@ -267,8 +270,8 @@ def load_model(source: ModelSource, device: str = "auto", dtype: str = "fp32") -
 
 def _sampler_class() -> type:
     """``_SeededSampler`` (a ``LogitsProcessor`` subclass, so built when transformers is)."""
-    import torch
-    from transformers import LogitsProcessor
+    torch = lazy_libs.torch()
+    LogitsProcessor = lazy_libs.transformers().LogitsProcessor
 
     class SeededSampler(LogitsProcessor):
         """Draws every row's next token from the row's own generator and returns scores that
@@ -432,7 +435,7 @@ class LocalBackend(ChatBackend):
         each reply and the replies' own tokens (right-padded) run on top of it. A token at
         position j is scored with the logits at j - 1: the prefix's last logits for the first
         token after the prefix, the continuation's logits after that."""
-        import torch
+        torch = lazy_libs.torch()
 
         k = len(groups[0])
         prefixes: list[int] = []
@@ -501,7 +504,7 @@ class LocalBackend(ChatBackend):
     def _score_rows(self, loaded: LoadedModel, rows: list[tuple[list[int], int]]) -> list[float]:
         import inspect
 
-        import torch
+        torch = lazy_libs.torch()
 
         width = max(len(ids) for ids, _ in rows)
         input_ids = torch.full((len(rows), width), loaded.pad_id, dtype=torch.long)
@@ -571,8 +574,10 @@ class LocalBackend(ChatBackend):
         seeds: list[int],
         options: GenerationOptions,
     ) -> list[Completion]:
-        import torch
-        from transformers import GenerationConfig, LogitsProcessorList
+        torch = lazy_libs.torch()
+        transformers = lazy_libs.transformers()
+        GenerationConfig = transformers.GenerationConfig
+        LogitsProcessorList = transformers.LogitsProcessorList
 
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), loaded.pad_id, dtype=torch.long)
@@ -670,7 +675,7 @@ def _logprobs(
 ) -> list[tuple[TokenLogprob, ...]]:
     """Per row, the log-probability of each kept token and its ``top`` alternatives, from the
     raw logits of each step (log-softmax over the vocabulary)."""
-    import torch
+    torch = lazy_libs.torch()
 
     out: list[list[TokenLogprob]] = [[] for _ in rows]
     longest = max((len(r) for r in rows), default=0)

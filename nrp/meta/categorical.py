@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from nrp import lazy_libs
 from nrp.errors import ConfigError, NrpError
 from nrp.tables import (
     FrameView,
@@ -162,10 +163,10 @@ class CategoricalResult(TableExports, FrameView):
         kind = path.suffix.lower().lstrip(".")
         if kind not in ("png", "svg"):
             raise ConfigError(f"plot file must end in .png or .svg, not {path.name!r}")
-        import matplotlib
+        matplotlib = lazy_libs.module("matplotlib")
 
         matplotlib.use("Agg")
-        from matplotlib import pyplot as plt
+        plt = lazy_libs.module("matplotlib.pyplot")
 
         figure, axes = plt.subplots(figsize=(5, 4.5))
         try:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from nrp import lazy_libs
 from nrp.errors import ConfigError
 from nrp.progress import Ticker
 
@@ -51,7 +52,7 @@ def resolve_device(device: str = "auto") -> str:
     """``auto`` -> ``cuda`` when a GPU is usable, else ``cpu``. ``cuda`` (or ``cuda:N``) without a
     GPU is an error rather than a silent fallback: a run the user asked to be on a GPU would
     otherwise take hours on the CPU without saying so."""
-    import torch
+    torch = lazy_libs.torch()
 
     device = (device or "auto").strip().lower()
     if device == "auto":
@@ -71,7 +72,7 @@ def resolve_device(device: str = "auto") -> str:
 def resolve_dtype(dtype: str, device: str) -> torch.dtype:
     """``fp32`` anywhere; ``fp16``/``bf16`` on a GPU only. Half precision on a CPU is refused:
     it is slower than fp32 there and changes the scores, so it is never what a user wants."""
-    import torch
+    torch = lazy_libs.torch()
 
     dtype = (dtype or "fp32").strip().lower()
     table = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from nrp import lazy_libs
 from nrp.collection.collection import Collection
 from nrp.errors import ConfigError
 from nrp.evaluators.run import evaluate_answers
@@ -101,7 +102,7 @@ class ProbeResult(TableExports, FrameView):
         """A heat map: share of pairs where the original scores higher, score x perturbation.
         Drawn on a ``Figure`` of its own (no pyplot: nothing global, and a quicker start),
         tall enough for the slanted perturbation names under a single score's row."""
-        from matplotlib.figure import Figure
+        Figure = lazy_libs.module("matplotlib.figure").Figure
 
         table = self.summary.pivot(
             index="score", columns="perturbation", values="share_original_higher"

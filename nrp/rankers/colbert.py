@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
+from nrp import lazy_libs
 from nrp.models.checksums import checksum_path
 from nrp.models.device import resolve_device, resolve_dtype, run_length_sorted
 from nrp.models.folders import load_model, local_model
@@ -75,7 +76,7 @@ def _without_cpu_extension() -> Iterator[None]:
     """On a CPU, ``ColBERT.__init__`` compiles the segmented_maxsim C++ extension (minutes, needs
     a compiler) that only its own ``colbert_score`` uses. We score with torch, so mark it loaded
     while the encoder is built and undo that afterwards: a later PLAID search still compiles it."""
-    from colbert.modeling.colbert import ColBERT
+    ColBERT = lazy_libs.module("colbert.modeling.colbert").ColBERT
 
     if hasattr(ColBERT, "loaded_extensions"):
         yield
@@ -94,8 +95,8 @@ def load_checkpoint(
 
     colbert decides precision by itself (AMP autocast and fp16 document embeddings whenever a GPU
     is visible); we switch that off and cast the weights instead, so ``dtype=fp32`` means fp32."""
-    from colbert.infra import ColBERTConfig
-    from colbert.modeling.checkpoint import Checkpoint
+    ColBERTConfig = lazy_libs.module("colbert.infra").ColBERTConfig
+    Checkpoint = lazy_libs.module("colbert.modeling.checkpoint").Checkpoint
 
     overrides: dict[str, Any] = {"checkpoint": name}
     if query_maxlen > 0:
@@ -120,7 +121,7 @@ def maxsim_padded(query: torch.Tensor, docs: torch.Tensor, kept: torch.Tensor) -
     dim) whose kept tokens are marked by ``kept`` (batch, d_tokens, 1): sum over query tokens
     of the maximum dot product with any kept document token, in float32 whatever the model's
     dtype."""
-    import torch
+    torch = lazy_libs.torch()
 
     docs = docs.to(query.device)
     sims = torch.einsum("bqd,bld->bql", query.float(), docs.float())
@@ -167,7 +168,7 @@ class ColBERTRanker(Ranker):
 
     def encode_queries(self, queries: Sequence[str]) -> torch.Tensor:
         """(n, query_maxlen, dim) query token embeddings (normalized, [MASK]-augmented)."""
-        import torch
+        torch = lazy_libs.torch()
 
         checkpoint = self.checkpoint
         with _quiet(), torch.inference_mode():
@@ -178,7 +179,7 @@ class ColBERTRanker(Ranker):
         and padding), and the (n, tokens, 1) mask of kept tokens. Padded, not split into one
         tensor per document: colbert's split copies every batch to the CPU and back (on a GPU
         most of ColBERT's time)."""
-        import torch
+        torch = lazy_libs.torch()
 
         checkpoint = self.checkpoint
         with _quiet(), torch.inference_mode():
@@ -186,7 +187,7 @@ class ColBERTRanker(Ranker):
             return checkpoint.doc(ids, mask, keep_dims="return_mask")
 
     def _score_rows(self, frame: pd.DataFrame) -> np.ndarray:
-        import torch
+        torch = lazy_libs.torch()
 
         queries = frame["query"].fillna("").astype(str).to_numpy()
         unique_q, q_index = np.unique(queries, return_inverse=True)
@@ -265,7 +266,7 @@ class ColBERTIndex(pt.Transformer):
         return stack
 
     def _run_config(self) -> Any:
-        from colbert.infra import RunConfig
+        RunConfig = lazy_libs.module("colbert.infra").RunConfig
 
         return RunConfig(
             nranks=1,
@@ -277,8 +278,9 @@ class ColBERTIndex(pt.Transformer):
 
     def build(self, corpus: pd.DataFrame, overwrite: bool = True) -> ColBERTIndex:
         """Index ``corpus`` (docno, text); colbert's passage ids are the row positions."""
-        from colbert import Indexer
-        from colbert.infra import ColBERTConfig, Run
+        Indexer = lazy_libs.module("colbert").Indexer
+        infra = lazy_libs.module("colbert.infra")
+        ColBERTConfig, Run = infra.ColBERTConfig, infra.Run
 
         self.folder.mkdir(parents=True, exist_ok=True)
         docnos = corpus["docno"].astype(str).tolist()
@@ -308,8 +310,8 @@ class ColBERTIndex(pt.Transformer):
     @property
     def searcher(self) -> Any:
         if self._searcher is None:
-            from colbert import Searcher
-            from colbert.infra import Run
+            Searcher = lazy_libs.module("colbert").Searcher
+            Run = lazy_libs.module("colbert.infra").Run
 
             with _quiet(), self._silence(), Run().context(self._run_config()):
                 self._searcher = Searcher(

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from nrp import lazy_libs
 from nrp.errors import ConfigError
 from nrp.models.checksums import checksum_path
 from nrp.models.device import resolve_device, resolve_dtype, run_length_sorted
@@ -105,7 +106,9 @@ class PairClassifier:
     def load(self) -> None:
         if self._model is not None:
             return
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        transformers = lazy_libs.transformers()
+        AutoModelForSequenceClassification = transformers.AutoModelForSequenceClassification
+        AutoTokenizer = transformers.AutoTokenizer
 
         device = resolve_device(self.device)
         torch_dtype = resolve_dtype(self.dtype, device)
@@ -129,7 +132,7 @@ class PairClassifier:
 
     def _forward(self, batch: list[dict[str, list[int]]]) -> torch.Tensor:
         """Scores of a batch of encodings, right-padded and masked."""
-        import torch
+        torch = lazy_libs.torch()
 
         inputs = pad_pairs(batch, self._tokenizer.pad_token_id, self._model.device)
         with torch.inference_mode():
@@ -188,7 +191,7 @@ def encode_pairs(
 def pad_pairs(rows: Sequence[Mapping[str, list[int]]], pad_id: int | None, device: Any) -> dict:
     """Model inputs of a batch of pair encodings: right-padded (``pad_id``; token type 0) with
     the attention mask, on ``device``."""
-    import torch
+    torch = lazy_libs.torch()
 
     width = max(len(row["input_ids"]) for row in rows)
     pads = {"input_ids": pad_id or 0, "token_type_ids": 0}
@@ -206,7 +209,7 @@ def pad_pairs(rows: Sequence[Mapping[str, list[int]]], pad_id: int | None, devic
 def pair_scores(logits: torch.Tensor) -> torch.Tensor:
     """One score per row of a classification head's logits: the logit itself for one label,
     else the log-softmax of the last (positive) label."""
-    import torch
+    torch = lazy_libs.torch()
 
     if logits.shape[-1] == 1:
         return logits[:, 0]

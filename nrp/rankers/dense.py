@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
+from nrp import lazy_libs
 from nrp.errors import ConfigError
 from nrp.models.checksums import checksum_path
 from nrp.models.device import resolve_device, resolve_dtype, run_length_sorted
@@ -178,7 +179,7 @@ class DenseRanker(TrainedFolds, Ranker):
         return self._model
 
     def _load(self, device: str, dtype: Any) -> SentenceTransformer:
-        from sentence_transformers import SentenceTransformer
+        SentenceTransformer = lazy_libs.sentence_transformers().SentenceTransformer
 
         model = load_model(SentenceTransformer, self.model_path, spec="dense", device=device)
         model = model.to(dtype)
@@ -344,7 +345,7 @@ class DenseRetriever(pt.Transformer):
         return f"DenseRetriever({self.ranker.spec()}, k={self.k})"
 
     def build(self, corpus: pd.DataFrame) -> DenseRetriever:
-        import faiss
+        faiss = lazy_libs.faiss()
 
         require_columns(corpus, ("docno", "text"), "corpus")
         self.docnos = corpus["docno"].astype(str).to_numpy(dtype=object)
@@ -410,7 +411,7 @@ class DenseRetriever(pt.Transformer):
 
     def save(self, folder: str | Path) -> None:
         """Write the faiss index and the docno/passage maps (the ranker's spec is kept too)."""
-        import faiss
+        faiss = lazy_libs.faiss()
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
@@ -428,7 +429,7 @@ class DenseRetriever(pt.Transformer):
         cls, folder: str | Path, ranker: DenseRanker, k: int = 100, with_text: bool = False
     ) -> DenseRetriever:
         """An index saved by ``save``; refused when built by another model or parameters."""
-        import faiss
+        faiss = lazy_libs.faiss()
 
         folder = Path(folder)
         fingerprint, _, spec = (folder / "ranker.txt").read_text().partition("\n")

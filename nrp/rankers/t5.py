@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from nrp import lazy_libs
 from nrp.errors import ConfigError
 from nrp.models.checksums import checksum_path
 from nrp.models.device import resolve_device, resolve_dtype, run_length_sorted
@@ -154,7 +155,9 @@ class T5RelevanceModel:
     def load(self) -> None:
         if self._model is not None:
             return
-        from transformers import T5ForConditionalGeneration, T5Tokenizer
+        transformers = lazy_libs.transformers()
+        T5ForConditionalGeneration = transformers.T5ForConditionalGeneration
+        T5Tokenizer = transformers.T5Tokenizer
 
         device = resolve_device(self.device)
         torch_dtype = resolve_dtype(self.dtype, device)
@@ -280,7 +283,7 @@ class T5RelevanceModel:
     def _forward(self, batch: list[list[int]]) -> torch.Tensor:
         """log P(true) for a batch of inputs, right-padded (the padding is masked and T5's
         relative positions of the real tokens are unchanged, so padding changes nothing)."""
-        import torch
+        torch = lazy_libs.torch()
 
         model = self._model
         pad = self._tokenizer.pad_token_id

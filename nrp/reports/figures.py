@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from nrp import lazy_libs
 from nrp.reports.tables import NrpMeasure, measure_rows
 from nrp.tables import distinct
 
@@ -39,7 +40,7 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
 
 def _mpl() -> ModuleType:
     """matplotlib, imported when a figure is drawn (not when ``nrp.api`` is imported)."""
-    import matplotlib as mpl
+    mpl = lazy_libs.module("matplotlib")
 
     return mpl
 
@@ -90,7 +91,7 @@ def save(figure: Figure, folder: Path, stem: str) -> FigureFiles:
 
 
 def _figure(width: float, height: float) -> Figure:
-    from matplotlib.figure import Figure
+    Figure = lazy_libs.module("matplotlib.figure").Figure
 
     with _mpl().rc_context(STYLE):
         return Figure(figsize=(width, height), layout="constrained")

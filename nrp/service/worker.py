@@ -75,7 +75,7 @@ from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-from nrp import api, engine
+from nrp import api, engine, lazy_libs
 from nrp.errors import ModelError, NrpError
 from nrp.service.compute import (
     answer_characters,
@@ -698,7 +698,7 @@ def worker_main(config_data: dict[str, Any], connection: Connection, parent_pid:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     config = ServiceConfig.from_dict(config_data)
     if config.torch_threads:
-        import torch
+        torch = lazy_libs.torch()
 
         torch.set_num_threads(config.torch_threads)
     from nrp.service.logs import setup_logging

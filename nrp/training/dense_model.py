@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nrp import lazy_libs
 from nrp.errors import ConfigError
 from nrp.models.device import length_sorted_batches
 from nrp.training.model import (
@@ -51,8 +52,8 @@ SCALE = 20.0
 def load_sentence_model(base: Path, seed: int, device: str) -> Any:
     """The base as a sentence-transformers model on ``device`` (a plain transformers folder gets
     mean pooling, as sentence-transformers gives it)."""
-    import torch
-    from sentence_transformers import SentenceTransformer
+    torch = lazy_libs.torch()
+    SentenceTransformer = lazy_libs.sentence_transformers().SentenceTransformer
 
     torch.manual_seed(seed)
     try:
@@ -88,7 +89,7 @@ def tokenize(tokenizer: Any, texts: Sequence[str], max_input: int) -> tuple[list
 def mean_pooled(states: Any, mask: Any) -> Any:
     """Unit-length mean of the token states under the mask (sentence-transformers' mean pooling
     and normalisation)."""
-    import torch
+    torch = lazy_libs.torch()
 
     weights = mask.unsqueeze(-1).to(states.dtype)
     summed = (states * weights).sum(dim=1)
@@ -130,7 +131,7 @@ class DenseFeatures:
 
     def compute(self, model: Any, indices: Sequence[int], batch: int) -> None:
         """The bottom states of the texts of the pairs ``indices`` (no dropout)."""
-        import torch
+        torch = lazy_libs.torch()
 
         if not self.frozen:
             return
@@ -165,7 +166,7 @@ class DenseFeatures:
     def scores(self, model: Any, indices: Sequence[int]) -> Any:
         """``SCALE`` x cosine of each pair ``indices``, in that order; each distinct text is
         embedded once per call."""
-        import torch
+        torch = lazy_libs.torch()
 
         texts = self.texts_of(indices)
         where = {t: i for i, t in enumerate(texts)}
@@ -179,7 +180,7 @@ class DenseFeatures:
         """Refuse a model whose sentence-transformers pipeline (``whole``) embeds the first
         texts otherwise than the path training takes (bottom states, top layers, mean pooling,
         normalisation): a pooling or module the trainer does not reproduce."""
-        import torch
+        torch = lazy_libs.torch()
 
         if whole is None or not len(indices):
             return

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from nrp import lazy_libs
 from nrp.executors.base import pack_whole
 from nrp.models.device import progress as progress_bar
 from nrp.training.loss import ranknet_loss
@@ -86,7 +87,7 @@ def plan_steps(
 @contextlib.contextmanager
 def deterministic() -> Iterator[None]:
     """torch's deterministic algorithms on (warning where an operation has none), restored."""
-    import torch
+    torch = lazy_libs.torch()
 
     enabled = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
@@ -106,7 +107,7 @@ def held_out_loss(
 ) -> float | None:
     """The weighted RankNet loss over the held-out queries' pairs (None without any): their
     documents scored in length-sorted batches, the loss summed query by query."""
-    import torch
+    torch = lazy_libs.torch()
 
     indices = [i for key in sorted(plan.held_out) for i in plan.held_out[key]]
     if not indices:
@@ -127,7 +128,7 @@ def held_out_loss(
 
 
 def _loss_of(scores: Any, arrays: Arrays, indices: list[int], start: int) -> Any:
-    import torch
+    torch = lazy_libs.torch()
 
     at = np.asarray(indices[start : start + len(scores)])
     return ranknet_loss(
@@ -147,8 +148,8 @@ def fit(
     report: Callable[[str], None] | None = None,
 ) -> FitHistory:
     """Train ``model`` (its top, see ``nrp.training.model``) on ``plan.train``, in place."""
-    import torch
-    from transformers import get_linear_schedule_with_warmup
+    torch = lazy_libs.torch()
+    get_linear_schedule_with_warmup = lazy_libs.transformers().get_linear_schedule_with_warmup
 
     epochs = [
         plan_steps(

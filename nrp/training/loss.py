@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from nrp import lazy_libs
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
 
@@ -25,7 +27,7 @@ def ranknet_loss(
     """(mean weighted pair loss, total pair weight) of one batch. ``groups``: the query of each
     row (pairs are formed within a query only); ``weights``: each row's weight per grade step.
     A batch without a pair of different grades gives a zero loss and weight 0."""
-    import torch
+    torch = lazy_libs.torch()
 
     better = (gains[:, None] > gains[None, :]) & (groups[:, None] == groups[None, :])
     pair_weight = (gains[:, None] - gains[None, :]).to(scores.dtype) * weights[:, None]

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from nrp import lazy_libs
 from nrp.errors import ConfigError
 from nrp.models.device import length_sorted_batches
 from nrp.models.folders import resolve_model
@@ -53,7 +54,7 @@ def resolve_base(base: str) -> Path:
 def _quiet() -> Iterator[None]:
     """transformers' load-time notices ("newly initialized: classifier") off: the new head is
     what training is for."""
-    from transformers.utils import logging as hf_logging
+    hf_logging = lazy_libs.module("transformers.utils.logging")
 
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
@@ -64,7 +65,7 @@ def _quiet() -> Iterator[None]:
 
 
 def load_tokenizer(base: Path) -> Any:
-    from transformers import AutoTokenizer
+    AutoTokenizer = lazy_libs.transformers().AutoTokenizer
 
     try:
         return AutoTokenizer.from_pretrained(str(base))
@@ -77,8 +78,8 @@ def load_tokenizer(base: Path) -> Any:
 def load_model(base: Path, seed: int, device: str) -> Any:
     """The base checkpoint with a one-output head, on ``device``. A head the base lacks (or
     with another number of labels) is new, drawn after ``torch.manual_seed(seed)``."""
-    import torch
-    from transformers import AutoModelForSequenceClassification
+    torch = lazy_libs.torch()
+    AutoModelForSequenceClassification = lazy_libs.transformers().AutoModelForSequenceClassification
 
     torch.manual_seed(seed)
     try:
@@ -99,7 +100,7 @@ def _first_line(error: Exception) -> str:
 def encoder_layers(model: Any) -> Any:
     """The model's transformer layers (a ModuleList), or None when it has no BERT-style
     ``embeddings`` + ``encoder.layer``."""
-    import torch
+    torch = lazy_libs.torch()
 
     base = model.base_model
     layers = getattr(getattr(base, "encoder", None), "layer", None)
@@ -138,7 +139,7 @@ def freeze(model: Any, frozen: int) -> list[Any]:
 
 def _returning(states: Any) -> Any:
     """A module that stands in for the embeddings: it returns ``states`` whatever it is given."""
-    import torch
+    torch = lazy_libs.torch()
 
     class GivenStates(torch.nn.Module):
         def __init__(self, held: Any):
@@ -155,7 +156,7 @@ def _returning(states: Any) -> Any:
 def _swapped(model: Any, layers: slice, states: Any = None) -> Iterator[None]:
     """The model with only ``layers`` of its encoder (and, given ``states``, an embedding module
     that returns them), restored on exit."""
-    import torch
+    torch = lazy_libs.torch()
 
     base = model.base_model
     encoder, embeddings = base.encoder, base.embeddings
@@ -180,7 +181,7 @@ def top_output(model: Any, states: Sequence[Any], frozen: int) -> tuple[Any, Any
     """The model's output for inputs whose bottom ``frozen`` layers' states are ``states``
     (one tensor per input, its own length), run through the top layers only; and the attention
     mask of the padded batch. Cross-encoders read the logits, bi-encoders pool the states."""
-    import torch
+    torch = lazy_libs.torch()
 
     width = max(len(s) for s in states)
     hidden = torch.zeros((len(states), width, states[0].shape[-1]), dtype=states[0].dtype)
@@ -202,7 +203,7 @@ def top_scores(model: Any, states: Sequence[Any], frozen: int) -> Any:
 def in_length_order(lengths: Sequence[int], size: int, run: Callable[[Any], Any]) -> Any:
     """``run`` over sub-batches of at most ``size`` items of similar length (positions into
     ``lengths``), its outputs put back in the items' order: one tensor row per item."""
-    import torch
+    torch = lazy_libs.torch()
 
     parts = length_sorted_batches(lengths, size)
     outputs = [run(part) for part in parts]
@@ -224,7 +225,7 @@ class Features:
 
     def compute(self, model: Any, indices: Sequence[int], batch: int) -> None:
         """The bottom states of the pairs ``indices`` (length-sorted batches, no dropout)."""
-        import torch
+        torch = lazy_libs.torch()
 
         if not self.frozen:
             return
@@ -243,7 +244,7 @@ class Features:
     def check(self, model: Any, indices: Sequence[int]) -> None:
         """Refuse a model whose top, fed the stored states, does not give the whole model's
         scores (an architecture the split does not fit)."""
-        import torch
+        torch = lazy_libs.torch()
 
         if not self.frozen or not indices:
             return

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nrp import lazy_libs
 from nrp.collection.collection import Collection
 from nrp.errors import ConfigError
 from nrp.models.checksums import checksum_path
@@ -304,8 +305,8 @@ class TrainingRun:
         max_input: int,
         kind: CrossTraining | DenseTraining,
     ) -> dict[str, Any]:
-        import torch
-        import transformers
+        torch = lazy_libs.torch()
+        transformers = lazy_libs.transformers()
 
         data, settings = self.data, self.settings
         examples = data.examples

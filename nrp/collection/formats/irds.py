@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from nrp import lazy_libs
 from nrp.collection.formats import register
 from nrp.collection.formats.base import Format, Option, ReadReport
 from nrp.collection.manifest import DATASET_PREFIX, Manifest
@@ -44,7 +45,7 @@ def _where(dataset_id: str, part: str | None = None) -> str:
 def load_dataset(dataset_id: str, holds: tuple[str, ...] | list[str] = HOLDS) -> Any:
     """The ir_datasets dataset of ``dataset_id``, checked to provide what ``holds`` names.
     An unknown id is an error naming close matches."""
-    import ir_datasets
+    ir_datasets = lazy_libs.ir_datasets()
 
     try:
         dataset = ir_datasets.load(dataset_id)
@@ -280,7 +281,7 @@ def irds_manifest(
     )
     dataset = load_dataset(dataset_id)
     _check_fields(dataset, dataset_id, fields)
-    import ir_datasets
+    ir_datasets = lazy_libs.ir_datasets()
 
     raw = {
         "name": name or collection_name(dataset_id),
