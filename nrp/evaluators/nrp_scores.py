@@ -39,6 +39,7 @@ import pandas as pd
 from nrp.collection.manifest import COMBINED
 from nrp.errors import ConfigError, NrpError
 from nrp.evaluators.base import Evaluator, EvaluatorInfo, Param, register
+from nrp.positioning.choice import names_dimension
 from nrp.ranks import DEFAULT_TIE_MODE, TIE_MODES
 from nrp.validation.result import VALIDATION_FILE, names_validation_file
 
@@ -78,11 +79,6 @@ def _ranker_spec(text: str) -> str:
     return text.strip().replace("+", ",")
 
 
-def _is_pair(part: str) -> bool:
-    """``DIM=SPEC`` (an ``=`` before any ``:``), not a spec such as ``bm25:k1=1.2``."""
-    return "=" in part.split(":", 1)[0]
-
-
 def names_validation(choice: str | Path | Mapping[str, str]) -> bool:
     """``rankers`` names a validation JSON: ``validation`` (the collection's) or a path
     (``names_validation_file``), not a ranker spec such as ``guard:model=/m/guard.json``."""
@@ -97,11 +93,11 @@ def parse_rankers(value: str) -> str | dict[str, str]:
     if names_validation(value):
         return value
     parts = [p.strip() for p in value.split(";") if p.strip()]
-    if len(parts) == 1 and not _is_pair(parts[0]):
+    if len(parts) == 1 and not names_dimension(parts[0]):
         return _ranker_spec(parts[0])
     chosen: dict[str, str] = {}
     for part in parts:
-        if not _is_pair(part):
+        if not names_dimension(part):
             raise ConfigError(
                 f"evaluator 'nrp': rankers part {part!r} is not DIM=SPEC "
                 "(several dimensions: DIM=SPEC;DIM=SPEC)"

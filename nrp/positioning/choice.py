@@ -73,7 +73,7 @@ class RankerChoice:
     def from_options(cls, items: Sequence[str]) -> RankerChoice:
         """``--ranker`` options: one ``SPEC`` for every dimension, or ``DIM=SPEC`` each (an
         ``=`` before the spec's first ``:`` names the dimension; ``bm25:k1=1.2`` is a spec)."""
-        if len(items) == 1 and not _names_dimension(items[0]):
+        if len(items) == 1 and not names_dimension(items[0]):
             return cls.of(items[0])
         pairs: dict[str, str] = {}
         for item in items:
@@ -117,7 +117,7 @@ def _one(value: str | OneRanker) -> OneRanker:
     raise ConfigError(f"not a ranker spec, Ranker or pt.Transformer: {value!r}")
 
 
-def _names_dimension(item: str) -> bool:
+def names_dimension(item: str) -> bool:
     """``DIM=SPEC`` (an ``=`` before any ``:``), not a spec such as ``bm25:k1=1.2``."""
     return "=" in item.split(":", 1)[0]
 

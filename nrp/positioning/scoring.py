@@ -39,7 +39,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -64,9 +64,6 @@ from nrp.ranks import DEFAULT_TIE_MODE, check_tie_mode
 from nrp.settings import settings_with
 from nrp.tables import require_columns
 from nrp.validation.result import ValidationResult
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 

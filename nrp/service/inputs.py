@@ -242,11 +242,11 @@ def _spec_path(value: str, roots: Sequence[Path], what: str, label: str = "data 
 def canonical_ranker(
     spec: str, roots: Sequence[Path], indexes: Path, models: ModelPlaces | None = None
 ) -> str:
-    if api.RankerSpec.parse(spec).is_run:
+    parsed = api.RankerSpec.parse(spec)
+    if parsed.is_run:
         raise RequestError(422, f"{spec}: a run file cannot rank a new answer")
-    info, _ = engine.parse_spec(spec)
     models = models or ModelPlaces(tuple(roots))
-    checked = check_spec_paths(spec, info.params, roots, indexes, "ranker", models)
+    checked = check_spec_paths(spec, parsed.info.params, roots, indexes, "ranker", models)
     ranker = api.make_ranker(checked)
     _check_sub_rankers(ranker, models, roots)
     return ranker.spec()
