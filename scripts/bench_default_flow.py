@@ -98,20 +98,25 @@ def _prepare(payload: dict) -> None:
 def _bare_encode(payload: dict) -> None:
     """The limit: the model loaded as ``dense`` loads it, each distinct non-empty answer text
     encoded once in one ``SentenceTransformer.encode`` call, timed around the encode."""
+    import torch
     from benchkit import peak_rss_mib, sync
     from sentence_transformers import SentenceTransformer
 
-    from nrp.models.device import resolve_device, resolve_dtype
+    from nrp.models.device import autocast, resolve_device, resolve_dtype
 
     with open(payload["sample"], encoding="utf-8") as lines:
         texts = [json.loads(line)["text"] for line in lines]
     texts = list(dict.fromkeys(t for t in texts if t.strip()))
     device = resolve_device(payload["device"])
+    dtype = resolve_dtype(payload["dtype"], device, cpu_bf16=True)
     model = SentenceTransformer(payload["model"], device=device)
-    model = model.to(resolve_dtype(payload["dtype"], device)).eval()
+    if dtype != torch.bfloat16:  # bf16: fp32 weights under autocast, as dense runs it
+        model = model.to(dtype)
+    model = model.eval()
     started = time.perf_counter()
-    model.encode(texts, batch_size=payload["batch"], convert_to_numpy=True,
-                 normalize_embeddings=True, show_progress_bar=False)  # fmt: skip
+    with autocast(dtype, device):
+        model.encode(texts, batch_size=payload["batch"], convert_to_numpy=True,
+                     normalize_embeddings=True, show_progress_bar=False)  # fmt: skip
     sync(device)
     emit({"encode_s": time.perf_counter() - started, "texts": len(texts), "device": device,
           "peak_mib": peak_rss_mib()})  # fmt: skip
@@ -127,6 +132,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1, help="rounds of nrp and the bare encode")
     parser.add_argument("--limit", type=int, default=0,
                         help="keep the first N answers of the sample (0: all)")  # fmt: skip
+    parser.add_argument("--dtypes", nargs="+", default=["fp32"], choices=("fp32", "bf16"),
+                        help="precisions to measure, each with its own limit (nrp score "
+                        "--dtype; the bare encode at the same precision)")  # fmt: skip
     parser.add_argument("--indexes", type=Path, default=ROOT / "indexes")
     parser.add_argument("--timeout", type=float, default=3600)
     before_option(parser, "nrp score from this source tree after each run of this one")
@@ -172,52 +180,63 @@ def _run(args: argparse.Namespace, work: Path) -> None:
         trees.append((" (before)", {**trees[0][1], "PYTHONPATH": str(args.before.resolve())}))
     print(f"machine: {machine()}; {CLEF}: {count:,} answers (sample 0 of each LLM x prompt x "
           f"topic of {found['files']} files, {found['llms']} LLMs; {found['empty']} empty); "
-          f"dense's model={found['name']}, device {found['device']}, {found['dtype']}, "
-          f"batch {found['batch']}; whole processes\n")  # fmt: skip
-    header = (f"{'round':<6} {'run':<24} {'s':>7} {'answers/s':>9} {'peak MB':>7} "
+          f"dense's model={found['name']}, device {found['device']}, batch {found['batch']}; "
+          f"precisions {', '.join(args.dtypes)}; whole processes\n")  # fmt: skip
+    header = (f"{'round':<6} {'run':<30} {'s':>7} {'answers/s':>9} {'peak MB':>7} "
               f"{'x bare':>6} {'goal':>4}")  # fmt: skip
     print(header)
     print("-" * len(header))
     stamp = time.strftime("%Y%m%d%H%M%S")
-    seen: dict[str, list[tuple[float, float]]] = {tree: [] for tree, _ in trees}
-    bare_payload = {k: found[k] for k in ("model", "device", "dtype", "batch")}
+    seen: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    bare_payload = {k: found[k] for k in ("model", "device", "batch")}
     for number in range(1, args.runs + 1):
-        started = time.perf_counter()
-        bare = run_child(SCRIPT, "--_bare", {**bare_payload, "sample": str(sample)},
-                         args.timeout, checkout_env())  # fmt: skip
-        bare_s = time.perf_counter() - started
-        print(f"{number:<6} {'bare encode (the limit)':<24} {bare_s:7.1f} "
-              f"{ratio(count, bare_s):9.1f} {bare['peak_mib']:7.0f}   encode alone "
-              f"{bare['encode_s']:.1f} s, {bare['texts']:,} distinct texts",
-              flush=True)  # fmt: skip
-        for index, (tree, tree_env) in enumerate(trees):
-            tagged = _tagged(sample, f"bench{stamp}r{number}t{index}", work)
-            out = work / f"out-{number}-{index}"
-            command = [sys.executable, "-m", "nrp", "score", CLEF, str(tagged), "--out",
-                       str(out), "--indexes", str(indexes)]  # fmt: skip
-            seconds, peak, status = timed_process(command, tree_env)
-            shutil.rmtree(out, ignore_errors=True)
-            tagged.unlink()
-            label = "nrp score" + tree
-            if status:
-                print(f"{number:<6} {label:<24} failed (exit {status})", flush=True)
-                continue
-            seen[tree].append((ratio(seconds, bare_s), peak))
-            print(f"{number:<6} {label:<24} {seconds:7.1f} {ratio(count, seconds):9.1f} "
-                  f"{peak:7.0f} {ratio(seconds, bare_s):6.2f} {GOAL_RATIO:4.1f}",
+        for dtype in args.dtypes:
+            started = time.perf_counter()
+            bare = run_child(SCRIPT, "--_bare", {**bare_payload, "dtype": dtype,
+                             "sample": str(sample)}, args.timeout, checkout_env())  # fmt: skip
+            bare_s = time.perf_counter() - started
+            print(f"{number:<6} {'bare encode (the limit) ' + dtype:<30} {bare_s:7.1f} "
+                  f"{ratio(count, bare_s):9.1f} {bare['peak_mib']:7.0f}   encode alone "
+                  f"{bare['encode_s']:.1f} s, {bare['texts']:,} distinct texts",
                   flush=True)  # fmt: skip
+            for index, (tree, tree_env) in enumerate(trees):
+                if tree and dtype != "fp32":
+                    continue  # a tree before --dtype runs fp32 only
+                tagged = _tagged(sample, f"bench{stamp}r{number}{dtype}t{index}", work)
+                out = work / f"out-{number}-{dtype}-{index}"
+                command = [sys.executable, "-m", "nrp", "score", CLEF, str(tagged), "--out",
+                           str(out), "--indexes", str(indexes)]  # fmt: skip
+                if dtype != "fp32":
+                    command += ["--dtype", dtype]
+                seconds, peak, status = timed_process(command, tree_env)
+                shutil.rmtree(out, ignore_errors=True)
+                tagged.unlink()
+                label = f"nrp score {dtype}{tree}"
+                if status:
+                    print(f"{number:<6} {label:<30} failed (exit {status})", flush=True)
+                    continue
+                seen.setdefault((tree, dtype), []).append((ratio(seconds, bare_s), peak, seconds))
+                print(f"{number:<6} {label:<30} {seconds:7.1f} {ratio(count, seconds):9.1f} "
+                      f"{peak:7.0f} {ratio(seconds, bare_s):6.2f} {GOAL_RATIO:4.1f}",
+                      flush=True)  # fmt: skip
     print()
-    for tree, rows in seen.items():
-        if rows:
-            times = statistics.median(r for r, _ in rows)
-            peak = max(p for _, p in rows)
-            print(
-                f"nrp score{tree}: {times:.2f}x the bare encode (median of {len(rows)}; goal "
-                f"<= {GOAL_RATIO}x), peak RSS {peak:,.0f} MB (goal <= {GOAL_RSS_MB:,} MB)"
-            )
+    for (tree, dtype), rows in seen.items():
+        times = statistics.median(r for r, _, _ in rows)
+        peak = max(p for _, p, _ in rows)
+        wall = statistics.median(w for _, _, w in rows)
+        print(
+            f"nrp score {dtype}{tree}: {wall:.1f} s, {times:.2f}x the bare encode at {dtype} "
+            f"(median of {len(rows)}; goal <= {GOAL_RATIO}x), peak RSS {peak:,.0f} MB (goal <= "
+            f"{GOAL_RSS_MB:,} MB)"
+        )
+    if ("", "fp32") in seen and ("", "bf16") in seen:
+        fp32 = statistics.median(w for _, _, w in seen[("", "fp32")])
+        bf16 = statistics.median(w for _, _, w in seen[("", "bf16")])
+        print(f"bf16 over fp32: nrp score {ratio(fp32, bf16):.2f}x faster")
     print(
-        "x bare: nrp's whole process over the bare encode's whole process in the same round "
-        "(start to exit both; the bare encode loads the model and encodes each answer once)"
+        "x bare: nrp's whole process over the bare encode's whole process at the same "
+        "precision in the same round (start to exit both; the bare encode loads the model and "
+        "encodes each answer once)"
     )
 
 

@@ -195,3 +195,49 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly_with_141(tmp_path)
     proc = nrp_into_closed_pipe("info", "nosuch", "--indexes", ix)
     assert proc.returncode == 2 and proc.stderr.startswith("nrp: error: ")
     assert proc.stderr.count("\n") == 1
+
+
+def test_score_at_bf16_names_the_precision_of_every_neural_ranker(tmp_path):
+    """--dtype bf16: the guard's dense ranker (and its features' encoder) at bf16, named so in
+    scoring.json; on a CPU without bfloat16 matrix units one line, exit 2, nothing written."""
+    from nrp.models.device import native_bf16
+
+    ix = str(tmp_path / "ix")
+    ingest(DEMO / "manifest.yaml", indexes_dir=ix)
+    out = tmp_path / "bf16"
+    proc = nrp("score", "demo", str(DEMO / "answers.jsonl"), "--ranker", "relevance=guard",
+               "--ranker", "readability=bm25", "--dtype", "bf16", "--out", str(out),
+               "--indexes", ix)  # fmt: skip
+    if not native_bf16():
+        assert proc.returncode == 2 and not out.exists()
+        assert proc.stderr.strip().count("\n") == 0 and "bfloat16 matrix units" in proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((out / "scoring.json").read_text())
+    assert record["rankers"] == {"relevance": "guard:ranker=dense:dtype=bf16",
+                                 "readability": "bm25"}  # fmt: skip
+    results = pd.read_parquet(out / "results.parquet")
+    assert len(results) == 64 * 3 and results["nrp"].between(0, 1).all()
+    proc = nrp("score", "demo", str(DEMO / "answers.jsonl"), "--ranker", "guard", "--dtype",
+               "fp16", "--out", str(tmp_path / "x"), "--indexes", ix)  # fmt: skip
+    assert proc.returncode == 2 and "invalid choice: 'fp16'" in proc.stderr
+
+
+def test_score_at_bf16_on_a_cpu_without_bfloat16_units_is_one_line(tmp_path, monkeypatch, capsys):
+    import nrp.models.device as device
+    from nrp.cli import main
+
+    monkeypatch.setattr(device, "_cpu_flags", lambda: frozenset({"avx2"}))
+    ix = str(tmp_path / "ix")
+    ingest(DEMO / "manifest.yaml", indexes_dir=ix)
+    out = tmp_path / "bf16"
+    capsys.readouterr()
+    code = main(["score", "demo", str(DEMO / "answers.jsonl"), "--ranker", "guard",
+                 "--dtype", "bf16", "--out", str(out), "--indexes", ix])  # fmt: skip
+    _, err = capsys.readouterr()
+    assert code == 2 and not out.exists()
+    assert err.strip() == (
+        "nrp: error: dimension 'relevance': dtype=bf16 on a CPU needs bfloat16 matrix units "
+        "(amx_bf16 or avx512_bf16), which this CPU lacks (it would run slower than fp32); "
+        "use dtype=fp32"
+    )

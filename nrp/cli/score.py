@@ -64,6 +64,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--no-cache", action="store_true", help="do not use the caches")
     parser.add_argument(
+        "--dtype",
+        choices=("fp32", "bf16"),
+        help="precision of every neural ranker the choice names, nested ones too (default: as "
+        "each spec says, fp32). bf16: about 2.7x faster on a CPU with bfloat16 matrix units "
+        "(AMX, AVX512-BF16) and on a GPU; refused elsewhere. D_q is scored again at it",
+    )
+    parser.add_argument(
         "--trec",
         type=Path,
         metavar="DIR",
@@ -172,6 +179,7 @@ def handle(args: argparse.Namespace) -> int:
             frozen_stats=args.frozen_stats, full_rerank=args.full_rerank, weights=weights,
             all_dimensions=args.all_dimensions, every_dimension=args.every_dimension,
             cache=not args.no_cache, progress=print_progress, executor=executor, trec=args.trec,
+            dtype=args.dtype,
         )  # fmt: skip
         report_executor(executor)
     if scored.citations:

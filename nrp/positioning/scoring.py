@@ -113,7 +113,7 @@ def _check_answers(answers_df: pd.DataFrame) -> pd.DataFrame:
 
 
 def resolve_rankers(
-    rankers: RankerChoiceLike, collection: Collection
+    rankers: RankerChoiceLike, collection: Collection, dtype: str | None = None
 ) -> tuple[dict[str, Ranker], list[str]]:
     """dimension -> ranker (built, bound to the collection), and warnings.
 
@@ -121,12 +121,15 @@ def resolve_rankers(
     PyTerrier transformer; a validation JSON's path or a ``ValidationResult``: its chosen ranker
     per dimension; one spec, ``Ranker`` or transformer for every dimension of the collection);
     ``as_ranker`` builds each. One spec (its canonical text), or one object, builds one ranker
-    object."""
+    object. ``dtype``: every neural ranker of the specs at that precision
+    (``RankerSpec.at_dtype``; a ranker given as an object keeps its own, so it is refused)."""
     choice = RankerChoice.of(rankers)
     warnings = [] if choice.validation is None else _foreign(choice, collection)
     chosen = choice.rankers(collection.dimensions)
     if not chosen:
         raise ConfigError("no rankers: nothing to score answers with")
+    if dtype is not None:
+        chosen = {d: _at_dtype(d, one, dtype) for d, one in chosen.items()}
     collection.check_dimensions(chosen)  # a ranker for no dimension would score nothing
     built: dict[str, Ranker] = {}
     by_choice: dict[str | int, Ranker] = {}  # canonical spec or object id -> its one ranker
@@ -141,6 +144,18 @@ def resolve_rankers(
     for ranker in {id(r): r for r in built.values()}.values():
         ranker.bind_collection(collection)
     return built, warnings
+
+
+def _at_dtype(dimension: str, one: object, dtype: str) -> RankerSpec:
+    if not isinstance(one, RankerSpec):
+        raise ConfigError(
+            f"dimension {dimension!r}: dtype={dtype} sets the precision of rankers named by a "
+            "spec; a ranker given as an object keeps its own"
+        )
+    try:
+        return one.at_dtype(dtype)
+    except ConfigError as error:
+        raise ConfigError(f"dimension {dimension!r}: {error}") from None
 
 
 def default_weights(
@@ -185,7 +200,7 @@ def resolve_scoring(
     every caller that resolves rankers once and scores many times (the NRP evaluator, the
     ``pt.Experiment`` measures) weighs as ``nrp score`` does."""
     choice = RankerChoice.of(rankers)
-    by_dimension, warnings = resolve_rankers(choice, collection)
+    by_dimension, warnings = resolve_rankers(choice, collection, settings.dtype)
     weights, left_out = default_weights(settings, choice.validation, list(by_dimension), warnings)
     return ResolvedRankers(by_dimension, weights, left_out, warnings)
 
@@ -239,7 +254,10 @@ class ScoreSettings:
     positioned: its NRP counts for nothing in the weighted NRP, and positioning it can cost as
     much as the rest (``every_dimension``: positioned all the same, as before).
     ``cache``: use the score cache, pair cache and results cache beside the collection.
-    ``chunk_size``: answers positioned and stored per batch (per partition on an executor)."""
+    ``chunk_size``: answers positioned and stored per batch (per partition on an executor).
+    ``dtype``: the precision of every neural ranker the choice names (``fp32``, ``bf16``:
+    ``RankerSpec.at_dtype``), nested ones too; None: as each spec says. Each precision has its
+    own fingerprint, so D_q is scored again at it."""
 
     ties: str = DEFAULT_TIE_MODE
     frozen_stats: bool = False
@@ -249,6 +267,7 @@ class ScoreSettings:
     every_dimension: bool = False
     cache: bool = True
     chunk_size: int = 256
+    dtype: str | None = None
 
 
 def score_answers(

@@ -50,7 +50,14 @@ import pyterrier as pt
 from nrp import lazy_libs
 from nrp.errors import ConfigError
 from nrp.models.checksums import checksum_path
-from nrp.models.device import resolve_device, resolve_dtype, run_length_sorted
+from nrp.models.device import (
+    AUTOCAST_TOLERANCE,
+    DTYPES,
+    autocast,
+    resolve_device,
+    resolve_dtype,
+    run_length_sorted,
+)
 from nrp.models.folders import load_model, minilm_path, resolve_model
 from nrp.rankers.base import Ranker, query_params
 from nrp.rankers.cross import input_limit
@@ -114,6 +121,13 @@ PARAMS: dict[str, Param] = {
     "similarity": Param(str, "cosine", "cosine (normalized embeddings) or dot", SIMILARITIES),
     "max_length": Param(int, 0, "tokens read per text (0: the model's max_seq_length)", minimum=0),
     **neural_params(batch=64),
+    "dtype": Param(
+        str,
+        "fp32",
+        "fp32; bf16 (fp32 weights, bfloat16 matrix products) on a GPU or on a CPU with "
+        "bfloat16 matrix units (AMX, AVX512-BF16); fp16 on a GPU",
+        DTYPES,
+    ),
     **passage_params(),
     **query_params(),
 }
@@ -133,10 +147,13 @@ class DenseRanker(TrainedFolds, Ranker):
     def __init__(self, params: Mapping[str, Any] | None = None):
         super().__init__({**{k: p.default for k, p in PARAMS.items()}, **dict(params or {})})
         self.check_fold()
+        if self.params["dtype"] != "fp32":  # refused here, not after the first answers
+            resolve_dtype(self.params["dtype"], resolve_device(self.params["device"]), True)
         self._model: SentenceTransformer | None = None
         self._fold_models: dict[str, DenseRanker] = {}
         self._streamed: dict[str, np.ndarray] | None = None  # ``embedding_stream``'s vectors
         self._model_key: tuple[str, str, str, int] | None = None  # the key in ``_LOADED``
+        self._run_as: tuple[str, Any] = ("cpu", None)  # (device, torch dtype) of ``model``
 
     @cached_property
     def model_path(self) -> str:
@@ -164,25 +181,35 @@ class DenseRanker(TrainedFolds, Ranker):
         return self._checksum
 
     @property
+    def score_tolerance(self) -> float:
+        """bf16 runs under ``autocast`` (fp32 weights), whose scores move less with the batch
+        than a model held in bfloat16: ``AUTOCAST_TOLERANCE``."""
+        dtype = str(self.params["dtype"]).lower()
+        return AUTOCAST_TOLERANCE.get(dtype, super().score_tolerance)
+
+    @property
     def model(self) -> SentenceTransformer:
         """The sentence-transformers model, loaded on first use on the resolved device/dtype, or
         the one loaded already with the same folder, device, dtype and max_length while another
         ranker uses it (module docstring)."""
         if self._model is None:
             device = resolve_device(self.params["device"])
-            dtype = resolve_dtype(self.params["dtype"], device)
+            dtype = resolve_dtype(self.params["dtype"], device, cpu_bf16=True)
             key = (self.model_path, str(device), str(dtype), int(self.params["max_length"]))
             model = _LOADED.get(key)
             if model is None:
                 model = _LOADED[key] = self._load(device, dtype)
-            self._model, self._model_key = model, key
+            self._model, self._model_key, self._run_as = model, key, (device, dtype)
         return self._model
 
     def _load(self, device: str, dtype: Any) -> SentenceTransformer:
         SentenceTransformer = lazy_libs.sentence_transformers().SentenceTransformer
 
+        torch = lazy_libs.torch()
+
         model = load_model(SentenceTransformer, self.model_path, spec="dense", device=device)
-        model = model.to(dtype)
+        if dtype != torch.bfloat16:  # bf16 keeps fp32 weights and runs under ``autocast``
+            model = model.to(dtype)
         if self.params["max_length"] > 0:
             # within the position embeddings (the tokenizer's length is only the trained one)
             encoder = getattr(getattr(model[0], "auto_model", None), "config", None)
@@ -247,15 +274,17 @@ class DenseRanker(TrainedFolds, Ranker):
         """float32 embeddings of ``texts`` by the model, in length-sorted batches."""
         model = self.model
         normalize = self.params["similarity"] == "cosine"
+        device, dtype = self._run_as
 
         def batch(items: list[str]) -> np.ndarray:
-            return model.encode(
-                items,
-                batch_size=len(items),
-                convert_to_numpy=True,
-                normalize_embeddings=normalize,
-                show_progress_bar=False,
-            )
+            with autocast(dtype, device):
+                return model.encode(
+                    items,
+                    batch_size=len(items),
+                    convert_to_numpy=True,
+                    normalize_embeddings=normalize,
+                    show_progress_bar=False,
+                )
 
         if not texts:
             if hasattr(model, "get_embedding_dimension"):

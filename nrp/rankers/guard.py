@@ -281,10 +281,13 @@ class GuardRanker(Ranker):
         return self._features
 
     def _encoder(self) -> Ranker:
-        """The features' encoder (``ENCODER``): the guarded ranker itself when it is that
-        encoder (the same model and parameters: the default ``guard``), so that one embedding
-        stream serves both (``embedding_stream``)."""
-        encoder = make_ranker(ENCODER)
+        """The features' encoder (``ENCODER``, at the guarded ranker's ``dtype`` where that
+        ranker is a ``dense`` one, so ``guard:ranker=dense;dtype=bf16`` embeds in bf16
+        throughout): the guarded ranker itself when it is that encoder (the same model and
+        parameters: the default ``guard``), so that one embedding stream serves both
+        (``embedding_stream``)."""
+        dtype = str(self.ranker.params.get("dtype", "fp32")) if self.ranker.name == "dense" else ""
+        encoder = make_ranker(ENCODER if dtype in ("", "fp32") else f"{ENCODER},dtype={dtype}")
         return self.ranker if self.ranker.fingerprint() == encoder.fingerprint() else encoder
 
     @contextlib.contextmanager

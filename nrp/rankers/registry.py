@@ -202,6 +202,29 @@ class RankerSpec:
         defaults = {key: _default(param, self.name, key) for key, param in declared.items()}
         return {**defaults, **self.given()}
 
+    def at_dtype(self, dtype: str) -> RankerSpec:
+        """This spec with every ranker in it that declares a ``dtype`` (the neural ones, nested
+        ones too: ``guard:ranker=dense``'s dense) at ``dtype``; a ranker without one, a run
+        file and a wrapped transformer as they are. A run's precision, not a choice of
+        ranker: ``nrp score --dtype``."""
+        if self.is_run or self.is_wrapped:
+            return self
+        declared = self.info.params
+        params = self.complete_params()
+        for key, value in params.items():
+            if declared[key].nested:
+                params[key] = tuple(part.at_dtype(dtype) for part in value)
+        if "dtype" in declared:
+            if dtype not in (declared["dtype"].choices or (dtype,)):
+                raise ConfigError(
+                    f"ranker {self.name!r}: dtype={dtype!r} must be one of "
+                    f"{', '.join(declared['dtype'].choices)}"
+                )
+            params["dtype"] = dtype
+        default = {k: _default(p, self.name, k) for k, p in declared.items()}
+        kept = {k: v for k, v in params.items() if v != default[k]}
+        return RankerSpec(self.name, tuple(sorted(kept.items())))
+
     def parts(self) -> tuple[RankerSpec, ...]:
         """The specs nested in this one (``guard:ranker=``, ``fuse:rankers=``), in order."""
         return tuple(p for _, v in self.params if isinstance(v, tuple) for p in v)

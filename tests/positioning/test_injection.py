@@ -21,6 +21,7 @@ import pytest
 
 from nrp import Collection, ingest
 from nrp.errors import ConfigError
+from nrp.models.device import native_bf16
 from nrp.positioning.injection import (
     DUOT5_TOP_K,
     FULL_LEXICAL_FROZEN,
@@ -194,7 +195,9 @@ def test_score_tolerance_is_exact_for_lexical_rankers_and_per_dtype_for_neural_o
     assert make_ranker("random").score_tolerance == 0.0
     assert make_ranker("dense").score_tolerance == 1e-5
     assert make_ranker("monot5").score_tolerance == 1e-5
-    assert make_ranker("dense:dtype=bf16").score_tolerance == 2e-2
+    if native_bf16():  # bf16 under autocast (fp32 weights): a tighter tolerance
+        assert make_ranker("dense:dtype=bf16").score_tolerance == 2e-3
+    assert make_ranker("monot5:dtype=bf16").score_tolerance == 2e-2
     assert make_ranker("colbert:dtype=fp16").score_tolerance == 5e-3
 
 

@@ -14,7 +14,9 @@ import pytest
 
 from nrp.errors import ConfigError
 from nrp.models.device import (
+    AUTOCAST_TOLERANCE,
     length_sorted_batches,
+    native_bf16,
     resolve_device,
     resolve_dtype,
     run_length_sorted,
@@ -175,6 +177,40 @@ def test_half_precision_refused_on_cpu(tiny_model: Path) -> None:
         parse_spec("dense:dtype=fp8")
 
 
+def test_bf16_runs_under_autocast_on_a_cpu_with_bfloat16_units(tiny_model: Path) -> None:
+    """dense:dtype=bf16 on a CPU: fp32 weights, bfloat16 matrix products, scores within
+    bfloat16's rounding of fp32's, its own fingerprint and tie tolerance; refused in one line
+    on a CPU without bfloat16 matrix units."""
+    if not native_bf16():
+        with pytest.raises(ConfigError, match=r"lacks .*use dtype=fp32"):
+            ranker(tiny_model, device="cpu", dtype="bf16")
+        return
+    import torch
+
+    bf16 = ranker(tiny_model, device="cpu", dtype="bf16")
+    fp32 = ranker(tiny_model, device="cpu")
+    assert bf16.fingerprint() != fp32.fingerprint()
+    assert bf16.score_tolerance == AUTOCAST_TOLERANCE["bf16"] == 2e-3
+    assert fp32.score_tolerance == 1e-5
+
+    got, want = bf16.score_frame(frame(TEXTS)), fp32.score_frame(frame(TEXTS))
+    assert not np.array_equal(got, want)  # not fp32 under another name
+    np.testing.assert_allclose(got, want, atol=2e-2)
+    assert {p.dtype for p in bf16.model.parameters()} == {torch.float32}
+    assert list(np.argsort(-got)[:3]) == list(np.argsort(-want)[:3])
+
+
+def test_bf16_refused_on_a_cpu_without_bfloat16_units(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import nrp.models.device as device
+
+    monkeypatch.setattr(device, "_cpu_flags", lambda: frozenset({"avx2", "avx512f"}))
+    assert not native_bf16()
+    with pytest.raises(ConfigError, match=r"needs bfloat16 matrix units \(amx_bf16 or avx512_bf16"):
+        ranker(tiny_model, device="cpu", dtype="bf16").score_frame(frame(TEXTS))
+
+
 def test_retriever_matches_reranker_and_survives_save(tiny_model: Path, tmp_path: Path) -> None:
     corpus = pd.DataFrame({"docno": [f"d{i}" for i in range(len(TEXTS))], "text": TEXTS})
     topics = pd.DataFrame({"qid": ["1", "2"], "query": [QUERY, "flu fever"]})
@@ -209,6 +245,9 @@ def test_packaged_minilm_ranks_the_relevant_answer_first() -> None:
     out = make_ranker("dense:verbose=false").transform(docs)
     assert out.sort_values("rank")["docno"].iloc[0] == "d1"
     assert out["score"].between(-1, 1).all()
+    if native_bf16():  # the packaged model in bf16 (the default flow's fast path) agrees
+        fast = make_ranker("dense:verbose=false,dtype=bf16").score_frame(docs)
+        np.testing.assert_allclose(fast, out.sort_values("docno")["score"], atol=5e-3)
 
 
 def test_unpack_split_zip_joins_parts(tmp_path: Path) -> None:
@@ -290,6 +329,13 @@ def test_device_and_dtype() -> None:
     assert resolve_dtype("fp32", "cpu") is torch.float32
     with pytest.raises(ConfigError, match="needs a GPU"):
         resolve_dtype("bf16", "cpu")
+    with pytest.raises(ConfigError, match="needs a GPU"):
+        resolve_dtype("fp16", "cpu", cpu_bf16=True)
+    if native_bf16():  # a model that runs bf16 under autocast may on this CPU
+        assert resolve_dtype("bf16", "cpu", cpu_bf16=True) is torch.bfloat16
+    else:
+        with pytest.raises(ConfigError, match="bfloat16 matrix units"):
+            resolve_dtype("bf16", "cpu", cpu_bf16=True)
     with pytest.raises(ConfigError, match="unknown device"):
         resolve_device("tpu")
     if not torch.cuda.is_available():

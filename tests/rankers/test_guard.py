@@ -471,6 +471,22 @@ def test_evidence_adds_up_over_the_detectors_below_their_thresholds():
     assert flooring_evidence(evidence, 0.1) == pytest.approx(math.log(10))
 
 
+def test_the_features_encoder_runs_at_the_guarded_dense_rankers_dtype(encoder):
+    """guard:ranker=dense;dtype=bf16 embeds its features in bf16 too, with the guarded ranker
+    (one model, one stream); its fingerprint is its own."""
+    from nrp.models.device import native_bf16
+
+    if not native_bf16():
+        pytest.skip("this CPU has no bfloat16 matrix units (a dense ranker at bf16 is refused)")
+    fast = make_ranker("guard:ranker=dense;dtype=bf16")
+    assert fast.features().encoder is fast.ranker
+    assert fast.features().encoder.params["dtype"] == "bf16"
+    assert fast.fingerprint() != make_ranker("guard").fingerprint()
+    assert fast.score_tolerance == 2e-3
+    lexical = make_ranker("guard:ranker=bm25")
+    assert lexical.features().encoder.params["dtype"] == "fp32"
+
+
 def test_one_embedding_stream_serves_the_guarded_dense_ranker_and_the_features(encoder):
     import nrp.rankers.guard_features as features_module
 

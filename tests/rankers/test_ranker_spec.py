@@ -135,3 +135,27 @@ def test_passages_are_counted_through_nested_specs():
     assert spec_passages("dense:passages=4,stride=2", texts) == 3
     assert spec_passages("fuse:rankers=bm25+dense;passages=4;stride=2", texts) == 3
     assert spec_passages("guard:ranker=dense;passages=4;stride=2;aggregate=first", texts) == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "at_bf16"),
+    [
+        ("dense", "dense:dtype=bf16"),
+        ("guard", "guard:ranker=dense:dtype=bf16"),  # the default nested ranker too
+        ("guard:content=0.06", "guard:content=0.06,ranker=dense:dtype=bf16"),
+        ("guard:ranker=bm25", "guard:ranker=bm25"),  # no neural ranker: unchanged
+        ("fuse:rankers=bm25+dense;batch=8", "fuse:rankers=bm25+dense:batch=8;dtype=bf16"),
+        ("bm25:k1=0.9", "bm25:k1=0.9"),
+        ("run:/tmp/a.run", "run:/tmp/a.run"),
+    ],
+)
+def test_a_precision_reaches_every_neural_ranker_a_spec_names(text, at_bf16):
+    spec = RankerSpec.parse(text).at_dtype("bf16")
+    assert str(spec) == at_bf16
+    assert RankerSpec.parse(str(spec)) == spec  # its text names it
+    assert spec.at_dtype("fp32") == RankerSpec.parse(text)  # fp32 is the default: dropped
+
+
+def test_a_precision_a_ranker_does_not_have_is_refused():
+    with pytest.raises(ConfigError, match="dtype='fp8' must be one of fp32, fp16, bf16"):
+        RankerSpec.parse("guard").at_dtype("fp8")
