@@ -41,10 +41,10 @@ relative tolerance; two scores a and d are tied when ``|a - d| <= tol * max(1, |
   an answer that copies a document verbatim would, compared exactly, land a hair above or below
   its copy, where the reference mode (same text, other batch again) may put it on the other
   side. The tolerance per dtype (``nrp.models.device.SCORE_TOLERANCE``: fp32 1e-5, fp16 5e-3,
-  bf16 2e-2; ``AUTOCAST_TOLERANCE`` 2e-3 for bf16 under autocast) is well above that noise and well below the gaps between the scores of different
-  texts, so both modes see the same ties. The cost: two different texts scored within the
-  tolerance count as tied, which for these models is what they are (the model cannot separate
-  them beyond its own rounding).
+  bf16 2e-2; ``AUTOCAST_TOLERANCE`` 2e-3 for bf16 under autocast) is well above that noise
+  and well below the gaps between the scores of different texts, so both modes see the same
+  ties. The cost: two different texts scored within the tolerance count as tied, which for
+  these models is what they are (the model cannot separate them beyond its own rounding).
 
 The same rule, with the same tolerance, decides ``above`` and ``ties`` in the fast mode, in the
 reference mode (which therefore takes ``strict`` from these counts, not from ``add_ranks``, for a

@@ -188,6 +188,7 @@ def _run(args: argparse.Namespace, work: Path) -> None:
     print("-" * len(header))
     stamp = time.strftime("%Y%m%d%H%M%S")
     seen: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    means: dict[str, dict[str, float]] = {}  # dtype -> LLM -> mean weighted NRP (round 1)
     bare_payload = {k: found[k] for k in ("model", "device", "batch")}
     for number in range(1, args.runs + 1):
         for dtype in args.dtypes:
@@ -209,6 +210,8 @@ def _run(args: argparse.Namespace, work: Path) -> None:
                 if dtype != "fp32":
                     command += ["--dtype", dtype]
                 seconds, peak, status = timed_process(command, tree_env)
+                if number == 1 and not tree and not status:
+                    means[dtype] = _llm_means(out / "results.parquet")
                 shutil.rmtree(out, ignore_errors=True)
                 tagged.unlink()
                 label = f"nrp score {dtype}{tree}"
@@ -233,11 +236,37 @@ def _run(args: argparse.Namespace, work: Path) -> None:
         fp32 = statistics.median(w for _, _, w in seen[("", "fp32")])
         bf16 = statistics.median(w for _, _, w in seen[("", "bf16")])
         print(f"bf16 over fp32: nrp score {ratio(fp32, bf16):.2f}x faster")
+    if "fp32" in means and "bf16" in means:
+        _agreement(means["fp32"], means["bf16"])
     print(
         "x bare: nrp's whole process over the bare encode's whole process at the same "
         "precision in the same round (start to exit both; the bare encode loads the model and "
         "encodes each answer once)"
     )
+
+
+def _llm_means(results: Path) -> dict[str, float]:
+    """Each LLM's mean weighted NRP in a run's results (its run tag taken off the name)."""
+    import pandas as pd
+
+    frame = pd.read_parquet(results, columns=["llm", "dimension", "nrp"])
+    weighted = frame[frame["dimension"] == "weighted"]
+    llm = weighted["llm"].astype(str).str.rsplit("--", n=1).str[0]
+    return {str(k): float(v) for k, v in weighted.groupby(llm)["nrp"].mean().items()}
+
+
+def _agreement(fp32: dict[str, float], bf16: dict[str, float]) -> None:
+    """The LLMs' mean weighted NRP at both precisions: the largest difference (acceptance: at
+    most 0.005 per system) and the pairs of LLMs whose order differs."""
+    llms = sorted(fp32, key=lambda k: -fp32[k])
+    worst = max(abs(fp32[k] - bf16[k]) for k in llms)
+    moved = [(a, b) for i, a in enumerate(llms) for b in llms[i + 1 :]
+             if (fp32[a] - fp32[b]) * (bf16[a] - bf16[b]) < 0]  # fmt: skip
+    print(f"\nmean weighted NRP per LLM, fp32 -> bf16 (round 1; {len(llms)} LLMs):")
+    for k in llms:
+        print(f"  {k:<28} {fp32[k]:.4f} -> {bf16[k]:.4f} ({bf16[k] - fp32[k]:+.4f})")
+    print(f"largest difference {worst:.4f} (goal <= 0.005); pairs in another order: "
+          + (", ".join(f"{a} / {b}" for a, b in moved) or "none"))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -241,3 +241,45 @@ def test_score_at_bf16_on_a_cpu_without_bfloat16_units_is_one_line(tmp_path, mon
         "(amx_bf16 or avx512_bf16), which this CPU lacks (it would run slower than fp32); "
         "use dtype=fp32"
     )
+
+
+def test_validate_at_bf16_chooses_rankers_that_score_at_bf16(tmp_path):
+    """nrp validate --dtype bf16: every neural candidate at bf16, so the choice names it and
+    nrp score's default flow runs at it; --dtype with --runs is refused."""
+    from nrp.models.device import native_bf16
+
+    if not native_bf16():
+        pytest.skip("this CPU has no bfloat16 matrix units (bf16 is refused: tested apart)")
+    ix = str(tmp_path / "ix")
+    ingest(DEMO / "manifest.yaml", indexes_dir=ix)
+    proc = nrp("validate", "demo", "--rankers", "bm25,dense,guard", "--no-validity",
+               "--dtype", "bf16", "--indexes", ix)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((tmp_path / "ix" / "demo" / "validation.json").read_text())
+    names = [s["name"] for s in record["systems"]]
+    assert names[:3] == ["bm25", "dense:dtype=bf16", "guard:ranker=dense:dtype=bf16"]
+    out = tmp_path / "scored"
+    proc = nrp("score", "demo", str(DEMO / "answers.jsonl"), "--out", str(out), "--indexes", ix)
+    assert proc.returncode == 0, proc.stderr
+    rankers = json.loads((out / "scoring.json").read_text())["rankers"]
+    assert rankers and all(s in names for s in rankers.values())
+    run = tmp_path / "a.run"
+    run.write_text("d1 Q0 d1-1 1 1.0 x\n")
+    proc = nrp("validate", "demo", "--runs", str(run), "--dtype", "bf16", "--indexes", ix)
+    assert proc.returncode == 2
+    assert (
+        proc.stderr.strip()
+        == "nrp: error: --dtype sets the precision of rankers; a run file has none"
+    )
+
+
+def test_a_precision_is_refused_for_a_ranker_given_as_an_object(tmp_path):
+    from nrp import Collection, validate
+    from nrp.errors import ConfigError
+    from nrp.rankers.registry import make_ranker
+
+    ix = str(tmp_path / "ix")
+    ingest(DEMO / "manifest.yaml", indexes_dir=ix)
+    collection = Collection.load("demo", ix)
+    with pytest.raises(ConfigError, match="is an object and keeps its own"):
+        validate(collection, [make_ranker("bm25")], dtype="bf16", validity=False, cache=False)

@@ -63,13 +63,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "id); an empty answer is not skipped: it is scored last (NRP 0) and flagged empty",
     )
     parser.add_argument("--no-cache", action="store_true", help="do not use the caches")
-    parser.add_argument(
-        "--dtype",
-        choices=("fp32", "bf16"),
-        help="precision of every neural ranker the choice names, nested ones too (default: as "
-        "each spec says, fp32). bf16: about 2.7x faster on a CPU with bfloat16 matrix units "
-        "(AMX, AVX512-BF16) and on a GPU; refused elsewhere. D_q is scored again at it",
-    )
+    add_dtype_option(parser, "the choice names", "D_q is scored again at it")
     parser.add_argument(
         "--trec",
         type=Path,
@@ -110,6 +104,18 @@ def add_ranker_choice(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="DIM=SPEC",
         help="ranker for a dimension (repeat), or SPEC for every dimension",
+    )
+
+
+def add_dtype_option(parser: argparse.ArgumentParser, which: str, then: str) -> None:
+    """``--dtype``: the precision of every neural ranker ``which`` (``RankerSpec.at_dtype``)."""
+    parser.add_argument(
+        "--dtype",
+        choices=("fp32", "bf16"),
+        help=f"precision of every neural ranker {which}, nested ones too (default: as each "
+        "spec says, fp32). bf16: fp32 weights with bfloat16 matrix products, about 2.7x "
+        "faster on a CPU with bfloat16 matrix units (AMX, AVX512-BF16) and on a GPU; refused "
+        f"elsewhere. {then}",
     )
 
 

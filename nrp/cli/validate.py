@@ -15,6 +15,7 @@ from nrp.cli.common import (
     print_progress,
     report_executor,
 )
+from nrp.cli.score import add_dtype_option
 from nrp.errors import NrpError
 
 #: where ``--runs`` writes its result unless told: beside the rankers' ``validation.json``,
@@ -74,6 +75,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="95%% confidence interval of the mean (default: t)",
     )
     parser.add_argument("--no-cache", action="store_true", help="do not use the score cache")
+    add_dtype_option(
+        parser, "validated", "The choice names it, so nrp score runs at it (not with --runs)"
+    )
     _add_validity_options(parser)
     parser.add_argument(
         "--out",
@@ -172,6 +176,8 @@ def handle(args: argparse.Namespace) -> int:
             raise NrpError("--save-runs writes rankers' runs; with --runs the runs are the files")
         if args.real_answers:
             raise NrpError("--real-answers are ranked by rankers; a run file cannot rank them")
+        if args.dtype:
+            raise NrpError("--dtype sets the precision of rankers; a run file has none")
         result = api.validate_runs(collection, args.runs, labels=args.labels, **options)
     else:
         options.update(
@@ -182,6 +188,7 @@ def handle(args: argparse.Namespace) -> int:
             validity_max_floored=args.validity_max_floored,
             validity_kinds=args.validity_kinds,
             validity_other_draws=args.validity_other_draws,
+            dtype=args.dtype,
         )
         rankers = (
             [s for item in args.rankers for s in engine.parse_rankers(item)]

@@ -49,7 +49,10 @@ class ValidationSettings:
     place of ``validity_min_wins`` (``nrp.validation.validity``,
     ``nrp.validation.real_answers``). ``random_control``: validate the ``random`` ranker beside
     the given ones when they lack it, so each choice is tested against chance (the weighted
-    NRP's rule, ``nrp.validation.selection.WEIGHTING_RULE``, needs that test)."""
+    NRP's rule, ``nrp.validation.selection.WEIGHTING_RULE``, needs that test). ``dtype``: the
+    precision of every neural ranker validated, nested ones too (``fp32``, ``bf16``:
+    ``RankerSpec.at_dtype``; None: as each spec says), so the choice names it and ``nrp score``
+    runs at it."""
 
     labels: LabelMode = "graded"
     measures: Sequence[str] | str = DEFAULT_MEASURES
@@ -73,6 +76,7 @@ class ValidationSettings:
     validity_per_kind: int = 2
     validity_other_draws: int = 5
     random_control: bool = True
+    dtype: str | None = None
 
     def checked(self, collection: Collection) -> ValidationSettings:
         """These settings, every option checked against ``collection``, with ``measures`` a list

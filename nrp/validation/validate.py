@@ -18,6 +18,7 @@ from warnings import warn
 
 import numpy as np
 import pandas as pd
+import pyterrier as pt
 
 from nrp import statistics
 from nrp.collection.collection import Collection
@@ -37,7 +38,7 @@ from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
 from nrp.rankers.coerce import as_rankers
 from nrp.rankers.dense import embedding_memo
-from nrp.rankers.registry import default_rankers
+from nrp.rankers.registry import RankerSpec, default_rankers, parse_rankers
 from nrp.settings import settings_with
 from nrp.validation.degenerate import degenerate_frame, query_materials
 from nrp.validation.partitions import rank_with_executor
@@ -126,9 +127,8 @@ def validate(
     real = read_real_answers(collection, checked.real_answers)
     if real is not None and not checked.validity:
         raise ConfigError("real answers are ranked in validity: they need validity on")
-    names, rankers = _named_rankers(
-        collection, default_rankers() if ranker_specs is None else ranker_specs
-    )
+    specs = default_rankers() if ranker_specs is None else ranker_specs
+    names, rankers = _named_rankers(collection, _at_dtype(specs, checked.dtype))
     if checked.random_control and not any(r.name == RANDOM for r in rankers):
         control = _rankers(collection, RANDOM)[0]  # the chance control
         names, rankers = [*names, str(control)], [*rankers, control]
@@ -234,6 +234,29 @@ def _save_runs(folder: str | Path, systems: list[System]) -> None:
         for info, run in systems
     ]  # fmt: skip
     write_runs(folder, runs)
+
+
+def _at_dtype(specs: Any, dtype: str | None) -> Any:
+    """``specs`` (what ``validate`` takes) with every neural ranker at ``dtype``
+    (``RankerSpec.at_dtype``; None: as given); a ranker given as an object is refused, since
+    it keeps its own precision."""
+    if dtype is None:
+        return specs
+    if isinstance(specs, Mapping):
+        return {name: _at_dtype([one], dtype)[0] for name, one in specs.items()}
+    if isinstance(specs, str | RankerSpec):
+        specs = parse_rankers(specs)
+    elif isinstance(specs, Ranker | pt.Transformer):
+        specs = [specs]
+    named = []
+    for one in specs:
+        if not isinstance(one, str | RankerSpec):
+            raise ConfigError(
+                f"dtype={dtype} sets the precision of rankers named by a spec; {one!r} is an "
+                "object and keeps its own"
+            )
+        named.append(RankerSpec.parse(one).at_dtype(dtype))
+    return named
 
 
 def _rankers(collection: Collection, ranker_specs: Sequence[str | Ranker] | str) -> list[Ranker]:
