@@ -198,12 +198,51 @@ def run_length_sorted(
     for index in progress(batches, total=len(batches), desc=desc, verbose=verbose):
         parts.append(fn([items[i] for i in index]))
         ticker.add(len(index))
+        release_freed_memory()  # glibc would keep each batch's freed activations
     stacked = np.concatenate([_to_numpy(part) for part in parts], axis=0)
     if stacked.shape[0] != n:
         raise RuntimeError(f"batch function returned {stacked.shape[0]} rows for {n} items")
     out = np.empty_like(stacked)
     out[np.concatenate(batches)] = stacked
     return out
+
+
+#: freed memory the C allocator may keep for later before ``release_freed_memory`` hands it back
+KEPT_FREE_BYTES = 768 << 20
+
+
+def release_freed_memory(kept: int = KEPT_FREE_BYTES) -> bool:
+    """Hand the pages the C allocator holds freed back to the system when they are more than
+    ``kept`` bytes (glibc: ``mallinfo2`` and ``malloc_trim``; nothing elsewhere); whether it
+    did. A model's batches free tens of MB of activations each, which glibc keeps for later
+    and lets add up: ``run_length_sorted`` calls this after each batch. ``KEPT_FREE_BYTES``
+    trades the peak against the time pages take to be mapped again (docs/performance.md)."""
+    libc = _glibc()
+    if libc is None or libc.mallinfo2().fordblks <= kept:
+        return False
+    libc.malloc_trim(0)
+    return True
+
+
+@functools.cache
+def _glibc() -> Any:
+    import ctypes
+    import ctypes.util
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (name, ctypes.c_size_t)
+            for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                         "uordblks", "fordblks", "keepcost")
+        ]  # fmt: skip
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallinfo2.restype = MallInfo2
+        libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        return libc
+    except (OSError, AttributeError):
+        return None
 
 
 def _to_numpy(value: Any) -> np.ndarray:

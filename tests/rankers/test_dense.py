@@ -580,3 +580,17 @@ def test_scoring_embeds_each_text_once_across_the_dimensions_rankers(
         embedded.clear()
         score_answers(collection, answers, spec, cache=False)
         assert set(embedded) == texts
+
+
+def test_freed_memory_is_handed_back_above_what_may_be_kept() -> None:
+    """glibc keeps a model's freed activations; ``release_freed_memory`` trims them once they
+    are more than it may keep (after each batch of ``run_length_sorted``)."""
+    import nrp.models.device as device
+
+    if device._glibc() is None:
+        pytest.skip("no glibc here: nothing to hand back")
+    assert device.release_freed_memory(kept=1 << 62) is False  # never that much held
+    held = [bytearray(1 << 16) for _ in range(2048)]  # 128 MB in heap-sized pieces
+    del held[::2]
+    assert device._glibc().mallinfo2().fordblks >= 32 << 20
+    assert device.release_freed_memory(kept=0) is True
