@@ -283,3 +283,11 @@ def test_a_precision_is_refused_for_a_ranker_given_as_an_object(tmp_path):
     collection = Collection.load("demo", ix)
     with pytest.raises(ConfigError, match="is an object and keeps its own"):
         validate(collection, [make_ranker("bm25")], dtype="bf16", validity=False, cache=False)
+    from nrp.positioning.scoring import score_answers
+
+    answers = pd.read_json(DEMO / "answers.jsonl", lines=True).head(2)
+    answers["answer_id"] = ["a1", "a2"]
+    with pytest.raises(ConfigError, match=r"^dimension 'relevance': dtype=bf16 sets the precision"):
+        score_answers(collection, answers, make_ranker("bm25"), dtype="bf16", cache=False)
+    with pytest.raises(ConfigError, match="dtype='fp8' must be one of"):
+        score_answers(collection, answers, "guard", dtype="fp8", cache=False)

@@ -59,7 +59,7 @@ from nrp.progress import Progress
 from nrp.rankers.base import Ranker
 from nrp.rankers.coerce import as_ranker
 from nrp.rankers.dense import embedding_memo
-from nrp.rankers.registry import RankerSpec
+from nrp.rankers.registry import RankerSpec, spec_at_dtype
 from nrp.ranks import DEFAULT_TIE_MODE, check_tie_mode
 from nrp.settings import settings_with
 from nrp.tables import require_columns
@@ -147,13 +147,8 @@ def resolve_rankers(
 
 
 def _at_dtype(dimension: str, one: object, dtype: str) -> RankerSpec:
-    if not isinstance(one, RankerSpec):
-        raise ConfigError(
-            f"dimension {dimension!r}: dtype={dtype} sets the precision of rankers named by a "
-            "spec; a ranker given as an object keeps its own"
-        )
     try:
-        return one.at_dtype(dtype)
+        return spec_at_dtype(one, dtype)
     except ConfigError as error:
         raise ConfigError(f"dimension {dimension!r}: {error}") from None
 

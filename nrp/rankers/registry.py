@@ -256,6 +256,17 @@ class RankerSpec:
         return f"RankerSpec({str(self)!r})"
 
 
+def spec_at_dtype(value: object, dtype: str) -> RankerSpec:
+    """``RankerSpec.at_dtype`` of a spec given as text or ``RankerSpec``; ``ConfigError`` for a
+    ranker given as an object, which keeps its own precision."""
+    if not isinstance(value, str | RankerSpec):
+        raise ConfigError(
+            f"dtype={dtype} sets the precision of rankers named by a spec; {value!r} is an "
+            "object and keeps its own"
+        )
+    return RankerSpec.parse(value).at_dtype(dtype)
+
+
 def parse_rankers(text: str | RankerSpec | Iterable[str | RankerSpec]) -> list[RankerSpec]:
     """The specs of a list: a comma-separated text whose specs' own parameters also use commas
     (``tfidf,monot5:model=/m,batch=8,bm25``: three), one spec, or specs given one by one."""

@@ -38,7 +38,7 @@ from nrp.rankers.base import Ranker
 from nrp.rankers.cache import SCORE_CACHE_FILE, CachedRanker, ScoreCache
 from nrp.rankers.coerce import as_rankers
 from nrp.rankers.dense import embedding_memo
-from nrp.rankers.registry import RankerSpec, default_rankers, parse_rankers
+from nrp.rankers.registry import RankerSpec, default_rankers, parse_rankers, spec_at_dtype
 from nrp.settings import settings_with
 from nrp.validation.degenerate import degenerate_frame, query_materials
 from nrp.validation.partitions import rank_with_executor
@@ -243,20 +243,12 @@ def _at_dtype(specs: Any, dtype: str | None) -> Any:
     if dtype is None:
         return specs
     if isinstance(specs, Mapping):
-        return {name: _at_dtype([one], dtype)[0] for name, one in specs.items()}
+        return {name: spec_at_dtype(one, dtype) for name, one in specs.items()}
     if isinstance(specs, str | RankerSpec):
         specs = parse_rankers(specs)
     elif isinstance(specs, Ranker | pt.Transformer):
         specs = [specs]
-    named = []
-    for one in specs:
-        if not isinstance(one, str | RankerSpec):
-            raise ConfigError(
-                f"dtype={dtype} sets the precision of rankers named by a spec; {one!r} is an "
-                "object and keeps its own"
-            )
-        named.append(RankerSpec.parse(one).at_dtype(dtype))
-    return named
+    return [spec_at_dtype(one, dtype) for one in specs]
 
 
 def _rankers(collection: Collection, ranker_specs: Sequence[str | Ranker] | str) -> list[Ranker]:
