@@ -98,11 +98,10 @@ def _prepare(payload: dict) -> None:
 def _bare_encode(payload: dict) -> None:
     """The limit: the model loaded as ``dense`` loads it, each distinct non-empty answer text
     encoded once in one ``SentenceTransformer.encode`` call, timed around the encode."""
-    import torch
     from benchkit import peak_rss_mib, sync
     from sentence_transformers import SentenceTransformer
 
-    from nrp.models.device import autocast, resolve_device, resolve_dtype
+    from nrp.models.device import autocast, resolve_device, resolve_dtype, weight_dtype
 
     with open(payload["sample"], encoding="utf-8") as lines:
         texts = [json.loads(line)["text"] for line in lines]
@@ -110,9 +109,7 @@ def _bare_encode(payload: dict) -> None:
     device = resolve_device(payload["device"])
     dtype = resolve_dtype(payload["dtype"], device, cpu_bf16=True)
     model = SentenceTransformer(payload["model"], device=device)
-    if dtype != torch.bfloat16:  # bf16: fp32 weights under autocast, as dense runs it
-        model = model.to(dtype)
-    model = model.eval()
+    model = model.to(weight_dtype(dtype)).eval()  # bf16: fp32 weights under autocast, as dense
     started = time.perf_counter()
     with autocast(dtype, device):
         model.encode(texts, batch_size=payload["batch"], convert_to_numpy=True,

@@ -11,9 +11,10 @@ API (small on purpose):
 
 - ``resolve_device(device)`` -> ``"cpu"`` / ``"cuda"`` / ``"cuda:N"``
 - ``resolve_dtype(dtype, device)`` -> ``torch.dtype`` (``fp32`` / ``fp16`` / ``bf16``)
-- ``autocast(dtype, device)``: the context a model that keeps fp32 weights runs ``bf16`` in
-  (its matrix products in bfloat16, accumulated and normalised in fp32), on a GPU or on a CPU
-  with bfloat16 matrix units (``native_bf16``)
+- ``weight_dtype(dtype)`` and ``autocast(dtype, device)``: the weights' dtype of a model that
+  runs ``dtype``, and the context it runs in: ``bf16`` keeps fp32 weights under autocast (its
+  matrix products in bfloat16, accumulated and normalised in fp32), on a GPU or on a CPU with
+  bfloat16 matrix units (``native_bf16``)
 - ``run_length_sorted(items, fn, batch_size, ...)`` -> ``fn`` applied to batches of items
   sorted by length, results back in the original order (less padding; the same numbers up to
   float rounding: a text's score moves by ~1e-7 in fp32 with the batch it shares, which is why
@@ -121,6 +122,14 @@ def _cpu_flags() -> frozenset[str]:
         if key.strip() == "flags":
             return frozenset(value.split())
     return frozenset()
+
+
+def weight_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a model's weights are held in to run ``dtype``: fp32 for bfloat16 (run under
+    ``autocast``), else ``dtype`` itself."""
+    torch = lazy_libs.torch()
+
+    return torch.float32 if dtype == torch.bfloat16 else dtype
 
 
 def autocast(dtype: torch.dtype, device: str) -> contextlib.AbstractContextManager[Any]:

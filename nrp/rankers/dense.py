@@ -57,6 +57,7 @@ from nrp.models.device import (
     resolve_device,
     resolve_dtype,
     run_length_sorted,
+    weight_dtype,
 )
 from nrp.models.folders import load_model, minilm_path, resolve_model
 from nrp.rankers.base import Ranker, query_params
@@ -153,7 +154,6 @@ class DenseRanker(TrainedFolds, Ranker):
         self._fold_models: dict[str, DenseRanker] = {}
         self._streamed: dict[str, np.ndarray] | None = None  # ``embedding_stream``'s vectors
         self._model_key: tuple[str, str, str, int] | None = None  # the key in ``_LOADED``
-        self._run_as: tuple[str, Any] = ("cpu", None)  # (device, torch dtype) of ``model``
 
     @cached_property
     def model_path(self) -> str:
@@ -199,17 +199,14 @@ class DenseRanker(TrainedFolds, Ranker):
             model = _LOADED.get(key)
             if model is None:
                 model = _LOADED[key] = self._load(device, dtype)
-            self._model, self._model_key, self._run_as = model, key, (device, dtype)
+            self._model, self._model_key = model, key
         return self._model
 
     def _load(self, device: str, dtype: Any) -> SentenceTransformer:
         SentenceTransformer = lazy_libs.sentence_transformers().SentenceTransformer
 
-        torch = lazy_libs.torch()
-
         model = load_model(SentenceTransformer, self.model_path, spec="dense", device=device)
-        if dtype != torch.bfloat16:  # bf16 keeps fp32 weights and runs under ``autocast``
-            model = model.to(dtype)
+        model = model.to(weight_dtype(dtype))  # bf16 runs under ``autocast`` (``_embed``)
         if self.params["max_length"] > 0:
             # within the position embeddings (the tokenizer's length is only the trained one)
             encoder = getattr(getattr(model[0], "auto_model", None), "config", None)
@@ -274,7 +271,8 @@ class DenseRanker(TrainedFolds, Ranker):
         """float32 embeddings of ``texts`` by the model, in length-sorted batches."""
         model = self.model
         normalize = self.params["similarity"] == "cosine"
-        device, dtype = self._run_as
+        device = resolve_device(self.params["device"])  # as ``model`` resolved them
+        dtype = resolve_dtype(self.params["dtype"], device, cpu_bf16=True)
 
         def batch(items: list[str]) -> np.ndarray:
             with autocast(dtype, device):

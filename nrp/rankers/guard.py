@@ -87,7 +87,14 @@ from nrp.rankers.guard_model import (
     packaged_model,
     with_thresholds,
 )
-from nrp.rankers.registry import Param, RankerInfo, make_ranker, nested_specs, register
+from nrp.rankers.registry import (
+    Param,
+    RankerInfo,
+    RankerSpec,
+    make_ranker,
+    nested_specs,
+    register,
+)
 from nrp.spec import format_spec
 from nrp.tables import write_aside
 
@@ -286,8 +293,8 @@ class GuardRanker(Ranker):
         throughout): the guarded ranker itself when it is that encoder (the same model and
         parameters: the default ``guard``), so that one embedding stream serves both
         (``embedding_stream``)."""
-        dtype = str(self.ranker.params.get("dtype", "fp32")) if self.ranker.name == "dense" else ""
-        encoder = make_ranker(ENCODER if dtype in ("", "fp32") else f"{ENCODER},dtype={dtype}")
+        dtype = self.ranker.params.get("dtype", "fp32") if self.ranker.name == "dense" else "fp32"
+        encoder = make_ranker(RankerSpec.parse(ENCODER).at_dtype(str(dtype)))
         return self.ranker if self.ranker.fingerprint() == encoder.fingerprint() else encoder
 
     @contextlib.contextmanager
