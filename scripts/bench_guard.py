@@ -121,8 +121,9 @@ def _calls(payload: dict) -> None:
     if payload["spec"] != DENSE:
         from nrp.rankers.guard_features import lexical_features
 
+        cut = api.make_ranker(payload["spec"]).model.rest_words  # the guard's model's
         pairs = zip(qids[rest], texts[rest], strict=True)
-        needed += [r for r in (lexical_features(questions[q], t)[2] for q, t in pairs) if r]
+        needed += [r for r in (lexical_features(questions[q], t, cut)[2] for q, t in pairs) if r]
     needed = list(dict.fromkeys(needed))
     bare = api.make_ranker(DENSE)
     bare.model.encode(needed[:8], batch_size=int(bare.params["batch"]))

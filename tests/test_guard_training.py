@@ -198,6 +198,7 @@ def test_terse_answers_are_the_share_of_first_sentences_drawn_with_the_seed():
         ("terse_answers", 1.5, "terse_answers must be a share from 0 to 1, got 1.5"),
         ("terse_answers", -0.1, "terse_answers must be a share from 0 to 1, got -0.1"),
         ("near_best", -1, "near_best must be at least 0, got -1"),
+        ("rest_words", -2, "rest_words must be at least 0 (0: the whole rest), got -2"),
         (
             "held_out",
             "nope",
@@ -260,6 +261,12 @@ def test_the_feature_cache_computes_only_the_rows_it_lacks(tmp_path):
     guard_data.feature_table(more.reset_index(drop=True), features, cache)
     assert computed == [3, 1]  # all three; none; the new row alone
     pd.testing.assert_frame_equal(again, first)
+    # a cache of another rest_words (the rest's features read other texts): every row again
+    cut = Counted(GuardModel(("spec_rd",), (1.0,), 0.0, 0.5, rest_words=1), Encoder(), [],
+                  documents)  # fmt: skip
+    guard_data.feature_table(rows, cut, cache)
+    guard_data.feature_table(rows, cut, cache)
+    assert computed == [3, 1, 3]  # then none: the cache is the cut rest's now
 
 
 @pytest.fixture(scope="module")
@@ -349,6 +356,15 @@ def test_nrp_train_guard_fits_a_model_that_guard_model_reads_back(
     assert main([*command[:4], str(again), *command[5:]]) == 0
     assert again.read_bytes() == out.read_bytes()
     assert kept.read_text().count("\n") == 24  # nothing generated the second time
+    # --rest-words: the model keeps it and says so in its format block; the guard reads it
+    cut = tmp_path / "cut.json"
+    assert main([*command[:4], str(cut), *command[5:], "--rest-words", "3"]) == 0
+    data = json.loads(cut.read_text())
+    assert data["rest_words"] == 3 and data["format"] == model_format(3)
+    assert data["format"]["features_version"] == 6 and data["fitted_on"]["settings"][
+        "rest_words"] == 3  # fmt: skip
+    assert make_ranker(f"guard:ranker=tfidf,model={cut}").model.rest_words == 3
+    assert kept.read_text().count("\n") == 24
 
 
 @pytest.mark.parametrize(

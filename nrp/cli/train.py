@@ -176,6 +176,8 @@ def add_guard_parser(commands: argparse._SubParsersAction) -> None:
          f"flags (default {default.max_flagged:g})"),
         ("--cross-fit", int, "also print each kind's flagged share with guards fitted without "
          "the text's question (K folds; default 0: not)"),
+        ("--rest-words", int, "the rest's features read the rest's first N words (the text "
+         "without the question's words; default 0: all of it); the model keeps N"),
     ]  # fmt: skip
     for option, kind, text in numbers:
         parser.add_argument(option, type=kind, help=text)
@@ -200,7 +202,7 @@ _GUARD_SETTINGS = (
     "dimension", "reference_queries", "leave_out", "held_out", "per_kind", "seed",
     "boilerplate_questions", "near_best", "written_llm", "written_tokens", "frequent",
     "pair_docs", "fluency_collections", "restated_grade", "terse_answers", "l2",
-    "direction_l2", "max_flagged", "cross_fit",
+    "direction_l2", "max_flagged", "cross_fit", "rest_words",
 )  # fmt: skip
 
 

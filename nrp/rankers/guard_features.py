@@ -9,7 +9,9 @@ contributes beyond the question; none reads any wording. The model that reads th
   all-MiniLM-L6-v2);
 - ``cos_rq``: cosine of the *rest* of the text (every word whose stem is a question term
   removed) and the question: what the text says about the question once the question's own
-  words are gone (0 when nothing is left);
+  words are gone (0 when nothing is left). A model whose ``rest_words`` is above 0 reads the
+  rest's first ``rest_words`` words only (one short forward pass per text instead of a second
+  one nearly as long as the text's own); every feature of the rest below reads the same;
 - ``fluency``: among adjacent pairs of frequent function words (the model's reference list),
   the share that occur in ordinary text (the model's reference pairs), with a prior of four
   attested pairs (a short text's few pairs say little): low for word salad;
@@ -142,8 +144,9 @@ def content_terms(text: str) -> list[str]:
     return [porter_stem(w) for w in words if len(w) > 2 and w not in stop]
 
 
-def rest_of(text: str, question_terms: set[str]) -> str:
-    """``text`` without the words whose stem is a question term ("" when no new term is left)."""
+def rest_of(text: str, question_terms: set[str], words: int = 0) -> str:
+    """``text`` without the words whose stem is a question term ("" when no new term is left),
+    cut to its first ``words`` words where ``words`` is above 0 (``GuardModel.rest_words``)."""
     stop = terrier_stopwords()
     kept, new = [], False
     for word in WORDS.findall(text):
@@ -152,7 +155,9 @@ def rest_of(text: str, question_terms: set[str]) -> str:
             continue
         kept.append(word)
         new = new or (lower not in stop and len(lower) > 2)
-    return " ".join(kept) if new else ""
+    if not new:
+        return ""
+    return " ".join(kept[:words] if words > 0 else kept)
 
 
 def quoted_runs(
@@ -278,13 +283,14 @@ def information_features(
     return first, idf, sum(n == 0 for n in counts) / len(counts)
 
 
-def lexical_features(question: str, text: str) -> tuple[float, float, str]:
-    """(novel_share, log_novel, the rest of the text) of one pair."""
+def lexical_features(question: str, text: str, rest_words: int = 0) -> tuple[float, float, str]:
+    """(novel_share, log_novel, the rest of the text) of one pair; the rest cut to its first
+    ``rest_words`` words where that is above 0."""
     q_terms = set(content_terms(question))
     terms = set(content_terms(text))
     novel = terms - q_terms
     share = len(novel) / len(terms) if terms else 0.0
-    return share, math.log1p(len(novel)), rest_of(text, q_terms)
+    return share, math.log1p(len(novel)), rest_of(text, q_terms, rest_words)
 
 
 #: features computed in this process: (reference, questions, query, text) -> row; bounded
@@ -337,6 +343,7 @@ class GuardFeatures:
         references = (
             model.frequent_words, model.attested_pairs, model.reference_documents,
             tuple(sorted(self._frequency.items())), model.answer_direction, model.answer_offset,
+            model.rest_words,
         )  # fmt: skip
         self._key = (
             hash((*references, encoder.fingerprint())),
@@ -368,7 +375,8 @@ class GuardFeatures:
         return self.encoder.encode([str(t) for t in unique], desc="guard texts")[index]
 
     def _compute(self, queries: Sequence[str], texts: Sequence[str]) -> pd.DataFrame:
-        lexical = [lexical_features(q, t) for q, t in zip(queries, texts, strict=True)]
+        cut = self.model.rest_words
+        lexical = [lexical_features(q, t, cut) for q, t in zip(queries, texts, strict=True)]
         rests = [r for _, _, r in lexical]
         q_emb = self._encode(list(queries))
         t_emb = self._encode(list(texts))

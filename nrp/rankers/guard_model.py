@@ -68,6 +68,11 @@ MODEL_SCHEMA = 1
 #: were not fitted on) and scores cached under the old ones are not reused. 2: spec_rd reads
 #: judged answers only; 3: first_person, idf_new, oov_new, answer_like; 4: asks_only; 5: order
 FEATURE_DEFINITIONS = 5
+#: the definitions a model whose rest is cut (``GuardModel.rest_words`` above 0) is written with:
+#: those of ``FEATURE_DEFINITIONS`` with the rest's features read from the rest's first
+#: ``rest_words`` words. A reader of definitions 5 alone refuses such a file rather than compute
+#: whole rests the model was not fitted on; a file of definitions 5 is a model of whole rests.
+CUT_REST_DEFINITIONS = 6
 #: the evidence a text is floored on (``GuardModel.evidence``: the sum over the detectors of
 #: ``-ln(probability / threshold)`` where a probability is below its threshold) unless the model
 #: says otherwise: ln 2, one detector at half its threshold or several agreeing detectors less
@@ -84,7 +89,10 @@ class GuardModel:
     ``answer_like`` on a text's embedding (``answer_direction``, ``answer_offset``), where it was
     fitted (``fitted_on``: free text and figures), and ``also``:
     further detectors (logistic models of their own, each with its threshold) that flag a text
-    too: one model per way of saying nothing, rather than one line through all of them."""
+    too: one model per way of saying nothing, rather than one line through all of them.
+    ``rest_words``: the rest's features (``cos_rq`` and those read from the rest's embedding)
+    read the rest's first ``rest_words`` words, 0 the whole rest; a property of the model's
+    features, fitted with it (``nrp train guard --rest-words``), like its references."""
 
     features: tuple[str, ...]
     weights: tuple[float, ...]
@@ -99,6 +107,7 @@ class GuardModel:
     fitted_on: Mapping[str, Any] = field(default_factory=dict)
     also: tuple[GuardModel, ...] = ()
     floor_evidence: float = FLOOR_EVIDENCE
+    rest_words: int = 0
 
     def probability(self, features: np.ndarray) -> np.ndarray:
         """P(real answer) of each row of ``features`` (columns in ``self.features``' order)."""
@@ -163,7 +172,7 @@ class GuardModel:
     def to_json(self, path: str | Path) -> None:
         """The model as a file, with its ``format`` block (``model_format``): what ``from_json``
         checks before it reads a weight."""
-        data = {"format": model_format(), **asdict(self)}
+        data = {"format": model_format(self.rest_words), **asdict(self)}
         Path(path).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
     @classmethod
@@ -186,6 +195,7 @@ class GuardModel:
             fitted_on=dict(data.get("fitted_on", {})),
             also=tuple(cls.from_dict(d, root=False) for d in data.get("also", ())),
             floor_evidence=float(data.get("floor_evidence", FLOOR_EVIDENCE)),
+            rest_words=_whole_number(data.get("rest_words", 0), "rest_words") if root else 0,
         )
         unknown = [f for f in model.features if f not in FEATURES]
         if unknown or len(model.weights) != len(model.features):
@@ -216,8 +226,14 @@ class GuardModel:
             data = jsontext.loads(path.read_text(encoding="utf-8"))
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
-            check_format(data.get("format"))
-            return cls.from_dict({k: v for k, v in data.items() if k != "format"})
+            version = check_format(data.get("format"))
+            model = cls.from_dict({k: v for k, v in data.items() if k != "format"})
+            if model.rest_words and version != CUT_REST_DEFINITIONS:
+                raise ValueError(
+                    f"rest_words {model.rest_words} in a file of features_version {version}; "
+                    f"a model that cuts its rest is written with {CUT_REST_DEFINITIONS}"
+                )
+            return model
         except FileNotFoundError:
             raise InputError(path, None, "file not found") from None
         except KeyError as error:
@@ -228,37 +244,52 @@ class GuardModel:
 
 def _computing(data: dict[str, Any]) -> dict[str, Any]:
     """``asdict`` of a model with ``fitted_on`` kept to the detector's name, in it and its
-    ``also``."""
+    ``also``, and ``rest_words`` only where it cuts the rest (a model of whole rests hashes as
+    it did before the field)."""
     name = data["fitted_on"].get("name")
     also = [_computing(d) for d in data["also"]]
-    return {**data, "fitted_on": {"name": name} if name is not None else {}, "also": also}
+    kept = {k: v for k, v in data.items() if k != "rest_words" or v}
+    return {**kept, "fitted_on": {"name": name} if name is not None else {}, "also": also}
 
 
-def model_format() -> dict[str, int]:
-    """The ``format`` block of a model file this code writes and reads."""
+def _whole_number(value: Any, name: str) -> int:
+    """``value`` as a whole number of at least 0, else a ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} {value!r} (must be a whole number >= 0)")
+    return value
+
+
+def model_format(rest_words: int = 0) -> dict[str, int]:
+    """The ``format`` block of a model file this code writes: the feature definitions of a model
+    that cuts its rest to ``rest_words`` words are ``CUT_REST_DEFINITIONS``."""
     return {
         "schema": MODEL_SCHEMA,
-        "features_version": FEATURE_DEFINITIONS,
+        "features_version": CUT_REST_DEFINITIONS if rest_words else FEATURE_DEFINITIONS,
         "calibration": CALIBRATION,
     }
 
 
-def check_format(block: Any) -> None:
-    """A ``ValueError`` saying what is wrong when a model file's ``format`` block is not this
-    code's (``model_format``): missing (a file of no nrp, or of one before the block), another
-    schema, other feature definitions, another calibration rule."""
+def check_format(block: Any) -> int:
+    """The feature definitions of a model file's ``format`` block, or a ``ValueError`` saying
+    what is wrong when the block is not one this code reads (``model_format``'s, of either
+    definitions): missing (a file of no nrp, or of one before the block), another schema, other
+    feature definitions, another calibration rule."""
     if not isinstance(block, dict):
         raise ValueError(
             "no format block (schema, features_version, calibration): a guard model file "
             "GuardModel.to_json writes has one"
         )
+    versions = (FEATURE_DEFINITIONS, CUT_REST_DEFINITIONS)
     for key, expected in model_format().items():
         found = block.get(key)
-        if found != expected:
+        readable = versions if key == "features_version" else (expected,)
+        if found not in readable:
+            wanted = " or ".join(repr(v) for v in readable)
             raise ValueError(
-                f"format {key} {found!r}, where this nrp reads {expected!r}: fitted for another "
+                f"format {key} {found!r}, where this nrp reads {wanted}: fitted for another "
                 "version of the guard; fit it again (nrp train guard)"
             )
+    return int(block["features_version"])
 
 
 @cache

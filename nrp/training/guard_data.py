@@ -296,7 +296,8 @@ def question_folds(
 
 def feature_table(rows: pd.DataFrame, features: GuardFeatures, cache: Path | None) -> pd.DataFrame:
     """``features.frame`` of (query, text) rows; with ``cache``, rows computed before are read
-    from it and the table is written back (refits with other settings cost no encoding)."""
+    from it and the table is written back (refits with other settings cost no encoding). A
+    cache of another ``rest_words`` (kept in its ``attrs``) is computed again."""
     from nrp.rankers.guard_features import WORD_FEATURES
     from nrp.rankers.guard_model import FEATURES
 
@@ -308,6 +309,7 @@ def feature_table(rows: pd.DataFrame, features: GuardFeatures, cache: Path | Non
         # rows the cache lacks, all rows where it lacks a feature; a feature it holds as NaN is
         # unknown (spec_rd of a question with no other judged answer), not missing
         todo = ~key.isin(cached.index) | any(f not in cached.columns for f in encoded)
+        todo |= cached.attrs.get("rest_words", 0) != features.model.rest_words
         if todo.any():
             fresh = features.frame(rows["query"][todo].tolist(), rows["text"][todo].tolist())
             found.iloc[np.flatnonzero(todo)] = fresh[list(FEATURES)].to_numpy()
@@ -319,7 +321,9 @@ def feature_table(rows: pd.DataFrame, features: GuardFeatures, cache: Path | Non
         table = features.frame(rows["query"].tolist(), rows["text"].tolist())
     if cache is not None:
         kept = table.set_axis(key, axis=0)
-        kept[~kept.index.duplicated()].to_pickle(cache)
+        kept = kept[~kept.index.duplicated()]
+        kept.attrs["rest_words"] = features.model.rest_words
+        kept.to_pickle(cache)
     return table
 
 

@@ -41,6 +41,9 @@ class GuardTrainSettings:
       ``max_flagged``: the share of the fitting answers each detector's threshold flags.
     - ``cross_fit``: also measure each kind's flagged share with a guard fitted without the
       text's question (K folds; 0: not).
+    - ``rest_words``: the rest's features read the rest's first N words (0: the whole rest); the
+      fitted model carries it (``GuardModel.rest_words``), so the guard reads what it was
+      fitted on.
     """
 
     dimension: str | None = None
@@ -62,6 +65,7 @@ class GuardTrainSettings:
     direction_l2: float = 10.0
     max_flagged: float = 0.01
     cross_fit: int = 0
+    rest_words: int = 0
 
     def checked(self) -> GuardTrainSettings:
         """These settings with every number in range and the lists as tuples; a ``ConfigError``
@@ -87,6 +91,7 @@ class GuardTrainSettings:
             ("direction_l2", 0 < self.direction_l2 < math.inf, "a finite number above 0"),
             ("max_flagged", 0 <= self.max_flagged < 1, "a share in [0, 1)"),
             ("cross_fit", self.cross_fit == 0 or self.cross_fit >= 2, "0 (none) or at least 2"),
+            ("rest_words", self.rest_words >= 0, "at least 0 (0: the whole rest)"),
         ]
         for name, ok, what in limits:
             if not ok:

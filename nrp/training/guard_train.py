@@ -222,7 +222,7 @@ def fit_detectors(
     ]  # fmt: skip
     model = replace(detectors[0], also=tuple(detectors[1:]),
                     answer_direction=tuple(float(w) for w in direction[0]),
-                    answer_offset=direction[1])  # fmt: skip
+                    answer_offset=direction[1], rest_words=settings.rest_words)  # fmt: skip
     return model, table
 
 
@@ -367,7 +367,8 @@ def fitting_table(
     rows = data.rows
     reference = fluency_reference(fluency_texts, settings.frequent, settings.pair_docs)
     terms = document_frequencies(data.reference_texts)
-    provisional = GuardModel(FEATURES, (0.0,) * len(FEATURES), 0.0, 0.5, *reference, *terms)
+    provisional = GuardModel(FEATURES, (0.0,) * len(FEATURES), 0.0, 0.5, *reference, *terms,
+                             rest_words=settings.rest_words)  # fmt: skip
     others = collection.topics["query"].astype(str).tolist()
     documents = judged_answers(collection, rows[rows["kind"] == "judged"])
     features = GuardFeatures(provisional, make_ranker("dense:model=minilm"), others, documents)

@@ -233,6 +233,79 @@ def test_packaged_model_file_is_complete():
     assert not {"padded", "evasive", "refusal", "asked"} & set(kinds.split(","))
 
 
+def test_a_cut_rest_is_the_first_words_of_the_rest():
+    """``rest_words``: the rest (the text without the question's words) cut to its first N
+    words; a text with nothing new has no rest, cut or not."""
+    terms = {"ibuprofen", "rais", "blood", "pressur"}
+    text = "Ibuprofen raises blood pressure in some adults who take it daily."
+    assert rest_of(text, terms) == "in some adults who take it daily"
+    assert rest_of(text, terms, 3) == "in some adults"
+    assert rest_of(text, terms, 50) == rest_of(text, terms)
+    assert rest_of("Blood pressure?", {"blood", "pressur"}, 3) == ""
+    share, log_novel, rest = lexical_features(QUESTION, text, rest_words=3)
+    assert rest == "in some adults"
+    # novel_share and log_novel read the whole text, cut or not
+    assert (share, log_novel) == lexical_features(QUESTION, text)[:2]
+
+
+def test_a_model_that_cuts_its_rest_reads_the_rests_first_words():
+    """A model's ``rest_words`` cuts the rest every feature of the rest reads: by hand with the
+    vocabulary encoder, the rest "banana banana cherry cherry cherry" against the other
+    questions "banana" and "cherry", whole (cosines 2/sqrt(13), 3/sqrt(13)) and cut to its
+    first two words "banana banana" (cosines 1, 0); the question's own words are none of the
+    four, so cos_rq is 0 either way."""
+    question, text = "Is apple good?", "Apple: banana banana cherry cherry cherry."
+    others = [question, "banana", "cherry"]  # (the encoder splits at spaces alone)
+    whole_model = GuardModel(("margin_rq",), (1.0,), 0.0, 0.5)
+    cut_model = replace(whole_model, rest_words=2)
+    whole = GuardFeatures(whole_model, VocabularyEncoder(), others).frame([question], [text])
+    cut = GuardFeatures(cut_model, VocabularyEncoder(), others).frame([question], [text])
+    root = math.sqrt(13)
+    assert whole.loc[0, "margin_rq"] == pytest.approx(-3 / root)
+    assert whole.loc[0, "spec_rq"] == pytest.approx(-(2 + 3) / root / 2)
+    assert cut.loc[0, "margin_rq"] == pytest.approx(-1.0)
+    assert cut.loc[0, "spec_rq"] == pytest.approx(-0.5)
+    assert whole.loc[0, "cos_rq"] == cut.loc[0, "cos_rq"] == 0.0
+    # the features that do not read the rest are the same
+    same = [f for f in FEATURES if f not in ("spec_rq", "margin_rq")]
+    pd.testing.assert_frame_equal(whole[same], cut[same])
+
+
+def test_a_model_that_cuts_its_rest_says_so_in_its_file(tmp_path):
+    """A model with ``rest_words`` is written with the feature definitions of a cut rest
+    (``CUT_REST_DEFINITIONS``), so that a reader of whole rests refuses it; read back, it cuts
+    the same; a file of the whole rest's definitions that says ``rest_words`` is refused, as
+    is a count that is not a whole number. A model of whole rests hashes as before the field
+    (the packaged guard's fingerprint, c08c395db6ee9c6bc8c3, and its thresholds files)."""
+    import json
+
+    from nrp.errors import ModelError
+    from nrp.rankers.guard_model import CUT_REST_DEFINITIONS, FEATURE_DEFINITIONS
+
+    model = GuardModel(("log_novel",), (1.0,), 0.0, 0.5, rest_words=48)
+    path = tmp_path / "cut.json"
+    model.to_json(path)
+    data = json.loads(path.read_text())
+    assert data["format"]["features_version"] == CUT_REST_DEFINITIONS == 6
+    assert data["rest_words"] == 48 and GuardModel.from_json(path) == model
+    assert model.digest != replace(model, rest_words=0).digest
+    old = tmp_path / "old.json"
+    old.write_text(
+        json.dumps({**data, "format": {**data["format"], "features_version": FEATURE_DEFINITIONS}})
+    )
+    with pytest.raises(ModelError, match=re.escape(
+            f"{old}: not a guard model (rest_words 48 in a file of features_version 5; a model "
+            "that cuts its rest is written with 6)")):  # fmt: skip
+        _ = make_ranker(f"guard:model={old}").model
+    for bad in (-1, 2.5, "48", True):
+        wrong = tmp_path / "wrong.json"
+        wrong.write_text(json.dumps({**data, "rest_words": bad}))
+        with pytest.raises(ModelError, match=re.escape(f"rest_words {bad!r} (must be a whole")):
+            _ = make_ranker(f"guard:model={wrong}").model
+    assert packaged_model().rest_words == 0
+    assert make_ranker("guard").fingerprint() == "c08c395db6ee9c6bc8c3"
+
+
 class VocabularyEncoder:
     """A real encoder of the test's own: a text's counts of four words, unit length (no word:
     the zero vector), so every cosine below is worked out by hand."""
