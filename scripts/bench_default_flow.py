@@ -22,10 +22,13 @@ does not validate) and reused by every run. Measured, alternated within each rou
   score cache as validation left them; no answer's position comes from the results cache: each
   run scores a copy of the sample whose LLM names carry a tag of that run, so every answer id is
   new (positions are kept per answer id and text). With ``--before DIR`` the same command from
-  that source tree runs too, on the same collection folder.
+  that source tree runs too, on the same collection folder, at each precision (a tree before
+  ``nrp score --dtype`` fails at bf16, and says so).
 
 Printed per run: wall s, answers/s, peak RSS MB; then nrp's whole process over the bare
-encode's (goal at most 1.3x) and nrp's peak RSS (goal at most 2,000 MB), each beside its goal.
+encode's (goal at most 1.3x) and nrp's peak RSS (goal at most 2,000 MB), each beside its goal;
+then each LLM's mean weighted NRP (round 1) compared between the precisions and, with
+``--before``, between the trees at each precision (goal: within 0.005, no pair in another order).
 Each run writes 2,000 rows to the collection's results cache (``nrp.sqlite``).
 
     .venv/bin/python scripts/bench_default_flow.py
@@ -185,7 +188,7 @@ def _run(args: argparse.Namespace, work: Path) -> None:
     print("-" * len(header))
     stamp = time.strftime("%Y%m%d%H%M%S")
     seen: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
-    means: dict[str, dict[str, float]] = {}  # dtype -> LLM -> mean weighted NRP (round 1)
+    means: dict[tuple[str, str], dict[str, float]] = {}  # (tree, dtype) -> LLM -> mean (round 1)
     bare_payload = {k: found[k] for k in ("model", "device", "batch")}
     for number in range(1, args.runs + 1):
         for dtype in args.dtypes:
@@ -198,8 +201,6 @@ def _run(args: argparse.Namespace, work: Path) -> None:
                   f"{bare['encode_s']:.1f} s, {bare['texts']:,} distinct texts",
                   flush=True)  # fmt: skip
             for index, (tree, tree_env) in enumerate(trees):
-                if tree and dtype != "fp32":
-                    continue  # a tree before --dtype runs fp32 only
                 tagged = _tagged(sample, f"bench{stamp}r{number}{dtype}t{index}", work)
                 out = work / f"out-{number}-{dtype}-{index}"
                 command = [sys.executable, "-m", "nrp", "score", CLEF, str(tagged), "--out",
@@ -207,8 +208,8 @@ def _run(args: argparse.Namespace, work: Path) -> None:
                 if dtype != "fp32":
                     command += ["--dtype", dtype]
                 seconds, peak, status = timed_process(command, tree_env)
-                if number == 1 and not tree and not status:
-                    means[dtype] = _llm_means(out / "results.parquet")
+                if number == 1 and not status:
+                    means[(tree, dtype)] = _llm_means(out / "results.parquet")
                 shutil.rmtree(out, ignore_errors=True)
                 tagged.unlink()
                 label = f"nrp score {dtype}{tree}"
@@ -233,8 +234,11 @@ def _run(args: argparse.Namespace, work: Path) -> None:
         fp32 = statistics.median(w for _, _, w in seen[("", "fp32")])
         bf16 = statistics.median(w for _, _, w in seen[("", "bf16")])
         print(f"bf16 over fp32: nrp score {ratio(fp32, bf16):.2f}x faster")
-    if "fp32" in means and "bf16" in means:
-        _agreement(means["fp32"], means["bf16"])
+    if ("", "fp32") in means and ("", "bf16") in means:
+        _agreement(means[("", "fp32")], means[("", "bf16")], "fp32", "bf16")
+    for (tree, dtype), before in means.items():
+        if tree and ("", dtype) in means:
+            _agreement(before, means[("", dtype)], f"before {dtype}", f"this tree {dtype}")
     print(
         "x bare: nrp's whole process over the bare encode's whole process at the same "
         "precision in the same round (start to exit both; the bare encode loads the model and "
@@ -252,16 +256,17 @@ def _llm_means(results: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in weighted.groupby(llm)["nrp"].mean().items()}
 
 
-def _agreement(fp32: dict[str, float], bf16: dict[str, float]) -> None:
-    """The LLMs' mean weighted NRP at both precisions: the largest difference (acceptance: at
-    most 0.005 per system) and the pairs of LLMs whose order differs."""
-    llms = sorted(fp32, key=lambda k: -fp32[k])
-    worst = max(abs(fp32[k] - bf16[k]) for k in llms)
+def _agreement(first: dict[str, float], second: dict[str, float], one: str, other: str) -> None:
+    """The LLMs' mean weighted NRP in two runs (``one``, ``other``: what each is): the largest
+    difference (acceptance: at most 0.005 per system) and the pairs of LLMs whose order
+    differs."""
+    llms = sorted(first, key=lambda k: -first[k])
+    worst = max(abs(first[k] - second[k]) for k in llms)
     moved = [(a, b) for i, a in enumerate(llms) for b in llms[i + 1 :]
-             if (fp32[a] - fp32[b]) * (bf16[a] - bf16[b]) < 0]  # fmt: skip
-    print(f"\nmean weighted NRP per LLM, fp32 -> bf16 (round 1; {len(llms)} LLMs):")
+             if (first[a] - first[b]) * (second[a] - second[b]) < 0]  # fmt: skip
+    print(f"\nmean weighted NRP per LLM, {one} -> {other} (round 1; {len(llms)} LLMs):")
     for k in llms:
-        print(f"  {k:<28} {fp32[k]:.4f} -> {bf16[k]:.4f} ({bf16[k] - fp32[k]:+.4f})")
+        print(f"  {k:<28} {first[k]:.4f} -> {second[k]:.4f} ({second[k] - first[k]:+.4f})")
     print(f"largest difference {worst:.4f} (goal <= 0.005); pairs in another order: "
           + (", ".join(f"{a} / {b}" for a, b in moved) or "none"))  # fmt: skip
 
