@@ -17,6 +17,10 @@ does not validate) and reused by every run. Measured, alternated within each rou
   one ``SentenceTransformer.encode`` call (which sorts its batches by length): the least a
   ranker over that model must do for these answers. Its whole process (start to exit) is the
   limit; the encode alone is printed beside it.
+- **the guard's own work (bare encode, answers and rests)**: the same, encoding each distinct
+  answer and each distinct rest (the answer without its question's words, which the guard's
+  features embed beside it; ``nrp.rankers.guard_features.lexical_features`` with the packaged
+  model's ``rest_words``) once, in one call: the least the default flow's guard must encode.
 - **nrp**: ``nrp score clef-ehealth-2021 SAMPLE --out DIR`` (no ``--ranker``: the default
   flow), start to exit, peak RSS of the process (``os.wait4``). D_q's scores come from the
   score cache as validation left them; no answer's position comes from the results cache: each
@@ -26,9 +30,10 @@ does not validate) and reused by every run. Measured, alternated within each rou
   ``nrp score --dtype`` fails at bf16, and says so).
 
 Printed per run: wall s, answers/s, peak RSS MB; then nrp's whole process over the bare
-encode's (goal at most 1.3x) and nrp's peak RSS (goal at most 2,000 MB), each beside its goal;
-then each LLM's mean weighted NRP (round 1) compared between the precisions and, with
-``--before``, between the trees at each precision (goal: within 0.005, no pair in another order).
+encode's (goal at most 1.3x) and over the guard's own work, and nrp's peak RSS (goal at most
+2,000 MB), each beside its goal; then each LLM's mean weighted NRP (round 1) compared between the
+precisions and, with ``--before``, between the trees at each precision (goal: within 0.005, no
+pair in another order).
 Each run writes 2,000 rows to the collection's results cache (``nrp.sqlite``).
 
     .venv/bin/python scripts/bench_default_flow.py
@@ -77,6 +82,8 @@ def _prepare(payload: dict) -> None:
     from nrp.answers import empty_texts
     from nrp.models.device import resolve_device
     from nrp.models.folders import resolve_model
+    from nrp.rankers.guard_features import lexical_features
+    from nrp.rankers.guard_model import packaged_model
 
     collection = load_or_ingest(CLEF, payload["indexes"])
     answers = nrp.read_answers(payload["answers"], collection).answers
@@ -84,6 +91,12 @@ def _prepare(payload: dict) -> None:
     if payload["limit"]:
         sample = sample.head(payload["limit"])
     sample = sample.assign(text=sample["text"].fillna("").astype(str))
+    questions = dict(zip(collection.topics["qid"].astype(str),
+                         collection.topics["query"].astype(str), strict=True))  # fmt: skip
+    cut = packaged_model().rest_words
+    rests = [lexical_features(questions[str(q)], t, cut)[2]
+             for q, t in zip(sample["qid"], sample["text"], strict=True)]  # fmt: skip
+    Path(payload["rests"]).write_text(json.dumps(rests), encoding="utf-8")
     columns = ["llm", "prompt", "qid", "sample", "text"]
     with open(payload["sample"], "w", encoding="utf-8") as out:
         for record in sample[columns].to_dict("records"):
@@ -100,7 +113,8 @@ def _prepare(payload: dict) -> None:
 
 def _bare_encode(payload: dict) -> None:
     """The limit: the model loaded as ``dense`` loads it, each distinct non-empty answer text
-    encoded once in one ``SentenceTransformer.encode`` call, timed around the encode."""
+    (and with ``rests`` each distinct rest too) encoded once in one
+    ``SentenceTransformer.encode`` call, timed around the encode."""
     from benchkit import peak_rss_mib, sync
     from sentence_transformers import SentenceTransformer
 
@@ -108,6 +122,8 @@ def _bare_encode(payload: dict) -> None:
 
     with open(payload["sample"], encoding="utf-8") as lines:
         texts = [json.loads(line)["text"] for line in lines]
+    if payload.get("rests"):
+        texts += json.loads(Path(payload["rests"]).read_text(encoding="utf-8"))
     texts = list(dict.fromkeys(t for t in texts if t.strip()))
     device = resolve_device(payload["device"])
     dtype = resolve_dtype(payload["dtype"], device, cpu_bf16=True)
@@ -171,8 +187,9 @@ def _tagged(sample: Path, tag: str, work: Path) -> Path:
 
 def _run(args: argparse.Namespace, work: Path) -> None:
     indexes, sample = args.indexes.resolve(), work / "sample.jsonl"
+    rests = work / "rests.json"
     payload = {"indexes": str(indexes), "answers": str(CLEF_ANSWERS), "sample": str(sample),
-               "limit": args.limit}  # fmt: skip
+               "limit": args.limit, "rests": str(rests)}  # fmt: skip
     found = run_child(SCRIPT, "--_prepare", payload, args.timeout)
     count = found["answers"]
     trees = [("", checkout_env())]
@@ -183,11 +200,11 @@ def _run(args: argparse.Namespace, work: Path) -> None:
           f"dense's model={found['name']}, device {found['device']}, batch {found['batch']}; "
           f"precisions {', '.join(args.dtypes)}; whole processes\n")  # fmt: skip
     header = (f"{'round':<6} {'run':<30} {'s':>7} {'answers/s':>9} {'peak MB':>7} "
-              f"{'x bare':>6} {'goal':>4}")  # fmt: skip
+              f"{'x bare':>6} {'goal':>4} {'x guard':>7}")  # fmt: skip
     print(header)
     print("-" * len(header))
     stamp = time.strftime("%Y%m%d%H%M%S")
-    seen: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    seen: dict[tuple[str, str], list[tuple[float, float, float, float]]] = {}
     means: dict[tuple[str, str], dict[str, float]] = {}  # (tree, dtype) -> LLM -> mean (round 1)
     bare_payload = {k: found[k] for k in ("model", "device", "batch")}
     for number in range(1, args.runs + 1):
@@ -199,6 +216,15 @@ def _run(args: argparse.Namespace, work: Path) -> None:
             print(f"{number:<6} {'bare encode (the limit) ' + dtype:<30} {bare_s:7.1f} "
                   f"{ratio(count, bare_s):9.1f} {bare['peak_mib']:7.0f}   encode alone "
                   f"{bare['encode_s']:.1f} s, {bare['texts']:,} distinct texts",
+                  flush=True)  # fmt: skip
+            started = time.perf_counter()
+            guard = run_child(SCRIPT, "--_bare", {**bare_payload, "dtype": dtype, "sample":
+                              str(sample), "rests": str(rests)}, args.timeout,
+                              checkout_env())  # fmt: skip
+            guard_s = time.perf_counter() - started
+            print(f"{number:<6} {'answers and rests ' + dtype:<30} {guard_s:7.1f} "
+                  f"{ratio(count, guard_s):9.1f} {guard['peak_mib']:7.0f}   encode alone "
+                  f"{guard['encode_s']:.1f} s, {guard['texts']:,} distinct texts",
                   flush=True)  # fmt: skip
             for index, (tree, tree_env) in enumerate(trees):
                 tagged = _tagged(sample, f"bench{stamp}r{number}{dtype}t{index}", work)
@@ -216,23 +242,26 @@ def _run(args: argparse.Namespace, work: Path) -> None:
                 if status:
                     print(f"{number:<6} {label:<30} failed (exit {status})", flush=True)
                     continue
-                seen.setdefault((tree, dtype), []).append((ratio(seconds, bare_s), peak, seconds))
+                seen.setdefault((tree, dtype), []).append(
+                    (ratio(seconds, bare_s), peak, seconds, ratio(seconds, guard_s))
+                )
                 print(f"{number:<6} {label:<30} {seconds:7.1f} {ratio(count, seconds):9.1f} "
-                      f"{peak:7.0f} {ratio(seconds, bare_s):6.2f} {GOAL_RATIO:4.1f}",
-                      flush=True)  # fmt: skip
+                      f"{peak:7.0f} {ratio(seconds, bare_s):6.2f} {GOAL_RATIO:4.1f} "
+                      f"{ratio(seconds, guard_s):7.2f}", flush=True)  # fmt: skip
     print()
     for (tree, dtype), rows in seen.items():
-        times = statistics.median(r for r, _, _ in rows)
-        peak = max(p for _, p, _ in rows)
-        wall = statistics.median(w for _, _, w in rows)
+        times = statistics.median(r for r, _, _, _ in rows)
+        peak = max(p for _, p, _, _ in rows)
+        wall = statistics.median(w for _, _, w, _ in rows)
+        guard = statistics.median(g for _, _, _, g in rows)
         print(
             f"nrp score {dtype}{tree}: {wall:.1f} s, {times:.2f}x the bare encode at {dtype} "
-            f"(median of {len(rows)}; goal <= {GOAL_RATIO}x), peak RSS {peak:,.0f} MB (goal <= "
-            f"{GOAL_RSS_MB:,} MB)"
+            f"(median of {len(rows)}; goal <= {GOAL_RATIO}x), {guard:.2f}x the bare encode of "
+            f"the answers and their rests, peak RSS {peak:,.0f} MB (goal <= {GOAL_RSS_MB:,} MB)"
         )
     if ("", "fp32") in seen and ("", "bf16") in seen:
-        fp32 = statistics.median(w for _, _, w in seen[("", "fp32")])
-        bf16 = statistics.median(w for _, _, w in seen[("", "bf16")])
+        fp32 = statistics.median(w for _, _, w, _ in seen[("", "fp32")])
+        bf16 = statistics.median(w for _, _, w, _ in seen[("", "bf16")])
         print(f"bf16 over fp32: nrp score {ratio(fp32, bf16):.2f}x faster")
     if ("", "fp32") in means and ("", "bf16") in means:
         _agreement(means[("", "fp32")], means[("", "bf16")], "fp32", "bf16")
@@ -242,7 +271,8 @@ def _run(args: argparse.Namespace, work: Path) -> None:
     print(
         "x bare: nrp's whole process over the bare encode's whole process at the same "
         "precision in the same round (start to exit both; the bare encode loads the model and "
-        "encodes each answer once)"
+        "encodes each answer once); x guard: the same over the bare encode of each answer and "
+        "each rest once (the guard's own work)"
     )
 
 
