@@ -121,7 +121,7 @@ def _calls(payload: dict) -> None:
     if payload["spec"] != DENSE:
         from nrp.rankers.guard_features import lexical_features
 
-        cut = api.make_ranker(payload["spec"]).model.rest_words  # the guard's model's
+        cut = ranker.model.rest_words  # as the guard's model reads the rest
         pairs = zip(qids[rest], texts[rest], strict=True)
         needed += [r for r in (lexical_features(questions[q], t, cut)[2] for q, t in pairs) if r]
     needed = list(dict.fromkeys(needed))
