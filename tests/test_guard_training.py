@@ -381,6 +381,10 @@ def test_nrp_train_guard_fits_a_model_that_guard_model_reads_back(
             "guard training: demo has no dimension 'nope' (it has relevance, readability)",
         ),
         (["--fluency-collections", "nope"], "unknown collection 'nope'"),
+        (
+            ["--rest-words", "-1"],
+            "guard training: rest_words must be at least 0 (0: the whole rest), got -1",
+        ),
     ],
 )
 def test_a_bad_option_is_one_line_exit_2_and_nothing_generated_or_written(
